@@ -1,0 +1,41 @@
+"""The network layer: P-LogP parameters, grids, presets, the grid file, bounds."""
+
+from gridcoll.network.bounds import (
+    Bound,
+    broadcast_bound,
+    capacity_graph,
+    latency_bound,
+    throughput_rate,
+)
+from gridcoll.network.grid import Cluster, Grid, Link, Route
+from gridcoll.network.gridfile import grid_from_dict, grid_to_dict, load_grid, save_grid
+from gridcoll.network.plogp import LogGP, PiecewiseLinear, PLogP, r_w, s_w
+from gridcoll.network.presets import PRESETS, das2, get_grid, lan, magpie, teragrid, transit_stub
+
+__all__ = [
+    "PRESETS",
+    "Bound",
+    "Cluster",
+    "Grid",
+    "Link",
+    "LogGP",
+    "PLogP",
+    "PiecewiseLinear",
+    "Route",
+    "broadcast_bound",
+    "capacity_graph",
+    "das2",
+    "get_grid",
+    "grid_from_dict",
+    "grid_to_dict",
+    "lan",
+    "latency_bound",
+    "load_grid",
+    "magpie",
+    "r_w",
+    "s_w",
+    "save_grid",
+    "teragrid",
+    "throughput_rate",
+    "transit_stub",
+]

@@ -1,0 +1,133 @@
+"""Physical limits of a broadcast on a grid: the figures every benchmark reports against.
+
+* **Throughput bound.** The rate at which a root can broadcast is at most the minimum,
+  over all receivers, of the max-flow from the root to that receiver in the
+  link-capacity graph (Edmonds' arborescence-packing theorem: the minimum of these
+  max-flows is achievable by packing spanning arborescences, and no scheme beats it).
+  An ``M``-byte broadcast needs at least ``M / rate`` plus the latency to the farthest
+  rank.
+* **Latency bound.** Any byte reaches the farthest rank no earlier than the shortest
+  path to it: the sum over hops of ``L`` plus one send overhead ``os`` per hop.
+
+The capacity graph has a node per rank, per cluster switch, per gateway side and per
+shared link (split into in/out nodes carrying the link's capacity); capacities are the
+asymptotic bandwidths ``1/G`` of the P-LogP gaps. Ranks of one cluster are symmetric in
+it, so one max-flow per cluster suffices: O(P_w) max-flow computations.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+
+import networkx as nx
+
+from gridcoll.network.grid import Grid
+
+__all__ = ["Bound", "broadcast_bound", "capacity_graph", "latency_bound", "throughput_rate"]
+
+
+def _add(graph: nx.DiGraph, u: object, v: object, capacity: float) -> None:
+    if math.isinf(capacity):
+        graph.add_edge(u, v)  # networkx: no capacity attribute means infinite capacity
+    else:
+        graph.add_edge(u, v, capacity=capacity)
+
+
+def capacity_graph(grid: Grid) -> nx.DiGraph:
+    """The link-capacity graph of ``grid`` (bytes/s on edges; missing = unbounded)."""
+    graph = nx.DiGraph()
+    for c, cluster in enumerate(grid.clusters):
+        bw = cluster.lan.bandwidth
+        for rank in grid.members[c]:
+            _add(graph, ("rank", rank), ("switch", c), bw)  # NIC out
+            _add(graph, ("switch", c), ("rank", rank), bw)  # NIC in
+        if grid.nclusters > 1:
+            _add(graph, ("switch", c), ("gw_out", c), bw)  # gateway's LAN side, outbound
+            _add(graph, ("gw_in", c), ("switch", c), bw)  # gateway's LAN side, inbound
+    for name, link in grid.links.items():
+        _add(graph, ("link_in", name), ("link_out", name), link.bandwidth)
+    for (a, b), route in grid.routes.items():
+        hops = [("gw_out", a)]
+        for name in route.links:
+            hops += [("link_in", name), ("link_out", name)]
+        hops.append(("gw_in", b))
+        for u, v in zip(hops[0::2], hops[1::2], strict=True):
+            graph.add_edge(u, v)
+    return graph
+
+
+def throughput_rate(grid: Grid, root: int = 0) -> float:
+    """Maximum broadcast rate (bytes/s) from ``root``: min over receivers of max-flow."""
+    grid.check_rank(root, "root")
+    if grid.nranks == 1:
+        return math.inf
+    graph = capacity_graph(grid)
+    rate = math.inf
+    for ranks in grid.members:
+        receiver = next((r for r in ranks if r != root), None)
+        if receiver is None:
+            continue
+        flow = nx.maximum_flow_value(graph, ("rank", root), ("rank", receiver))
+        rate = min(rate, flow)
+    return rate
+
+
+def _cluster_distances(grid: Grid, root: int, hop_cost) -> list[float]:
+    """Dijkstra over clusters from the root's cluster, edge (a, b) weighing hop_cost."""
+    start = grid.cluster_of[root]
+    dist = [math.inf] * grid.nclusters
+    dist[start] = 0.0
+    heap = [(0.0, start)]
+    while heap:
+        d, a = heapq.heappop(heap)
+        if d > dist[a]:
+            continue
+        for b in range(grid.nclusters):
+            if b != a and d + hop_cost(grid.wan(a, b)) < dist[b]:
+                dist[b] = d + hop_cost(grid.wan(a, b))
+                heapq.heappush(heap, (dist[b], b))
+    return dist
+
+
+def _farthest(grid: Grid, root: int, hop_cost) -> float:
+    dist = _cluster_distances(grid, root, hop_cost)
+    home = grid.cluster_of[root]
+    lan_hop = hop_cost(grid.clusters[home].lan) if grid.clusters[home].nranks > 1 else 0.0
+    return max(lan_hop if c == home else d for c, d in enumerate(dist))
+
+
+def latency_bound(grid: Grid, root: int = 0, m: float = 1.0) -> float:
+    """Earliest time the farthest rank can hold a byte: max over ranks of the least
+    ``sum(L + os(m))`` over the hops of a path from the root (seconds)."""
+    grid.check_rank(root, "root")
+    if grid.nranks == 1:
+        return 0.0
+    return _farthest(grid, root, lambda p: p.L + p.os(m))
+
+
+@dataclass(frozen=True, slots=True)
+class Bound:
+    """The physical limit of one broadcast (all times in seconds)."""
+
+    rate: float
+    """Throughput bound: best possible broadcast rate in bytes/s."""
+    latency_s: float
+    """Latency bound: shortest path to the farthest rank, with send overheads."""
+    throughput_s: float
+    """``nbytes / rate`` plus the pure latency to the farthest rank."""
+
+    @property
+    def time_s(self) -> float:
+        """The bound on completion time: the larger of the two."""
+        return max(self.latency_s, self.throughput_s)
+
+
+def broadcast_bound(grid: Grid, nbytes: int, root: int = 0) -> Bound:
+    """Lower bound on the completion time of an ``nbytes`` broadcast from ``root``."""
+    rate = throughput_rate(grid, root)
+    latency = latency_bound(grid, root)
+    farthest_latency = 0.0 if grid.nranks == 1 else _farthest(grid, root, lambda p: p.L)
+    streaming = 0.0 if math.isinf(rate) else nbytes / rate
+    return Bound(rate, latency, streaming + farthest_latency)

@@ -1,0 +1,238 @@
+"""The grid: clusters of ranks joined by wide-area links.
+
+The structure is seed 000's figure 1 (clusters with fully connected LANs, one gateway
+per cluster, a WAN between the gateways), generalised so that real sites can be
+described too:
+
+* each cluster has ranks and one LAN P-LogP table;
+* each ordered pair of clusters ``(A, B)`` has a :class:`Route`: the end-to-end P-LogP
+  parameters a message from A to B sees (``L_w``, ``os_w``, ``or_w``, ``g_w``; they may
+  differ from B to A), and the names of the shared :class:`Link` resources it crosses;
+* a link carries one message at a time, for ``g_link(m)``. With one private link per
+  route ("pair links") every pair of clusters has its own wire; with per-site access
+  links all of a site's traffic shares its uplink and downlink.
+
+A message from rank a in cluster A to rank b in cluster B travels
+``a -> gateway(A) -> link(s) -> gateway(B) -> b`` (seed 000, sec. 2.1); :meth:`Grid.path`
+names the resources it occupies, which is what the simulator and the WAN emulator
+serialise on.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+
+from gridcoll.errors import GridError, ParameterError
+from gridcoll.network.plogp import PiecewiseLinear, PLogP
+
+__all__ = ["Cluster", "Grid", "Link", "Route"]
+
+
+@dataclass(frozen=True, slots=True)
+class Cluster:
+    """A cluster: ``nranks`` processes on one LAN with parameters ``lan``."""
+
+    name: str
+    nranks: int
+    lan: PLogP
+    site: str = ""
+
+    def __post_init__(self) -> None:
+        if self.nranks < 1:
+            raise GridError(f"cluster {self.name!r} must have at least one rank, not {self.nranks!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Link:
+    """A shared wide-area resource: it carries one message at a time, for ``g(m)``."""
+
+    name: str
+    g: PiecewiseLinear
+
+    @property
+    def bandwidth(self) -> float:
+        """Asymptotic capacity in bytes/s (``1/slope`` of ``g``)."""
+        slope = self.g.slope
+        return 1.0 / slope if slope > 0 else float("inf")
+
+
+@dataclass(frozen=True, slots=True)
+class Route:
+    """How messages go from one cluster to another: end-to-end P-LogP and links crossed."""
+
+    plogp: PLogP
+    links: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class Grid:
+    """A multi-cluster system.
+
+    Parameters
+    ----------
+    name : str
+        A label (the preset name or file name).
+    clusters : tuple of Cluster
+        The clusters, in order. Cluster ``i`` is also called cluster index ``i``.
+    routes : mapping (i, j) -> Route
+        One route for every ordered pair of distinct clusters.
+    links : mapping name -> Link
+        Every link a route names.
+    placement : tuple of int, optional
+        The cluster index of each rank. Default: ranks are numbered cluster by cluster
+        (the first ``clusters[0].nranks`` ranks are in cluster 0, and so on).
+    """
+
+    name: str
+    clusters: tuple[Cluster, ...]
+    routes: Mapping[tuple[int, int], Route] = field(default_factory=dict)
+    links: Mapping[str, Link] = field(default_factory=dict)
+    placement: tuple[int, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if not self.clusters:
+            raise GridError("a grid needs at least one cluster")
+        names = [c.name for c in self.clusters]
+        if len(set(names)) != len(names):
+            raise GridError(f"cluster names must be unique, got {names!r}")
+        n = len(self.clusters)
+        for i in range(n):
+            for j in range(n):
+                if i != j and (i, j) not in self.routes:
+                    raise GridError(
+                        f"no route from cluster {names[i]!r} to cluster {names[j]!r}"
+                    )
+        for (i, j), route in self.routes.items():
+            if not (0 <= i < n and 0 <= j < n) or i == j:
+                raise GridError(f"route ({i!r}, {j!r}) does not join two distinct clusters")
+            for link in route.links:
+                if link not in self.links:
+                    raise GridError(
+                        f"route {names[i]!r} -> {names[j]!r} crosses unknown link {link!r}"
+                    )
+        if self.placement is not None:
+            counts = [0] * n
+            for rank, c in enumerate(self.placement):
+                if not 0 <= c < n:
+                    raise GridError(f"rank {rank} is placed in unknown cluster index {c!r}")
+                counts[c] += 1
+            for cluster, count in zip(self.clusters, counts, strict=True):
+                if count != cluster.nranks:
+                    raise GridError(
+                        f"placement puts {count} ranks in cluster {cluster.name!r}, "
+                        f"which declares {cluster.nranks}"
+                    )
+
+    # -- ranks and clusters ------------------------------------------------------------
+    @cached_property
+    def nranks(self) -> int:
+        """Total number of ranks ``P``."""
+        return sum(c.nranks for c in self.clusters)
+
+    @property
+    def nclusters(self) -> int:
+        """Number of clusters ``P_w``."""
+        return len(self.clusters)
+
+    @cached_property
+    def cluster_of(self) -> tuple[int, ...]:
+        """The cluster index of every rank."""
+        if self.placement is not None:
+            return tuple(self.placement)
+        return tuple(i for i, c in enumerate(self.clusters) for _ in range(c.nranks))
+
+    @cached_property
+    def members(self) -> tuple[tuple[int, ...], ...]:
+        """The ranks of every cluster, in increasing order."""
+        out: list[list[int]] = [[] for _ in self.clusters]
+        for rank, c in enumerate(self.cluster_of):
+            out[c].append(rank)
+        return tuple(tuple(ranks) for ranks in out)
+
+    def coordinators(self, root: int) -> tuple[int, ...]:
+        """One coordinator per cluster: ``root`` in its own cluster, else the lowest rank.
+
+        This is MagPIe's choice (seed 000, sec. 3.1): "the root process acts as
+        coordinator of its own cluster".
+        """
+        self.check_rank(root, "root")
+        root_cluster = self.cluster_of[root]
+        return tuple(
+            root if i == root_cluster else ranks[0] for i, ranks in enumerate(self.members)
+        )
+
+    def check_rank(self, rank: int, what: str = "rank") -> int:
+        """Return ``rank`` if it is a rank of this grid, else raise ParameterError."""
+        if not isinstance(rank, int) or isinstance(rank, bool) or not 0 <= rank < self.nranks:
+            raise ParameterError(
+                f"{what} {rank!r} is out of range for grid {self.name!r} with "
+                f"{self.nranks} ranks (0..{self.nranks - 1})"
+            )
+        return rank
+
+    # -- parameters between ranks ------------------------------------------------------
+    def plogp(self, a: int, b: int) -> PLogP:
+        """The P-LogP parameters of messages from rank a to rank b."""
+        ca, cb = self.cluster_of[a], self.cluster_of[b]
+        if ca == cb:
+            return self.clusters[ca].lan
+        return self.routes[(ca, cb)].plogp
+
+    def lan(self, rank: int) -> PLogP:
+        """The LAN parameters of ``rank``'s cluster."""
+        return self.clusters[self.cluster_of[rank]].lan
+
+    def wan(self, ca: int, cb: int) -> PLogP:
+        """The P-LogP parameters of the route from cluster ``ca`` to cluster ``cb``."""
+        return self.routes[(ca, cb)].plogp
+
+    def path(self, a: int, b: int) -> tuple[tuple[str, int | str], ...]:
+        """The shared resources a message from rank a to rank b occupies, in order.
+
+        Inside a cluster: the sender's NIC out, the receiver's NIC in. Across clusters:
+        the sender's NIC out, its gateway's LAN side, each wide-area link of the route,
+        the remote gateway's LAN side, the receiver's NIC in. Each resource is a pair
+        ``(kind, key)`` with kind one of ``nic_out``, ``gw_out``, ``link``, ``gw_in``,
+        ``nic_in``.
+        """
+        ca, cb = self.cluster_of[a], self.cluster_of[b]
+        if ca == cb:
+            return (("nic_out", a), ("nic_in", b))
+        links = tuple(("link", name) for name in self.routes[(ca, cb)].links)
+        return (("nic_out", a), ("gw_out", ca), *links, ("gw_in", cb), ("nic_in", b))
+
+    @property
+    def is_single_cluster(self) -> bool:
+        """True when all ranks share one LAN (a single-layer network)."""
+        return len(self.clusters) == 1
+
+    @cached_property
+    def fingerprint(self) -> str:
+        """A short hash of the full description, for caches keyed on the grid."""
+        from gridcoll.network.gridfile import grid_to_dict
+
+        text = json.dumps(grid_to_dict(self), sort_keys=True)
+        return hashlib.sha1(text.encode()).hexdigest()[:16]
+
+    def with_links_scaled(self, factor: float, cluster: int) -> Grid:
+        """A copy where the routes to and from ``cluster``, and the links only they cross,
+        have their bandwidth multiplied by ``factor`` (0 < factor <= 1: background load,
+        as on seed 001's loaded TeraGrid links)."""
+        if not 0 < factor <= 1:
+            raise ParameterError(f"load factor must be in (0, 1], got {factor!r}")
+        involved = {name for (i, j), r in self.routes.items() if cluster in (i, j) for name in r.links}
+        shared = {name for (i, j), r in self.routes.items() if cluster not in (i, j) for name in r.links}
+        loaded = involved - shared  # links that only this cluster's traffic crosses
+        routes = {
+            (i, j): Route(r.plogp.scaled_bandwidth(factor), r.links) if cluster in (i, j) else r
+            for (i, j), r in self.routes.items()
+        }
+        links = {
+            name: Link(name, link.g.scaled(1.0 / factor)) if name in loaded else link
+            for name, link in self.links.items()
+        }
+        return Grid(f"{self.name}+load", self.clusters, routes, links, self.placement)
