@@ -35,5 +35,6 @@ def tree_schedule(
     segments = split_segments(nbytes, segment_size, itemsize)
     tree = shape(relative_ranks(grid.nranks, root))
     programs = tree_broadcast(tree, grid.nranks, len(segments), rendezvous=rendezvous)
-    return Schedule("bcast", algorithm, grid.nranks, root, nbytes, segments, programs,
-                    dict(params or {}))
+    return Schedule(
+        "bcast", algorithm, grid.nranks, root, nbytes, segments, programs, dict(params or {})
+    )

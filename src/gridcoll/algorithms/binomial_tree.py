@@ -33,8 +33,9 @@ def binomial_rendezvous(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int
     -----
     Cost ``floor(log2 P) g(M) + ceil(log2 P) (2 g(1) + 3 L)`` (seed 002, Table 1).
     """
-    return tree_schedule("binomial-rendezvous", grid, nbytes, root, binomial_tree,
-                         itemsize=itemsize, rendezvous=True)
+    return tree_schedule(
+        "binomial-rendezvous", grid, nbytes, root, binomial_tree, itemsize=itemsize, rendezvous=True
+    )
 
 
 def binomial_segmented(
@@ -46,6 +47,13 @@ def binomial_segmented(
     -----
     Cost ``floor(log2 P) k g(m) + ceil(log2 P) L`` (seed 002, Table 1). O(P k).
     """
-    return tree_schedule("binomial-segmented", grid, nbytes, root, binomial_tree,
-                         segment_size=segment_size, itemsize=itemsize,
-                         params={"segment_size": segment_size})
+    return tree_schedule(
+        "binomial-segmented",
+        grid,
+        nbytes,
+        root,
+        binomial_tree,
+        segment_size=segment_size,
+        itemsize=itemsize,
+        params={"segment_size": segment_size},
+    )

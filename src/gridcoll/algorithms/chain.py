@@ -33,8 +33,9 @@ def chain_rendezvous(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 
     -----
     Cost ``(P-1) (g(M) + 2 g(1) + 3 L)`` (seed 002, Table 1). Builds in O(P).
     """
-    return tree_schedule("chain-rendezvous", grid, nbytes, root, chain_tree,
-                         itemsize=itemsize, rendezvous=True)
+    return tree_schedule(
+        "chain-rendezvous", grid, nbytes, root, chain_tree, itemsize=itemsize, rendezvous=True
+    )
 
 
 def chain_segmented(
@@ -46,6 +47,13 @@ def chain_segmented(
     -----
     Cost ``(P-1) (g(m) + L) + (k-1) g(m)`` (seed 002, Table 1). Builds in O(P k).
     """
-    return tree_schedule("chain-segmented", grid, nbytes, root, chain_tree,
-                         segment_size=segment_size, itemsize=itemsize,
-                         params={"segment_size": segment_size})
+    return tree_schedule(
+        "chain-segmented",
+        grid,
+        nbytes,
+        root,
+        chain_tree,
+        segment_size=segment_size,
+        itemsize=itemsize,
+        params={"segment_size": segment_size},
+    )

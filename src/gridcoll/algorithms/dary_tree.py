@@ -35,6 +35,13 @@ def dary_segmented(
     Kielmann et al., *Network performance-aware collective communication for clustered
     wide area systems* (seed 000), sec. 3.1.1.
     """
-    return tree_schedule("dary-segmented", grid, nbytes, root, partial(dary_tree, degree=degree),
-                         segment_size=segment_size, itemsize=itemsize,
-                         params={"segment_size": segment_size, "degree": degree})
+    return tree_schedule(
+        "dary-segmented",
+        grid,
+        nbytes,
+        root,
+        partial(dary_tree, degree=degree),
+        segment_size=segment_size,
+        itemsize=itemsize,
+        params={"segment_size": segment_size, "degree": degree},
+    )

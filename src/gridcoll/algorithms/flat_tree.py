@@ -38,8 +38,9 @@ def flat_rendezvous(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1
     -----
     Cost ``(P-1) g(M) + 2 g(1) + 3 L`` (seed 002, Table 1). Builds in O(P).
     """
-    return tree_schedule("flat-rendezvous", grid, nbytes, root, flat_tree,
-                         itemsize=itemsize, rendezvous=True)
+    return tree_schedule(
+        "flat-rendezvous", grid, nbytes, root, flat_tree, itemsize=itemsize, rendezvous=True
+    )
 
 
 def flat_segmented(
@@ -51,6 +52,13 @@ def flat_segmented(
     -----
     Cost ``(P-1) k g(m) + L`` (seed 002, Table 1). Builds in O(P k).
     """
-    return tree_schedule("flat-segmented", grid, nbytes, root, flat_tree,
-                         segment_size=segment_size, itemsize=itemsize,
-                         params={"segment_size": segment_size})
+    return tree_schedule(
+        "flat-segmented",
+        grid,
+        nbytes,
+        root,
+        flat_tree,
+        segment_size=segment_size,
+        itemsize=itemsize,
+        params={"segment_size": segment_size},
+    )

@@ -31,24 +31,57 @@ def _table() -> dict[tuple[str, str], Builder]:
     seg = ("segment_size",)
     entries = [
         Builder("bcast", "flat", flat_tree.flat, "root sends the whole message to every rank"),
-        Builder("bcast", "flat-rendezvous", flat_tree.flat_rendezvous,
-                "flat tree with a request/clear-to-send handshake per rank"),
-        Builder("bcast", "flat-segmented", flat_tree.flat_segmented,
-                "flat tree, message sent as k segments", seg),
+        Builder(
+            "bcast",
+            "flat-rendezvous",
+            flat_tree.flat_rendezvous,
+            "flat tree with a request/clear-to-send handshake per rank",
+        ),
+        Builder(
+            "bcast",
+            "flat-segmented",
+            flat_tree.flat_segmented,
+            "flat tree, message sent as k segments",
+            seg,
+        ),
         Builder("bcast", "chain", chain.chain, "each rank passes the whole message to the next"),
-        Builder("bcast", "chain-rendezvous", chain.chain_rendezvous,
-                "chain with a handshake on every hop"),
-        Builder("bcast", "chain-segmented", chain.chain_segmented,
-                "pipeline: segments flow down the chain", seg),
+        Builder(
+            "bcast",
+            "chain-rendezvous",
+            chain.chain_rendezvous,
+            "chain with a handshake on every hop",
+        ),
+        Builder(
+            "bcast",
+            "chain-segmented",
+            chain.chain_segmented,
+            "pipeline: segments flow down the chain",
+            seg,
+        ),
         Builder("bcast", "binary", binary_tree.binary, "complete binary tree, whole message"),
-        Builder("bcast", "binomial", binomial_tree.binomial, "MPICH's binomial tree, whole message"),
-        Builder("bcast", "binomial-rendezvous", binomial_tree.binomial_rendezvous,
-                "binomial tree with a handshake on every edge"),
-        Builder("bcast", "binomial-segmented", binomial_tree.binomial_segmented,
-                "binomial tree forwarding each segment as it arrives", seg),
-        Builder("bcast", "dary-segmented", dary_tree.dary_segmented,
-                "segmented tree of any degree d, minimal height (seed 000, 3.1.1)",
-                ("segment_size", "degree")),
+        Builder(
+            "bcast", "binomial", binomial_tree.binomial, "MPICH's binomial tree, whole message"
+        ),
+        Builder(
+            "bcast",
+            "binomial-rendezvous",
+            binomial_tree.binomial_rendezvous,
+            "binomial tree with a handshake on every edge",
+        ),
+        Builder(
+            "bcast",
+            "binomial-segmented",
+            binomial_tree.binomial_segmented,
+            "binomial tree forwarding each segment as it arrives",
+            seg,
+        ),
+        Builder(
+            "bcast",
+            "dary-segmented",
+            dary_tree.dary_segmented,
+            "segmented tree of any degree d, minimal height (seed 000, 3.1.1)",
+            ("segment_size", "degree"),
+        ),
     ]
     return {(b.op, b.name): b for b in entries}
 
@@ -68,6 +101,4 @@ def get_builder(op: str, name: str) -> Builder:
         return BUILDERS[(op, name)]
     except KeyError:
         names = ", ".join(b.name for b in list_builders(op)) or "none"
-        raise UnknownAlgorithm(
-            f"unknown {op} algorithm {name!r}; choose one of: {names}"
-        ) from None
+        raise UnknownAlgorithm(f"unknown {op} algorithm {name!r}; choose one of: {names}") from None

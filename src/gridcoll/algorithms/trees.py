@@ -12,6 +12,7 @@ segment from its parent and forwards it at once to all its children, in order
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -89,7 +90,7 @@ def flat_tree(ranks: Sequence[int]) -> Tree:
 
 def chain_tree(ranks: Sequence[int]) -> Tree:
     """Each rank sends to the next (d = 1, h = P-1): the pipeline of seed 002, Table 1."""
-    return Tree(ranks[0], {a: (b,) for a, b in zip(ranks, ranks[1:], strict=False)})
+    return Tree(ranks[0], {a: (b,) for a, b in itertools.pairwise(ranks)})
 
 
 def dary_tree(ranks: Sequence[int], degree: int) -> Tree:

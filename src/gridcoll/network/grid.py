@@ -43,7 +43,9 @@ class Cluster:
 
     def __post_init__(self) -> None:
         if self.nranks < 1:
-            raise GridError(f"cluster {self.name!r} must have at least one rank, not {self.nranks!r}")
+            raise GridError(
+                f"cluster {self.name!r} must have at least one rank, not {self.nranks!r}"
+            )
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,9 +105,7 @@ class Grid:
         for i in range(n):
             for j in range(n):
                 if i != j and (i, j) not in self.routes:
-                    raise GridError(
-                        f"no route from cluster {names[i]!r} to cluster {names[j]!r}"
-                    )
+                    raise GridError(f"no route from cluster {names[i]!r} to cluster {names[j]!r}")
         for (i, j), route in self.routes.items():
             if not (0 <= i < n and 0 <= j < n) or i == j:
                 raise GridError(f"route ({i!r}, {j!r}) does not join two distinct clusters")
@@ -224,8 +224,12 @@ class Grid:
         as on seed 001's loaded TeraGrid links)."""
         if not 0 < factor <= 1:
             raise ParameterError(f"load factor must be in (0, 1], got {factor!r}")
-        involved = {name for (i, j), r in self.routes.items() if cluster in (i, j) for name in r.links}
-        shared = {name for (i, j), r in self.routes.items() if cluster not in (i, j) for name in r.links}
+        involved = {
+            name for (i, j), r in self.routes.items() if cluster in (i, j) for name in r.links
+        }
+        shared = {
+            name for (i, j), r in self.routes.items() if cluster not in (i, j) for name in r.links
+        }
         loaded = involved - shared  # links that only this cluster's traffic crosses
         routes = {
             (i, j): Route(r.plogp.scaled_bandwidth(factor), r.links) if cluster in (i, j) else r

@@ -127,7 +127,9 @@ def grid_from_dict(data: Any) -> Grid:
         name = str(raw["name"])
         if "g" in raw:
             pts = raw["g"]
-            g = PiecewiseLinear(tuple(float(p["m"]) for p in pts), tuple(float(p["g"]) for p in pts))
+            g = PiecewiseLinear(
+                tuple(float(p["m"]) for p in pts), tuple(float(p["g"]) for p in pts)
+            )
         elif "bandwidth" in raw:
             bw = parse_bandwidth(raw["bandwidth"])
             g = PiecewiseLinear((0.0, 2.0**20), (0.0, 2.0**20 / bw))
@@ -171,11 +173,19 @@ def grid_to_dict(grid: Grid) -> dict[str, Any]:
             for c in grid.clusters
         ],
         "links": [
-            {"name": link.name, "g": [{"m": m, "g": v} for m, v in zip(link.g.sizes, link.g.values, strict=True)]}
+            {
+                "name": link.name,
+                "g": [{"m": m, "g": v} for m, v in zip(link.g.sizes, link.g.values, strict=True)],
+            }
             for link in grid.links.values()
         ],
         "routes": [
-            {"from": names[a], "to": names[b], "plogp": plogp_to_dict(r.plogp), "links": list(r.links)}
+            {
+                "from": names[a],
+                "to": names[b],
+                "plogp": plogp_to_dict(r.plogp),
+                "links": list(r.links),
+            }
             for (a, b), r in sorted(grid.routes.items())
         ],
     }

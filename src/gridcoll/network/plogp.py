@@ -41,7 +41,9 @@ class PiecewiseLinear:
             if not (math.isfinite(m) and math.isfinite(y)) or m < 0 or y < 0:
                 raise GridError(f"point {i} (m={m!r}, value={y!r}) must be finite and >= 0")
             if i and m <= self.sizes[i - 1]:
-                raise GridError(f"sizes must increase strictly: m={m!r} follows {self.sizes[i-1]!r}")
+                raise GridError(
+                    f"sizes must increase strictly: m={m!r} follows {self.sizes[i - 1]!r}"
+                )
 
     def __call__(self, m: float) -> float:
         sizes, values = self.sizes, self.values
@@ -191,7 +193,10 @@ class PLogP:
         L = params.L - params.g + 2 * params.o
         big = float(2**30)
         return cls.from_points(
-            L, (1.0, big), (params.o, params.o), (params.o, params.o),
+            L,
+            (1.0, big),
+            (params.o, params.o),
+            (params.o, params.o),
             (params.g, params.g + (big - 1) * params.G),
         )
 

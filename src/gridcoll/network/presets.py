@@ -17,6 +17,7 @@ Values the papers do not give are chosen in their spirit and documented here and
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import re
@@ -151,8 +152,12 @@ TERAGRID_SITES = ("SDSC", "ANL", "NCSA", "PSC")
 TERAGRID_SITE_ACCESS_MBIT = {"SDSC": 40.0, "ANL": 30.0, "NCSA": 40.0, "PSC": 20.0}
 """Access bandwidth of each site to the backbone (Mb/s, each direction); our choice."""
 TERAGRID_SITE_LATENCY_MS = {
-    ("SDSC", "ANL"): 28.0, ("SDSC", "NCSA"): 30.0, ("SDSC", "PSC"): 35.0,
-    ("ANL", "NCSA"): 5.0, ("ANL", "PSC"): 12.0, ("NCSA", "PSC"): 14.0,
+    ("SDSC", "ANL"): 28.0,
+    ("SDSC", "NCSA"): 30.0,
+    ("SDSC", "PSC"): 35.0,
+    ("ANL", "NCSA"): 5.0,
+    ("ANL", "PSC"): 12.0,
+    ("NCSA", "PSC"): 14.0,
 }
 """One-way latency between sites (ms), roughly their geographic distance; our choice."""
 
@@ -212,8 +217,11 @@ def transit_stub(nnodes: int, seed: int) -> Grid:
         raise GridError(f"transit-stub needs N >= 2 nodes, got {nnodes}")
     rng = random.Random(seed)
     ntransit = max(2, nnodes // 8)
-    backbone = nx.connected_watts_strogatz_graph(ntransit, min(2, ntransit - 1), 0.3, seed=seed) \
-        if ntransit > 2 else nx.path_graph(ntransit)
+    backbone = (
+        nx.connected_watts_strogatz_graph(ntransit, min(2, ntransit - 1), 0.3, seed=seed)
+        if ntransit > 2
+        else nx.path_graph(ntransit)
+    )
     for u, v in backbone.edges:
         backbone.edges[u, v]["latency"] = rng.uniform(10e-3, 100e-3)
 
@@ -242,10 +250,12 @@ def transit_stub(nnodes: int, seed: int) -> Grid:
             if a == b:
                 continue
             hops = paths[attach[a]][attach[b]]
-            names = [f"n{a}:up"] + [f"t{x}->t{y}" for x, y in zip(hops, hops[1:], strict=False)]
+            names = [f"n{a}:up"] + [f"t{x}->t{y}" for x, y in itertools.pairwise(hops)]
             names.append(f"n{b}:down")
-            latency = stub_latency[a] + stub_latency[b] + sum(
-                backbone.edges[x, y]["latency"] for x, y in zip(hops, hops[1:], strict=False)
+            latency = (
+                stub_latency[a]
+                + stub_latency[b]
+                + sum(backbone.edges[x, y]["latency"] for x, y in itertools.pairwise(hops))
             )
             bw = min(stub_bw[a], stub_bw[b], transit_bw)
             routes[(a, b)] = Route(

@@ -42,7 +42,16 @@ __all__ = ["CONTROL_BYTES", "OPERATIONS", "Op", "Recv", "Schedule", "Send", "spl
 CONTROL_BYTES = 1
 """Size of a control message (rendezvous request or clear-to-send): ``g(1)`` in Table 1."""
 
-OPERATIONS = ("bcast", "scatter", "gather", "allgather", "alltoall", "reduce", "allreduce", "barrier")
+OPERATIONS = (
+    "bcast",
+    "scatter",
+    "gather",
+    "allgather",
+    "alltoall",
+    "reduce",
+    "allreduce",
+    "barrier",
+)
 """The collective operations a schedule can describe."""
 
 
@@ -164,8 +173,6 @@ def split_segments(
     if m <= 0:
         raise ParameterError(f"segment size must be > 0 bytes, got {segment_size!r}")
     if m % itemsize:
-        raise ParameterError(
-            f"segment size {m} does not divide into the {itemsize}-byte datatype"
-        )
+        raise ParameterError(f"segment size {m} does not divide into the {itemsize}-byte datatype")
     m = min(m, nbytes)
     return tuple((offset + start, min(m, nbytes - start)) for start in range(0, nbytes, m))

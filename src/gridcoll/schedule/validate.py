@@ -120,7 +120,8 @@ def validate(schedule: Schedule) -> None:
                     if s not in held[rank]:
                         raise ScheduleError(
                             f"rank {rank} sends segment {s} to rank {op.peer} before it holds it",
-                            rank=rank, segment=s,
+                            rank=rank,
+                            segment=s,
                         )
                     payload[s] = held[rank][s]
                 key = (rank, op.peer)
@@ -140,7 +141,8 @@ def validate(schedule: Schedule) -> None:
                 raise ScheduleError(
                     f"rank {rank} expects segments {op.segments} from rank {op.peer}, "
                     f"which sends {segments}",
-                    rank=rank, segment=(op.segments or segments or (None,))[0],
+                    rank=rank,
+                    segment=(op.segments or segments or (None,))[0],
                 )
             _deliver(held[rank], payload, op, rank)
             heard[rank] = heard[rank] | knowledge
@@ -180,7 +182,8 @@ def _deliver(held: dict[int, frozenset[int]], payload: dict, op: Recv, rank: int
                 raise ScheduleError(
                     f"rank {rank} would combine rank(s) {sorted(mine & contributors)}'s data "
                     f"into segment {s} twice",
-                    rank=rank, segment=s,
+                    rank=rank,
+                    segment=s,
                 )
             held[s] = mine | contributors
         else:
@@ -196,5 +199,6 @@ def _check_final(held: Holdings, want: Holdings) -> None:
                 raise ScheduleError(
                     f"rank {rank} ends with segment {s} made of rank(s) {sorted(have[s])}'s "
                     f"data instead of {sorted(need[s])}'s",
-                    rank=rank, segment=s,
+                    rank=rank,
+                    segment=s,
                 )
