@@ -21,12 +21,14 @@ from gridcoll.schedule.ir import Op, Recv, Send
 
 __all__ = [
     "Tree",
+    "append_tree_broadcast",
     "binary_tree",
     "binomial_tree",
     "chain_tree",
     "dary_tree",
     "flat_tree",
     "minimal_height",
+    "refine_segments",
     "relative_ranks",
     "tree_broadcast",
 ]
@@ -186,3 +188,43 @@ def tree_broadcast(
                 program.append(Recv(parent[v], seg))
             program += [Send(c, seg) for c in kids]
     return tuple(tuple(p) for p in programs)
+
+
+def append_tree_broadcast(
+    programs: Sequence[list[Op]], tree: Tree, messages: Sequence[tuple[int, ...]]
+) -> None:
+    """Append to ``programs`` the ops that broadcast ``messages`` down ``tree``, in order.
+
+    Like :func:`tree_broadcast`, but each message is a tuple of segment indices (one
+    message may carry several segments), and the ops are appended to programs that may
+    already hold earlier phases: a coordinator that first takes part in a WAN tree and
+    then forwards into its LAN (seed 000, sec. 3.1.2) gets both by two calls.
+    """
+    parent = tree.parents()
+    for v in tree.nodes():
+        program = programs[v]
+        kids = tree.children.get(v, ())
+        for message in messages:
+            if v in parent:
+                program.append(Recv(parent[v], message))
+            program += [Send(c, message) for c in kids]
+
+
+def refine_segments(
+    *cuts: Sequence[tuple[int, int]],
+) -> tuple[tuple[tuple[int, int], ...], tuple[tuple[tuple[int, ...], ...], ...]]:
+    """The common refinement of several cuts of one byte range into segments.
+
+    Each cut is a tuple of contiguous ``(offset, length)`` segments covering the same
+    range (as :func:`~gridcoll.schedule.ir.split_segments` returns). The refinement has
+    a boundary wherever any cut has one; every segment of every cut is then the tuple
+    of refined segment indices that covers it. Returns ``(segments, covers)`` with
+    ``covers[i][j]`` the refined indices of segment j of cut i. O(total segments).
+    """
+    bounds = sorted({o for cut in cuts for o, _ in cut} | {o + n for cut in cuts for o, n in cut})
+    segments = tuple((a, b - a) for a, b in itertools.pairwise(bounds))
+    index = {offset: i for i, (offset, _) in enumerate(segments)}
+    covers = []
+    for cut in cuts:
+        covers.append(tuple(tuple(range(index[o], index.get(o + n, len(segments)))) for o, n in cut))
+    return segments, tuple(covers)

@@ -26,6 +26,7 @@ optional ``"complete": false`` for an interrupted measurement. A route may name 
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 from typing import Any
@@ -101,6 +102,30 @@ def plogp_to_dict(plogp: PLogP) -> dict[str, Any]:
     return out
 
 
+def _link_from_dict(raw: Any, index: int) -> Link:
+    """Parse one entry of the top-level ``links`` list."""
+    if not isinstance(raw, dict) or "name" not in raw:
+        raise GridError(f"link {index} must be an object with a 'name'")
+    where = f"link {raw['name']!r}"
+    if "g" not in raw and "bandwidth" not in raw:
+        raise GridError(f"{where} needs 'bandwidth' or 'g' points")
+    try:
+        if "g" in raw:
+            points = raw["g"]
+            g = PiecewiseLinear(
+                tuple(float(p["m"]) for p in points), tuple(float(p["g"]) for p in points)
+            )
+            if any(b < a for a, b in itertools.pairwise(g.values)):
+                raise GridError("g(m) must not decrease with m")
+        else:
+            bandwidth = parse_bandwidth(raw["bandwidth"])
+            g = PiecewiseLinear((0.0, 2.0**20), (0.0, 2.0**20 / bandwidth))
+    except (GridcollError, KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+        detail = f"missing {err}" if isinstance(err, KeyError) else str(err)
+        raise GridError(f"{where}: {detail}") from err
+    return Link(str(raw["name"]), g)
+
+
 def grid_from_dict(data: Any) -> Grid:
     """Build a :class:`Grid` from the parsed JSON object of a grid file."""
     if not isinstance(data, dict):
@@ -122,20 +147,8 @@ def grid_from_dict(data: Any) -> Grid:
 
     links: dict[str, Link] = {}
     for i, raw in enumerate(data.get("links", [])):
-        if "name" not in raw:
-            raise GridError(f"link {i} needs a 'name'")
-        name = str(raw["name"])
-        if "g" in raw:
-            pts = raw["g"]
-            g = PiecewiseLinear(
-                tuple(float(p["m"]) for p in pts), tuple(float(p["g"]) for p in pts)
-            )
-        elif "bandwidth" in raw:
-            bw = parse_bandwidth(raw["bandwidth"])
-            g = PiecewiseLinear((0.0, 2.0**20), (0.0, 2.0**20 / bw))
-        else:
-            raise GridError(f"link {name!r} needs 'bandwidth' or 'g'")
-        links[name] = Link(name, g)
+        link = _link_from_dict(raw, i)
+        links[link.name] = link
 
     routes: dict[tuple[int, int], Route] = {}
     for i, raw in enumerate(data.get("routes", [])):

@@ -54,6 +54,8 @@ class PiecewiseLinear:
         i = 0 if i < 0 else (n - 2 if i > n - 2 else i)
         m0, m1 = sizes[i], sizes[i + 1]
         y0, y1 = values[i], values[i + 1]
+        if m == m1:  # exact at the points, to the last bit
+            return y1
         y = y0 + (y1 - y0) * (m - m0) / (m1 - m0)
         return y if y > 0.0 else 0.0
 

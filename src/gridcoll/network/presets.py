@@ -44,6 +44,8 @@ __all__ = [
 
 KiB = 1024
 MiB = 1024 * 1024
+WAN_GAP0 = 8e-6
+"""``g_w(0)``: the per-message cost of a wide-area link, in seconds."""
 
 
 def lan_plogp(latency: float = 20e-6, bandwidth: float = 50e6) -> PLogP:
@@ -75,10 +77,16 @@ def wan_plogp(
     """
     lan = lan or lan_plogp()
     sizes = (0.0, float(eager_limit), float(rendezvous_limit), float(MiB))
-    g = [8e-6 + m / bandwidth for m in sizes]
+    g = [WAN_GAP0 + m / bandwidth for m in sizes]
     os = [lan.os(sizes[0]), lan.os(sizes[1]), g[2], g[3]]
     or_ = [lan.or_(m) for m in sizes]
     return PLogP.from_points(latency, sizes, os, or_, g)
+
+
+def _link_gap(bandwidth: float):
+    """Occupancy ``g(m) = 8 us + m/bandwidth`` of a shared link, the same affine gap
+    :func:`wan_plogp` gives a route, so an uncontended message sees ``r_w = L_w + g_w``."""
+    return PLogP.linear(0.0, bandwidth, g0=WAN_GAP0).g_fn
 
 
 def _pair_grid(name: str, clusters: list[Cluster], wan: dict[tuple[int, int], PLogP]) -> Grid:
@@ -180,7 +188,7 @@ def teragrid() -> Grid:
     links: dict[str, Link] = {}
 
     def link(name: str, mbit: float) -> str:
-        links[name] = Link(name, PLogP.linear(0.0, mbit * 1e6 / 8).g_fn)
+        links[name] = Link(name, _link_gap(mbit * 1e6 / 8))
         return name
 
     routes = {}
@@ -238,11 +246,11 @@ def transit_stub(nnodes: int, seed: int) -> Grid:
     links: dict[str, Link] = {}
     for i in range(nnodes):
         for direction in ("up", "down"):
-            links[f"n{i}:{direction}"] = Link(f"n{i}:{direction}", PLogP.linear(0, stub_bw[i]).g_fn)
+            links[f"n{i}:{direction}"] = Link(f"n{i}:{direction}", _link_gap(stub_bw[i]))
     transit_bw = 10e6 / 8
     for u, v in backbone.edges:
         for x, y in ((u, v), (v, u)):
-            links[f"t{x}->t{y}"] = Link(f"t{x}->t{y}", PLogP.linear(0, transit_bw).g_fn)
+            links[f"t{x}->t{y}"] = Link(f"t{x}->t{y}", _link_gap(transit_bw))
     paths = dict(nx.all_pairs_dijkstra_path(backbone, weight="latency"))
     routes = {}
     for a in range(nnodes):

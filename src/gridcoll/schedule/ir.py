@@ -119,9 +119,17 @@ class Schedule:
         """Byte size of every distinct segment tuple that some message carries."""
         lengths = self.segments
         sizes: dict[tuple[int, ...], int] = {}
-        for program in self.programs:
+        for rank, program in enumerate(self.programs):
             for op in program:
                 if op.segments not in sizes:
+                    bad = [s for s in op.segments if not 0 <= s < len(lengths)]
+                    if bad:
+                        raise ScheduleError(
+                            f"rank {rank} names segment {bad[0]!r}, which the schedule "
+                            f"does not define",
+                            rank=rank,
+                            segment=bad[0],
+                        )
                     sizes[op.segments] = (
                         sum(lengths[s][1] for s in op.segments) if op.segments else CONTROL_BYTES
                     )

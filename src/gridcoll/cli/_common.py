@@ -1,0 +1,336 @@
+"""Shared plumbing of the subcommands: call arguments, planning, output.
+
+The subcommands ``plan``, ``simulate`` and ``demo`` describe one collective call the
+same way (grid, op, size, root, algorithm, datatype size); this module parses those
+arguments into checked values, plans the call with :func:`gridcoll.tune.plan`, and
+prints the result as a rich table or as one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import sys
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from gridcoll.algorithms import get_builder, list_builders
+from gridcoll.errors import GridcollError, GridError, ParameterError, UnknownAlgorithm
+from gridcoll.network import Grid, get_grid
+from gridcoll.schedule import OPERATIONS, split_segments
+from gridcoll.units import format_size, format_time, parse_size
+
+__all__ = [
+    "Call",
+    "add_call_arguments",
+    "call_from_args",
+    "console",
+    "error_console",
+    "load_grid_arg",
+    "plan_call",
+    "plan_json",
+    "plan_table",
+    "print_json",
+    "size_arg",
+]
+
+
+def console() -> Console:
+    """The stdout console: 120 columns when not a terminal, so tables do not wrap."""
+    return Console(width=None if sys.stdout.isatty() else 120, highlight=False)
+
+
+def error_console() -> Console:
+    """The stderr console, for progress bars and notes (keeps stdout clean for --json)."""
+    return Console(stderr=True, highlight=False)
+
+
+def size_arg(text: str) -> int:
+    """argparse type of SIZE: ``1MiB``, ``64KB``, ``1048576``; must be > 0."""
+    if text.strip().startswith("-"):
+        raise argparse.ArgumentTypeError(f"size must be > 0 bytes, got {text!r}")
+    try:
+        value = parse_size(text)
+    except ParameterError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"size must be > 0 bytes, got {text!r}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
+    return value
+
+
+def _rank(text: str) -> int:
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"a rank is a whole number, got {text!r}") from None
+
+
+def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool = True) -> None:
+    """The arguments that describe one collective call."""
+    parser.add_argument(
+        "--grid",
+        required=True,
+        metavar="GRID",
+        help="a preset (magpie:8,1, das2:4, teragrid, transit-stub:20,1, lan:16) or a grid file",
+    )
+    parser.add_argument(
+        "--op", default="bcast", choices=OPERATIONS, help="the collective (default: bcast)"
+    )
+    parser.add_argument(
+        "--size",
+        type=size_arg,
+        required=size_required,
+        metavar="SIZE",
+        help="message size: 1048576, 64KB, 1MiB (binary prefixes)",
+    )
+    parser.add_argument("--root", type=_rank, default=0, metavar="R", help="root rank (default 0)")
+    parser.add_argument(
+        "--algo",
+        default="auto",
+        metavar="NAME",
+        help="a builder name (see 'gridcoll algorithms') or 'auto' for the best predicted",
+    )
+    parser.add_argument(
+        "--itemsize",
+        type=_positive_int,
+        default=1,
+        metavar="N",
+        help="bytes per datatype element; sizes and segments are whole elements (default 1)",
+    )
+    parser.add_argument(
+        "--segment-size",
+        type=size_arg,
+        default=None,
+        metavar="SIZE",
+        help="fix the segment size of segmented algorithms (default: tuned)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--explain", action="store_true", help="explain the choice")
+
+
+def load_grid_arg(spec: str) -> Grid:
+    """:func:`gridcoll.network.get_grid`, with any parse failure turned into GridError.
+
+    A grid file whose entries have the wrong JSON types can make the file parser raise
+    a bare KeyError or TypeError; the command line still owes the user one clear line.
+    """
+    try:
+        return get_grid(spec)
+    except GridcollError:
+        raise
+    except (KeyError, TypeError, AttributeError, ValueError) as err:
+        detail = f"{type(err).__name__}: {err}"
+        raise GridError(f"grid file {spec!r} is malformed ({detail})") from err
+
+
+@dataclass(frozen=True)
+class Call:
+    """One collective call, checked: everything a planner needs."""
+
+    spec: str
+    grid: Grid
+    op: str
+    nbytes: int
+    root: int
+    algo: str
+    itemsize: int
+    segment_size: int | None
+
+
+def call_from_args(args: argparse.Namespace, nbytes: int | None = None) -> Call:
+    """Check the call arguments; raise a GridcollError naming the first bad one."""
+    grid = load_grid_arg(args.grid)
+    nbytes = args.size if nbytes is None else nbytes
+    grid.check_rank(args.root, "root")
+    if args.algo != "auto":
+        get_builder(args.op, args.algo)  # UnknownAlgorithm lists the choices
+    elif not list_builders(args.op):
+        raise UnknownAlgorithm(f"no {args.op} algorithms are registered yet")
+    # size and segment size must be whole elements: split_segments names the problem
+    split_segments(nbytes, args.segment_size, args.itemsize)
+    return Call(
+        args.grid, grid, args.op, nbytes, args.root, args.algo, args.itemsize, args.segment_size
+    )
+
+
+def plan_call(call: Call, cache: Any = None) -> Any:
+    """Plan ``call`` with :func:`gridcoll.tune.plan` (and a fixed segment size if given)."""
+    from gridcoll.tune import plan
+
+    result = plan(
+        call.grid,
+        call.op,
+        call.nbytes,
+        call.root,
+        algo=call.algo,
+        itemsize=call.itemsize,
+        cache=cache,
+    )
+    if call.segment_size is not None:
+        result = _with_segment_size(result, call)
+    return result
+
+
+def _segment_params(op: str, algorithm: str) -> tuple[str, ...]:
+    return tuple(p for p in get_builder(op, algorithm).params if p.endswith("segment_size"))
+
+
+def _with_segment_size(result: Any, call: Call) -> Any:
+    """The plan re-predicted with every segment-size parameter fixed to the user's value.
+
+    Candidates without a segment-size parameter keep their prediction; the others keep
+    their tuned shape parameters (degrees) and are evaluated with the fixed segments.
+    """
+    from gridcoll.models import predict
+
+    seg = call.segment_size
+    candidates = []
+    for cand in result.candidates:
+        names = _segment_params(call.op, cand.algorithm)
+        if not names:
+            candidates.append(cand)
+            continue
+        params = {**cand.params, **dict.fromkeys(names, seg)}
+        seconds = predict(
+            call.grid,
+            call.op,
+            cand.algorithm,
+            call.nbytes,
+            call.root,
+            itemsize=call.itemsize,
+            **params,
+        )
+        candidates.append(
+            dataclasses.replace(
+                cand, params=params, segment_size=min(seg, call.nbytes), predicted_s=seconds
+            )
+        )
+    candidates.sort(key=lambda c: c.predicted_s)
+    best = candidates[0]
+    return dataclasses.replace(
+        result,
+        algorithm=best.algorithm,
+        params=dict(best.params),
+        segment_size=best.segment_size,
+        predicted_s=best.predicted_s,
+        candidates=tuple(candidates),
+    )
+
+
+def _finite(x: float) -> float | None:
+    return x if math.isfinite(x) else None
+
+
+def plan_json(call: Call, result: Any, **extra: Any) -> dict[str, Any]:
+    """The JSON object of ``plan`` and ``simulate`` (``extra`` adds e.g. simulated_s)."""
+    out: dict[str, Any] = {
+        "op": call.op,
+        "grid": call.spec,
+        "size": call.nbytes,
+        "root": call.root,
+        "algorithm": result.algorithm,
+        "params": dict(result.params),
+        "segment_size": result.segment_size,
+        "predicted_s": _finite(result.predicted_s),
+        "bound_s": result.bound_s,
+        "candidates": [
+            {
+                "algorithm": c.algorithm,
+                "params": dict(c.params),
+                "segment_size": c.segment_size,
+                "predicted_s": _finite(c.predicted_s),
+            }
+            for c in result.candidates
+        ],
+    }
+    out.update(extra)
+    return out
+
+
+def print_json(data: Mapping[str, Any] | list[Any]) -> None:
+    """Write exactly one JSON document to stdout."""
+    sys.stdout.write(json.dumps(data, indent=2) + "\n")
+
+
+def format_params(params: Mapping[str, Any]) -> str:
+    """``wan_degree=7, lan_degree=2`` with sizes in human units."""
+    parts = []
+    for key, value in params.items():
+        if key.endswith("segment_size") and isinstance(value, int):
+            value = _segment(value)
+        parts.append(f"{key}={value}")
+    return ", ".join(parts) or "-"
+
+
+def _segment(nbytes: int) -> str:
+    """A segment size: ``8KiB`` when whole KiB/MiB, else exact bytes (``7085B``)."""
+    if nbytes >= 1024 and nbytes % 1024 == 0:
+        return format_size(nbytes).replace(" ", "")
+    return f"{nbytes}B"
+
+
+def ratio(seconds: float, bound: float) -> str:
+    """``6.74x``: how far a time is from the bound."""
+    if bound <= 0 or not math.isfinite(seconds):
+        return "-"
+    return f"{seconds / bound:.2f}x"
+
+
+def plan_table(call: Call, result: Any, simulated_s: float | None = None) -> Table:
+    """Every candidate with its predicted time and ratio to the bound, the choice marked."""
+    table = Table(
+        title=(
+            f"{call.op} of {format_size(call.nbytes)} on {call.spec} "
+            f"({call.grid.nranks} ranks, {call.grid.nclusters} clusters), root {call.root}"
+        ),
+        title_justify="left",
+    )
+    table.add_column("", width=1)
+    table.add_column("algorithm")
+    table.add_column("parameters")
+    table.add_column("predicted", justify="right")
+    table.add_column("/ bound", justify="right")
+    chosen = (result.algorithm, dict(result.params))
+    for cand in result.candidates:
+        mark = "*" if (cand.algorithm, dict(cand.params)) == chosen else ""
+        table.add_row(
+            mark,
+            cand.algorithm,
+            format_params(cand.params),
+            format_time(cand.predicted_s) if math.isfinite(cand.predicted_s) else "-",
+            ratio(cand.predicted_s, result.bound_s),
+            style="bold" if mark else None,
+        )
+    return table
+
+
+def summary_line(call: Call, result: Any, simulated_s: float | None = None) -> str:
+    """One line: the choice, its prediction, the bound (and the simulation)."""
+    line = (
+        f"chosen: {result.algorithm} ({format_params(result.params)}): "
+        f"predicted {format_time(result.predicted_s)}, "
+        f"bound {format_time(result.bound_s)} ({ratio(result.predicted_s, result.bound_s)})"
+    )
+    if simulated_s is not None:
+        error = (result.predicted_s - simulated_s) / simulated_s if simulated_s > 0 else 0.0
+        line += (
+            f"; simulated {format_time(simulated_s)} "
+            f"({ratio(simulated_s, result.bound_s)} the bound, model {error:+.1%})"
+        )
+    return line

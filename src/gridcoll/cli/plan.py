@@ -1,0 +1,51 @@
+"""``gridcoll plan``: choose an algorithm and its parameters for one call, by model."""
+
+from __future__ import annotations
+
+import argparse
+
+from gridcoll.cli._common import (
+    add_call_arguments,
+    call_from_args,
+    console,
+    plan_call,
+    plan_json,
+    plan_table,
+    print_json,
+    summary_line,
+)
+
+__all__ = ["add_parser", "run"]
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``plan`` subcommand."""
+    parser = subparsers.add_parser(
+        "plan",
+        help="choose the algorithm, tree shape and segment size for one call",
+        description=(
+            "Plan one collective call: evaluate every candidate algorithm with its tuned "
+            "parameters on the closed-form model and print the choice, its predicted "
+            "time and the physical bound."
+        ),
+    )
+    add_call_arguments(parser)
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Plan the call and print the candidates (or one JSON object)."""
+    call = call_from_args(args)
+    result = plan_call(call)
+    if args.json:
+        data = plan_json(call, result)
+        if args.explain:
+            data["explanation"] = result.explain()
+        print_json(data)
+        return 0
+    out = console()
+    out.print(plan_table(call, result))
+    out.print(summary_line(call, result), soft_wrap=True)
+    if args.explain:
+        out.print(result.explain())
+    return 0

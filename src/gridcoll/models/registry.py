@@ -1,0 +1,88 @@
+"""The table of models, by collective and name, and :func:`predict`.
+
+Each model family module exports ``MODELS = {(op, name): model}``; this module merges
+them. ``model(grid, nbytes, root=0, *, itemsize=1, **params) -> float`` has the same
+signature as the builder registered under the same key and returns seconds.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable
+from pathlib import Path
+
+from gridcoll.errors import UnknownAlgorithm
+from gridcoll.network.grid import Grid
+from gridcoll.network.presets import get_grid
+
+__all__ = ["FAMILIES", "MODELS", "get_model", "predict"]
+
+Model = Callable[..., float]
+
+FAMILIES = (
+    "gridcoll.models.single_layer",
+    "gridcoll.models.two_layer",
+    "gridcoll.models.mpich",
+    "gridcoll.models.multitree",
+)
+"""The modules whose ``MODELS`` dicts are merged, in this order."""
+
+
+def _merge(families: tuple[str, ...]) -> dict[tuple[str, str], Model]:
+    """Import every family module and merge their ``MODELS``.
+
+    A family module that does not exist (yet) is left out; any other import error, and a
+    key claimed by two families, is raised.
+    """
+    merged: dict[tuple[str, str], Model] = {}
+    for family in families:
+        try:
+            module = importlib.import_module(family)
+        except ModuleNotFoundError as err:
+            if err.name != family:  # the module exists but one of its imports is missing
+                raise
+            continue
+        for key, model in module.MODELS.items():
+            if key in merged:
+                raise RuntimeError(f"model {key!r} is defined twice (again in {family})")
+            merged[key] = model
+    return merged
+
+
+MODELS: dict[tuple[str, str], Model] = _merge(FAMILIES)
+"""Every model by ``(op, name)``; read-only."""
+
+
+def get_model(op: str, name: str) -> Model:
+    """The model of builder ``name`` of collective ``op``; UnknownAlgorithm lists choices."""
+    try:
+        return MODELS[(op, name)]
+    except KeyError:
+        names = ", ".join(n for o, n in MODELS if o == op) or "none"
+        raise UnknownAlgorithm(
+            f"no model for {op} algorithm {name!r}; models exist for: {names}"
+        ) from None
+
+
+def predict(
+    grid: Grid | str | Path,
+    op: str,
+    name: str,
+    nbytes: int,
+    root: int = 0,
+    *,
+    itemsize: int = 1,
+    **params: int,
+) -> float:
+    """Predicted completion time in seconds of builder ``name`` of ``op`` on ``grid``.
+
+    ``grid`` is a :class:`Grid`, a preset name or a grid file. Raises
+    :class:`UnknownAlgorithm` if no model is registered, and :class:`ParameterError`
+    for arguments the builder would reject.
+
+    Examples
+    --------
+    >>> round(predict("lan:4", "bcast", "flat", 1000) * 1e6, 3)
+    104.0
+    """
+    return get_model(op, name)(get_grid(grid), nbytes, root, itemsize=itemsize, **params)

@@ -1,0 +1,690 @@
+"""``gridcoll.Comm``: an mpi4py communicator whose broadcasts are gridcoll's.
+
+Modelled on ``mpi4py.util.pkl5``: a subclass of :class:`mpi4py.MPI.Intracomm` built by
+wrapping an existing communicator (the same MPI handle, not a copy), whose collective
+methods are one-liners calling module helpers. Methods gridcoll does not implement are
+mpi4py's own, on the wrapped communicator.
+
+Each ``Comm`` keeps a private duplicate of the wrapped communicator, created with
+``MPI_Comm_idup`` on its first gridcoll collective, so gridcoll's messages never mix
+with the application's; a per-call tag keeps calls apart on it.
+"""
+
+from __future__ import annotations
+
+import atexit as _atexit
+import collections as _collections
+import dataclasses as _dataclasses
+import json as _json
+import math as _math
+import os as _os
+import zlib as _zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as _np
+from mpi4py import MPI
+
+from gridcoll.algorithms.registry import get_builder
+from gridcoll.errors import GridcollError, GridError, ParameterError
+from gridcoll.network.grid import Grid
+from gridcoll.network.presets import get_grid, lan
+from gridcoll.runtime import emulation as _emu
+from gridcoll.runtime.executor import (
+    DEFAULT_TIMEOUT,
+    CallInfo,
+    CollectiveError,
+    Program,
+    compile_program,
+    execute,
+    wait,
+)
+from gridcoll.schedule.ir import Schedule
+
+__all__ = ["ENV_ALGO", "ENV_TIMEOUT", "Comm", "FixedPlan"]
+
+ENV_TIMEOUT = "GRIDCOLL_TIMEOUT"
+"""Environment variable: default timeout (seconds) of every ``Comm``."""
+ENV_ALGO = "GRIDCOLL_ALGO"
+"""Environment variable: default ``algo`` of every ``Comm`` (``auto`` if unset)."""
+
+NATIVE = "native"
+"""The ``algo`` name of the MPI library's own broadcast (``MPI_Ibcast``)."""
+
+
+# -- plans ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FixedPlan:
+    """A plan the caller fixed (``algo=`` with ``params=``), or the native broadcast.
+
+    It has the fields of :class:`gridcoll.tune.Plan` that the runtime reads.
+    """
+
+    op: str
+    grid: str
+    nbytes: int
+    root: int
+    itemsize: int
+    algorithm: str
+    params: dict = field(default_factory=dict)
+    segment_size: int = 0
+    predicted_s: float = _math.nan
+    bound_s: float = _math.nan
+    candidates: tuple = ()
+    reason: str = ""
+
+    def build(self, grid: Grid) -> Schedule:
+        """The schedule of this plan on ``grid``."""
+        if self.algorithm == NATIVE:
+            raise GridcollError("the native broadcast has no gridcoll schedule")
+        builder = get_builder(self.op, self.algorithm)
+        return builder.build(grid, self.nbytes, self.root, itemsize=self.itemsize, **self.params)
+
+    def explain(self) -> str:
+        """Why this algorithm ran."""
+        params = ", ".join(f"{k}={v}" for k, v in self.params.items())
+        return (
+            f"{self.op} of {self.nbytes} B from root {self.root} on {self.grid}: "
+            f"{self.algorithm}({params}) because {self.reason}"
+        )
+
+
+def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
+    algo = state.algo
+    if algo == NATIVE or state.params is not None:
+        reason = (
+            "the caller asked for the MPI library's own broadcast"
+            if algo == NATIVE
+            else f"the caller fixed algo={algo!r} with params={state.params!r}"
+        )
+        return FixedPlan(
+            "bcast",
+            state.grid.name,
+            nbytes,
+            root,
+            itemsize,
+            algo,
+            dict(state.params or {}),
+            int((state.params or {}).get("segment_size", nbytes)),
+            reason=reason,
+        )
+    try:
+        from gridcoll.tune import PlanCache, plan
+    except ImportError:
+        name = "binomial" if algo == "auto" else algo
+        return FixedPlan(
+            "bcast",
+            state.grid.name,
+            nbytes,
+            root,
+            itemsize,
+            name,
+            {},
+            nbytes,
+            reason="the tuner (gridcoll.tune) is not available, so no model chose",
+        )
+    if state.plan_cache is None:
+        state.plan_cache = PlanCache()
+    return plan(
+        state.grid, "bcast", nbytes, root, algo=algo, itemsize=itemsize, cache=state.plan_cache
+    )
+
+
+# -- per-communicator state -----------------------------------------------------------
+
+
+@dataclass(slots=True)
+class _Prepared:
+    plan: Any
+    program: Program | None  # None: native
+
+
+@dataclass
+class _State:
+    grid: Grid
+    base_grid: Grid  # the grid the launch's link state describes
+    algo: str
+    params: dict | None
+    timeout: float
+    link_state: list  # [LinkState | None], shared by a Comm and its duplicates
+    private: MPI.Intracomm | None = None
+    emulator: _emu.Emulator | None = None
+    seq: int = 0
+    ntags: int = 1
+    plan_cache: Any = None
+    prepared: _collections.OrderedDict = field(default_factory=_collections.OrderedDict)
+    last_plan: Any = None
+    broken: str | None = None
+    grid_id: int = 0
+
+    def close(self) -> None:
+        if self.private is not None and not MPI.Is_finalized():
+            try:
+                self.private.Free()
+            except MPI.Exception:
+                pass
+        self.private = None
+        _OPEN.discard(id(self))
+        _STATES.pop(id(self), None)
+
+
+_OPEN: set[int] = set()
+_STATES: dict[int, _State] = {}
+
+
+@_atexit.register
+def _free_private_comms() -> None:
+    """Free the private communicators before mpi4py finalizes MPI (no leak warnings)."""
+    if not MPI.Is_initialized() or MPI.Is_finalized():
+        return
+    for state in list(_STATES.values()):
+        state.close()
+
+
+def _env_timeout() -> float:
+    text = _os.environ.get(ENV_TIMEOUT, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError as err:
+        raise ParameterError(f"{ENV_TIMEOUT}={text!r} is not a number of seconds") from err
+    return value
+
+
+def _resolve_grid(comm: MPI.Intracomm, grid: Grid | str | None) -> tuple[Grid, Grid]:
+    """(the grid of ``comm``, the launch grid the emulated links belong to)."""
+    size = comm.Get_size()
+    if grid is not None:
+        resolved = get_grid(grid)
+        base = resolved
+    else:
+        spec = _os.environ.get(_emu.ENV_GRID, "").strip()
+        if not spec:
+            resolved = lan(size)
+            return resolved, resolved
+        base = get_grid(spec)
+        resolved = base
+        if base.nranks == MPI.COMM_WORLD.Get_size():
+            resolved = _emu.subgrid(base, _translate(comm, MPI.COMM_WORLD))
+    if resolved.nranks != size:
+        raise GridError(
+            f"grid {resolved.name!r} has {resolved.nranks} ranks but the communicator has "
+            f"{size}: pass grid= with one rank per process"
+        )
+    return resolved, base
+
+
+def _translate(comm: MPI.Comm, other: MPI.Comm) -> list[int]:
+    mine, theirs = comm.Get_group(), other.Get_group()
+    try:
+        return list(mine.Translate_ranks(list(range(mine.Get_size())), theirs))
+    finally:
+        mine.Free()
+        theirs.Free()
+
+
+def _init_state(
+    comm: Comm,
+    grid: Grid,
+    base: Grid,
+    algo: str | None,
+    params: dict | None,
+    timeout: float | None,
+    link_state: list | None = None,
+) -> None:
+    algo = algo or _os.environ.get(ENV_ALGO, "").strip() or "auto"
+    if algo not in ("auto", NATIVE):
+        get_builder("bcast", algo)  # UnknownAlgorithm lists the choices
+    if params is not None and algo in ("auto", NATIVE):
+        raise ParameterError(f"params= needs a named algorithm, not algo={algo!r}")
+    timeout = _env_timeout() if timeout is None else float(timeout)
+    if not timeout > 0:
+        raise ParameterError(f"timeout must be > 0 seconds, got {timeout!r}")
+    state = _State(grid, base, algo, dict(params) if params else params, timeout, link_state or [None])
+    state.grid_id = _zlib.crc32(grid.fingerprint.encode())
+    comm._gc = state  # noqa: SLF001
+
+
+def _state(comm: Comm) -> _State:
+    state = comm.__dict__.get("_gc")
+    if state is None:  # made by mpi4py itself (e.g. a duplicate made by a subclass call)
+        grid, base = _resolve_grid(comm, None)
+        _init_state(comm, grid, base, None, None, None)
+        state = comm._gc  # noqa: SLF001
+    return state
+
+
+def _ready(comm: Comm) -> _State:
+    """The state, with the private communicator and the emulator set up (collective)."""
+    state = _state(comm)
+    if state.broken:
+        raise CollectiveError(
+            f"this communicator's gridcoll collectives are unusable after a failed call "
+            f"({state.broken}); create a new gridcoll.Comm"
+        )
+    if state.private is None:
+        _set_timer_slack()
+        private, req = MPI.Intracomm(comm).Idup()
+        wait(req, state.timeout, what="duplicating the communicator (MPI_Comm_idup)")
+        state.private = private
+        tag_ub = private.Get_attr(MPI.TAG_UB) or 32767
+        state.ntags = max(1, min((tag_ub - 1) // 2, 1 << 20))
+        _STATES[id(state)] = state
+        if _emu.emulation_requested() and not state.grid.is_single_cluster:
+            state.emulator = _open_emulator(state)
+    return state
+
+
+def _open_emulator(state: _State) -> _emu.Emulator:
+    if state.link_state[0] is None:
+        path = _os.environ.get(_emu.ENV_LINK_STATE, "").strip()
+        env_grid = _os.environ.get(_emu.ENV_GRID, "").strip()
+        shared = (
+            bool(path)
+            and bool(env_grid)
+            and get_grid(env_grid).fingerprint == state.base_grid.fingerprint
+        )
+        if shared:
+            state.link_state[0] = _emu.LinkState(path, state.base_grid)
+        else:
+            state.link_state[0] = _make_link_state(state)
+    return _emu.Emulator(state.grid, state.link_state[0])
+
+
+def _make_link_state(state: _State) -> _emu.LinkState:
+    """Rank 0 creates a link-state file, every rank opens it, then rank 0 unlinks it."""
+    comm = state.private
+    name = _np.zeros(512, dtype=_np.uint8)
+    if comm.Get_rank() == 0:
+        path = str(_emu.create_link_state(state.base_grid)).encode()
+        name[: len(path)] = _np.frombuffer(path, dtype=_np.uint8)
+    wait(comm.Ibcast([name, MPI.BYTE], 0), state.timeout, what="sharing the link state")
+    path = name.tobytes().rstrip(b"\0").decode()
+    link_state = _emu.LinkState(path, state.base_grid)
+    wait(comm.Ibarrier(), state.timeout, what="opening the link state")
+    if comm.Get_rank() == 0:
+        _os.unlink(path)
+    return link_state
+
+
+_SLACK_SET = False
+
+
+def _set_timer_slack() -> None:
+    """Ask Linux for 1 us timer slack, so the 20 us sleeps of a wait are 20 us, not 70."""
+    global _SLACK_SET
+    if _SLACK_SET:
+        return
+    _SLACK_SET = True
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, nanoseconds
+    except (OSError, AttributeError):
+        pass
+
+
+# -- buffers --------------------------------------------------------------------------
+
+
+def _message(buf: Any, root_side: bool) -> tuple[_np.ndarray | None, int]:
+    """Parse an mpi4py buffer spec: (byte view, item size); view None = use native MPI.
+
+    Forms: ``buf``, ``[buf, datatype]``, ``[buf, count]``, ``[buf, count, datatype]``,
+    ``[buf, (count, displ), datatype]``, ``[buf, count, displ, datatype]``. Errors are
+    mpi4py's own: the spec first goes through ``MPI.COMM_SELF.Bcast``, a no-op on one
+    process that raises exactly what mpi4py raises for a bad buffer.
+    """
+    MPI.COMM_SELF.Bcast(buf, 0)
+    data, count, displ, dtype = buf, None, 0, None
+    if isinstance(buf, list | tuple):
+        data, rest = buf[0], list(buf[1:])
+        if rest and (isinstance(rest[-1], MPI.Datatype | str)):
+            dtype = rest.pop()
+        if len(rest) == 2:
+            count, displ = rest
+        elif len(rest) == 1:
+            count = rest[0]
+            if isinstance(count, list | tuple):
+                count, displ = count
+    if isinstance(dtype, str):
+        from mpi4py.util.dtlib import from_numpy_dtype
+
+        dtype = from_numpy_dtype(dtype)
+    if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
+        return (_np.empty(0, _np.uint8), 1) if not count else (None, 1)
+    if not root_side and memoryview(data).readonly:
+        raise BufferError("Object is not writable.")
+    view = _bytes_of(data)
+    if dtype is None:
+        itemsize = max(memoryview(data).itemsize, 1)
+    else:
+        lb, extent = dtype.Get_extent()
+        tlb, textent = dtype.Get_true_extent()
+        if not (lb == 0 and tlb == 0 and dtype.Get_size() == extent == textent):
+            return None, 1  # a datatype with holes: MPI's own broadcast handles it
+        itemsize = extent
+    count = view.size // itemsize - displ if count is None else count
+    start, nbytes = displ * itemsize, count * itemsize
+    if start < 0 or start + nbytes > view.size:
+        raise MPI.Exception(MPI.ERR_COUNT)
+    return view[start : start + nbytes], itemsize
+
+
+def _bytes_of(data: Any) -> _np.ndarray:
+    if isinstance(data, _np.ndarray):
+        arr = data if data.flags.c_contiguous else data.T
+        return arr.reshape(-1).view(_np.uint8)
+    mv = memoryview(data)
+    if not mv.c_contiguous:
+        arr = _np.asarray(data)
+        return _bytes_of(arr)
+    return _np.frombuffer(mv.cast("B"), dtype=_np.uint8)
+
+
+# -- the collectives ------------------------------------------------------------------
+
+
+def _check_root(comm: MPI.Intracomm, root: int) -> None:
+    if not isinstance(root, int) or isinstance(root, bool):
+        raise TypeError("an integer is required")
+    if not 0 <= root < comm.Get_size():
+        raise MPI.Exception(MPI.ERR_ROOT)
+
+
+def _prepare(state: _State, rank: int, nbytes: int, root: int, itemsize: int) -> _Prepared:
+    key = (nbytes, root, itemsize)
+    prepared = state.prepared.get(key)
+    if prepared is not None:
+        state.prepared.move_to_end(key)
+        return prepared
+    plan = _tuned_plan(state, nbytes, root, itemsize)
+    program = None
+    if plan.algorithm != NATIVE:
+        schedule = plan.build(state.grid)
+        call = CallInfo.of(schedule, itemsize=itemsize, grid_id=state.grid_id)
+        program = compile_program(schedule, rank, emulator=state.emulator, call=call)
+    prepared = _Prepared(plan, program)
+    state.prepared[key] = prepared
+    if len(state.prepared) > Comm.CACHE_SIZE:
+        state.prepared.popitem(last=False)
+    return prepared
+
+
+def _bcast(comm: Comm, buf: Any, root: int) -> None:
+    rank = comm.Get_rank()
+    view, itemsize = _message(buf, root == rank)
+    _check_root(comm, root)
+    if view is not None and (view.size == 0 or comm.Get_size() == 1):
+        return
+    state = _ready(comm)
+    if view is None:
+        state.last_plan = FixedPlan(
+            "bcast", state.grid.name, 0, root, 1, NATIVE, reason="its datatype is not contiguous"
+        )
+        _run(state, lambda: wait(state.private.Ibcast(buf, root), state.timeout, what="Ibcast"))
+        return
+    prepared = _prepare(state, rank, view.size, root, itemsize)
+    state.last_plan = prepared.plan
+    if prepared.program is None:
+        req = state.private.Ibcast([view, MPI.BYTE], root)
+        _run(state, lambda: wait(req, state.timeout, what=f"native broadcast from root {root}"))
+        return
+    state.seq += 1
+    program = _dataclasses.replace(
+        prepared.program, call=_dataclasses.replace(prepared.program.call, seq=state.seq)
+    )
+    tag = 2 * (state.seq % state.ntags)
+    _run(
+        state,
+        lambda: execute(
+            program, state.private, view, emulator=state.emulator, timeout=state.timeout, tag=tag
+        ),
+    )
+
+
+def _run(state: _State, action) -> None:
+    try:
+        action()
+    except CollectiveError as err:
+        state.broken = str(err)
+        raise
+
+
+_HEAD = 256  # bytes of bcast()'s first broadcast: 8-byte length, then the first bytes
+
+
+def _bcast_obj(comm: Comm, obj: Any, root: int) -> Any:
+    rank = comm.Get_rank()
+    _check_root(comm, root)
+    head = _np.zeros(_HEAD, dtype=_np.uint8)
+    data = b""
+    if rank == root:
+        data = MPI.pickle.dumps(obj)
+        inline = min(len(data), _HEAD - 8)
+        head[:8] = _np.frombuffer(len(data).to_bytes(8, "little"), dtype=_np.uint8)
+        head[8 : 8 + inline] = _np.frombuffer(data[:inline], dtype=_np.uint8)
+    if comm.Get_size() > 1:
+        _bcast(comm, head, root)
+    if rank == root:
+        return MPI.pickle.loads(data)
+    n = int.from_bytes(head[:8].tobytes(), "little")
+    inline = min(n, _HEAD - 8)
+    whole = _np.empty(n, dtype=_np.uint8)
+    whole[:inline] = head[8 : 8 + inline]
+    if n > inline:
+        _bcast(comm, whole[inline:], root)
+    return MPI.pickle.loads(whole)
+
+
+def _barrier(comm: Comm) -> None:
+    if comm.Get_size() == 1:
+        return
+    state = _ready(comm)
+    _run(
+        state,
+        lambda: wait(
+            state.private.Ibarrier(),
+            state.timeout,
+            what=f"rank {comm.Get_rank()}: Barrier (some rank died or never joined)",
+        ),
+    )
+
+
+def _derived(comm: Comm, new: MPI.Intracomm) -> MPI.Intracomm:
+    """Wrap a communicator made from ``comm`` as a gridcoll.Comm on the matching sub-grid."""
+    if new == MPI.COMM_NULL:
+        return new
+    state = _state(comm)
+    ranks = _translate(new, comm)
+    grid = _emu.subgrid(state.grid, ranks)
+    out = Comm.__new__(type(comm), new)
+    _init_state(out, grid, state.base_grid, state.algo, state.params, state.timeout,
+                state.link_state)
+    return out
+
+
+# -- the class ------------------------------------------------------------------------
+
+
+class Comm(MPI.Intracomm):
+    """An mpi4py intracommunicator whose broadcasts and barriers are gridcoll's.
+
+    ``Comm(comm, grid=None, *, algo=None, params=None, timeout=None)`` wraps ``comm``
+    (same MPI handle, like ``mpi4py.util.pkl5.Intracomm``). Construction is local; the
+    first gridcoll collective duplicates ``comm`` into a private communicator
+    (collectively, without blocking in MPI).
+
+    Parameters
+    ----------
+    comm : MPI.Intracomm
+        The communicator to wrap (typically ``MPI.COMM_WORLD``).
+    grid : Grid or str, optional
+        The grid the ranks run on, one grid rank per communicator rank (a Grid, a preset
+        name or a grid file). Default: the grid of ``GRIDCOLL_GRID`` (set by
+        ``gridcoll mpirun``; for a sub-communicator of ``COMM_WORLD`` its sub-grid),
+        else ``lan(size)``, a single cluster.
+    algo : str, optional
+        ``"auto"`` (the tuner chooses per call), a builder name (the tuner chooses only
+        its parameters), or ``"native"`` (the MPI library's broadcast). Default
+        ``GRIDCOLL_ALGO`` or ``"auto"``.
+    params : dict, optional
+        With a builder name: its parameters, fixed (``{"segment_size": 8192}``).
+    timeout : float, optional
+        Seconds a rank waits for one message before raising
+        :class:`~gridcoll.runtime.CollectiveTimeout`. Default ``GRIDCOLL_TIMEOUT`` or 60.
+
+    Notes
+    -----
+    gridcoll's collectives: ``Bcast``, ``bcast``, ``Barrier``, ``barrier``. They never
+    block inside MPI (they test requests and sleep), check arguments across ranks
+    (mismatched sizes, datatypes or roots raise :class:`~gridcoll.runtime.MismatchError`
+    or time out with a message saying so), and cross the emulated WAN when the launcher
+    switched it on. ``explain()`` and ``last_plan`` tell why the last call chose its
+    algorithm.
+
+    Passed through to mpi4py on the wrapped communicator: everything else: ``Get_rank``,
+    ``Get_size``, point-to-point (``Send``, ``Recv``, ``Isend``, ``send``...), the other
+    collectives (``Reduce``, ``Allreduce``, ``Gather``, ``Scatter``, ``Allgather``,
+    ``Alltoall``, ``Scan``, their lower-case pickle forms, every non-blocking ``I...``
+    collective including ``Ibcast``), attributes, groups and topologies. These do not
+    cross the WAN emulation. ``Dup``, ``Clone``, ``Idup``, ``Split``, ``Split_type``,
+    ``Create`` and ``Create_group`` return ``gridcoll.Comm`` objects on the matching
+    sub-grid; ``Free`` also frees the private communicator.
+    """
+
+    CACHE_SIZE = 64
+    """Plans and compiled programs kept per communicator (least recently used go)."""
+
+    def __new__(cls, comm: MPI.Intracomm | None = None, *args: Any, **kwargs: Any) -> Comm:
+        """Create a new communicator object wrapping ``comm``'s handle."""
+        if comm is not None and comm != MPI.COMM_NULL and comm.Is_inter():
+            raise TypeError("gridcoll.Comm wraps intracommunicators only")
+        return MPI.Intracomm.__new__(cls, comm)
+
+    def __init__(
+        self,
+        comm: MPI.Intracomm | None = None,
+        grid: Grid | str | None = None,
+        *,
+        algo: str | None = None,
+        params: dict | None = None,
+        timeout: float | None = None,
+    ):
+        if comm is None or self == MPI.COMM_NULL:
+            return
+        resolved, base = _resolve_grid(self, grid)
+        _init_state(self, resolved, base, algo, params, timeout)
+
+    # gridcoll's collectives
+    def Bcast(self, buf: Any, root: int = 0) -> None:
+        """Broadcast a buffer from ``root`` (gridcoll's algorithms)."""
+        _bcast(self, buf, root)
+
+    def bcast(self, obj: Any, root: int = 0) -> Any:
+        """Broadcast a picklable object from ``root`` (gridcoll's algorithms)."""
+        return _bcast_obj(self, obj, root)
+
+    def Barrier(self) -> None:
+        """Barrier synchronization, without blocking in MPI."""
+        _barrier(self)
+
+    def barrier(self) -> None:
+        """Barrier synchronization, without blocking in MPI."""
+        _barrier(self)
+
+    # communicators made from this one are gridcoll.Comm objects too
+    def Dup(self, info: MPI.Info | None = None) -> Comm:
+        """Duplicate the communicator (a gridcoll.Comm with the same grid and options)."""
+        new, req = self.Idup(info)
+        wait(req, _state(self).timeout, what="MPI_Comm_idup")
+        return new
+
+    def Clone(self) -> Comm:
+        """Clone the communicator (same as ``Dup``)."""
+        return self.Dup()
+
+    def Dup_with_info(self, info: MPI.Info) -> Comm:
+        """Duplicate the communicator with hints."""
+        return self.Dup(info)
+
+    def Idup(self, info: MPI.Info | None = None) -> tuple[Comm, MPI.Request]:
+        """Nonblocking duplicate (a gridcoll.Comm with the same grid and options)."""
+        base = MPI.Intracomm(self)
+        new, req = base.Idup(info) if info is not None else base.Idup()
+        state = _state(self)
+        out = Comm.__new__(type(self), new)
+        _init_state(out, state.grid, state.base_grid, state.algo, state.params, state.timeout,
+                    state.link_state)
+        return out, req
+
+    def Idup_with_info(self, info: MPI.Info) -> tuple[Comm, MPI.Request]:
+        """Nonblocking duplicate with hints."""
+        return self.Idup(info)
+
+    def Split(self, color: int = 0, key: int = 0) -> Comm:
+        """Split into sub-communicators (gridcoll.Comm on the sub-grid)."""
+        return _derived(self, MPI.Intracomm.Split(MPI.Intracomm(self), color, key))
+
+    def Split_type(self, split_type: int, key: int = 0, info: MPI.Info = MPI.INFO_NULL) -> Comm:
+        """Split by type (gridcoll.Comm on the sub-grid)."""
+        return _derived(self, MPI.Intracomm(self).Split_type(split_type, key, info))
+
+    def Create(self, group: MPI.Group) -> Comm:
+        """Create a communicator from a group (gridcoll.Comm on the sub-grid)."""
+        return _derived(self, MPI.Intracomm(self).Create(group))
+
+    def Create_group(self, group: MPI.Group, tag: int = 0) -> Comm:
+        """Create a communicator from a group (gridcoll.Comm on the sub-grid)."""
+        return _derived(self, MPI.Intracomm(self).Create_group(group, tag))
+
+    def Free(self) -> None:
+        """Free the communicator and gridcoll's private duplicate of it.
+
+        The private duplicate is freed first, so on a permanent communicator (a wrapper
+        of ``COMM_WORLD``), where MPI refuses with ``ERR_COMM`` as mpi4py does, gridcoll's
+        resources are still released (a later collective makes a new duplicate).
+        """
+        state = self.__dict__.get("_gc")
+        if state is not None:
+            state.close()
+        MPI.Intracomm.Free(self)
+
+    # explanations
+    @property
+    def grid(self) -> Grid:
+        """The grid this communicator's ranks run on."""
+        return _state(self).grid
+
+    @property
+    def last_plan(self) -> Any:
+        """The plan of the last gridcoll collective (``None`` before the first)."""
+        return _state(self).last_plan
+
+    def explain(self) -> str:
+        """Why the last gridcoll collective chose its algorithm."""
+        plan = _state(self).last_plan
+        if plan is None:
+            return "no gridcoll collective has run on this communicator yet"
+        return plan.explain()
+
+    def __repr__(self) -> str:
+        state = self.__dict__.get("_gc")
+        where = f" on {state.grid.name!r}, algo={state.algo!r}" if state else ""
+        return f"<gridcoll.Comm of {self.Get_size()} ranks{where}>"
+
+
+def params_from_json(text: str | None) -> dict | None:
+    """Parse a ``--params`` JSON object (used by the launcher and worker)."""
+    if not text:
+        return None
+    try:
+        value = _json.loads(text)
+    except _json.JSONDecodeError as err:
+        raise ParameterError(f"params {text!r} is not a JSON object: {err}") from err
+    if not isinstance(value, dict):
+        raise ParameterError(f"params {text!r} is not a JSON object")
+    return value

@@ -1,0 +1,586 @@
+"""Run one rank's program of a schedule over MPI (the third executor).
+
+Theory of operation
+-------------------
+Rule 1: the program is the semantics (:mod:`gridcoll.schedule.ir`). A rank runs its
+operations in order: a :class:`~gridcoll.schedule.ir.Send` starts an ``MPI_Isend`` and
+moves on; a :class:`~gridcoll.schedule.ir.Recv` waits until the next message from that
+peer has arrived. A rank that receives segment ``s`` and then sends it forwards each
+segment as soon as it has arrived, with parallel sends to its children (seed 003's
+packet-level transfer).
+
+Rule 2: receives are posted up front, into views of the user's buffer. Every ``Irecv``
+of the program is posted before the first operation runs, so data lands where it
+belongs as early as MPI can put it there; a message whose segments are contiguous and
+in order is received in place (zero-copy), any other into a temporary buffer unpacked
+when its ``Recv`` completes. Sends are views of the buffer too.
+
+Rule 3: one tag per call, and MPI's non-overtaking order. All data messages of one
+call use one tag (its header messages the next one), so the k-th message from a peer
+matches the k-th receive posted for that peer. The caller gives each call its own tag
+(:class:`gridcoll.Comm` cycles them with the call number), so a stray message of a
+failed call can never be taken for a message of a later one.
+
+Rule 4: every first message between two ranks in a call, and every emulated WAN
+message, is preceded by an 80-byte header on the header tag: the call's sequence
+number, root, size, item size, algorithm and grid, the message's byte count and its
+emulated delivery time. The receiver checks it against its own call, so mismatched
+arguments across ranks raise :class:`MismatchError` instead of corrupting data.
+
+Rule 5: never spin. The machine may run 16-40 ranks on two cores, and MPICH's blocking
+waits poll, so every wait here is ``Request.Test`` with a sleep that starts at
+:data:`BACKOFF_START` and doubles up to :data:`BACKOFF_MAX`. A wait longer than
+``timeout`` seconds raises :class:`CollectiveTimeout` naming the peer and operation.
+
+Rule 6: the WAN emulation (:mod:`gridcoll.runtime.emulation`) sits below all of this:
+a cross-cluster send reserves the emulated links and carries ``deliver_at`` in its
+header; the receive does not complete before then, and the sender stays busy for the
+WAN send overhead. Without an emulator nothing of this runs.
+"""
+
+from __future__ import annotations
+
+import struct as _struct
+import time as _time
+import zlib as _zlib
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from mpi4py import MPI
+
+from gridcoll.errors import GridcollError
+from gridcoll.runtime.emulation import Emulator
+from gridcoll.schedule.ir import CONTROL_BYTES, Recv, Schedule, Send
+
+__all__ = [
+    "BACKOFF_MAX",
+    "BACKOFF_START",
+    "DEFAULT_TIMEOUT",
+    "CallInfo",
+    "CollectiveError",
+    "CollectiveTimeout",
+    "MismatchError",
+    "Program",
+    "compile_program",
+    "execute",
+    "sleep_until",
+    "wait",
+]
+
+BACKOFF_START = 20e-6
+"""First sleep (seconds) of a wait that found its request not yet complete."""
+BACKOFF_MAX = 1e-3
+"""Longest sleep (seconds) between two tests of a request."""
+DEFAULT_TIMEOUT = 60.0
+"""Seconds a rank waits for one message before it gives up (``GRIDCOLL_TIMEOUT``)."""
+
+
+class CollectiveError(GridcollError):
+    """A collective failed while running; ``rank`` is where, ``peer`` the rank involved.
+
+    After it, the communicator's gridcoll collectives refuse to run: messages of the
+    failed call may still be in flight.
+    """
+
+    def __init__(self, message: str, *, rank: int | None = None, peer: int | None = None):
+        super().__init__(message)
+        self.rank = rank
+        self.peer = peer
+
+
+class CollectiveTimeout(CollectiveError, TimeoutError):
+    """A rank waited longer than the timeout: a peer died, never joined, or the ranks
+    called the collective with mismatched arguments."""
+
+
+class MismatchError(CollectiveError, ValueError):
+    """A message belongs to a call with other arguments (size, datatype, root,
+    algorithm, grid or call order) than the receiver's own call."""
+
+
+# -- waiting without spinning --------------------------------------------------------
+
+
+def wait(
+    request: MPI.Request,
+    timeout: float | None = None,
+    *,
+    what: str = "an MPI request",
+    status: MPI.Status | None = None,
+) -> None:
+    """Complete ``request`` by testing it with sleeps in between (never spinning).
+
+    Raises :class:`CollectiveTimeout` naming ``what`` after ``timeout`` seconds.
+    """
+    if request.Test(status):
+        return
+    deadline = None if timeout is None else _time.monotonic() + timeout
+    delay = BACKOFF_START
+    while True:
+        _time.sleep(delay)
+        if request.Test(status):
+            return
+        delay = min(2 * delay, BACKOFF_MAX)
+        if deadline is not None and _time.monotonic() > deadline:
+            raise CollectiveTimeout(f"{what} did not complete within {timeout:g} s")
+
+
+def sleep_until(deadline: float, poke: Callable[[], object] | None = None) -> None:
+    """Sleep until ``time.monotonic() >= deadline``, calling ``poke`` (to drive MPI's
+    progress) at least every :data:`BACKOFF_MAX` seconds."""
+    while True:
+        left = deadline - _time.monotonic()
+        if left <= 0:
+            return
+        if poke is not None:
+            poke()
+        _time.sleep(min(left, BACKOFF_MAX))
+
+
+# -- the call's identity, checked by every receiver ----------------------------------
+
+_HEADER = _struct.Struct("<4sIQqQIIQd24s")
+_MAGIC = b"GCH1"
+HEADER_BYTES = _HEADER.size
+
+
+def _crc(text: str) -> int:
+    return _zlib.crc32(text.encode())
+
+
+@dataclass(frozen=True, slots=True)
+class CallInfo:
+    """What identifies one collective call; every header carries it."""
+
+    seq: int
+    root: int
+    nbytes: int
+    itemsize: int
+    algorithm: str
+    algo_id: int
+    grid_id: int
+
+    @classmethod
+    def of(
+        cls, schedule: Schedule, *, seq: int = 0, itemsize: int = 1, grid_id: int = 0
+    ) -> CallInfo:
+        """The identity of a call running ``schedule``."""
+        params = ",".join(f"{k}={schedule.params[k]}" for k in sorted(schedule.params))
+        algo_id = _crc(f"{schedule.op}|{schedule.algorithm}|{params}")
+        return cls(
+            seq, schedule.root, schedule.nbytes, itemsize, schedule.algorithm, algo_id, grid_id
+        )
+
+    def pack(self, msg_nbytes: int, deliver_at: float) -> np.ndarray:
+        """The header of one message."""
+        raw = _HEADER.pack(
+            _MAGIC,
+            self.grid_id,
+            self.seq,
+            self.root,
+            self.nbytes,
+            self.itemsize,
+            self.algo_id,
+            msg_nbytes,
+            deliver_at,
+            self.algorithm.encode()[:24],
+        )
+        return np.frombuffer(raw, dtype=np.uint8).copy()
+
+    def check(self, raw: np.ndarray, step: _Step, rank: int) -> float:
+        """Check a received header against this call; return its ``deliver_at``."""
+        magic, grid_id, seq, root, nbytes, itemsize, algo_id, msg_nbytes, deliver_at, name = (
+            _HEADER.unpack(raw.tobytes())
+        )
+        theirs = {
+            "call number": seq,
+            "root": root,
+            "size": nbytes,
+            "itemsize": itemsize,
+            "algorithm": name.rstrip(b"\0").decode(errors="replace"),
+        }
+        mine = {
+            "call number": self.seq,
+            "root": self.root,
+            "size": self.nbytes,
+            "itemsize": self.itemsize,
+            "algorithm": self.algorithm[:24],
+        }
+        differ = [k for k in mine if mine[k] != theirs[k]]
+        if magic != _MAGIC:
+            differ = ["header"]
+        elif not differ and algo_id != self.algo_id:
+            differ = ["algorithm parameters"]
+        elif not differ and grid_id != self.grid_id:
+            differ = ["grid"]
+        elif not differ and msg_nbytes != step.nbytes:
+            differ = ["message size"]
+        if differ:
+            detail = ", ".join(f"{k} {theirs.get(k, '?')!r} vs {mine.get(k, '?')!r}" for k in differ)
+            raise MismatchError(
+                f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs to "
+                f"a call with other arguments ({detail}, sender's vs this rank's): all ranks "
+                f"must call the collective in the same order with the same root, size and "
+                f"datatype",
+                rank=rank,
+                peer=step.peer,
+            )
+        return deliver_at
+
+
+# -- compiled programs ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Step:
+    send: bool
+    peer: int
+    pieces: tuple[tuple[int, int], ...]  # (offset, length) runs, merged; () = control
+    nbytes: int  # bytes on the wire
+    header: bool  # a header message precedes this one
+    wan: bool  # crosses clusters under emulation
+    combine: bool
+    index: int  # position in the schedule's program
+
+    def describe(self) -> str:
+        kind = "send to" if self.send else "receive from"
+        what = "control message" if not self.pieces else f"{self.nbytes} B"
+        return f"op {self.index} ({kind} rank {self.peer}, {what})"
+
+
+@dataclass(frozen=True, slots=True)
+class Program:
+    """One rank's program, compiled for execution (see :func:`compile_program`)."""
+
+    rank: int
+    steps: tuple[_Step, ...]
+    extent: int
+    """Bytes of the buffer the program touches (``max(offset + length)``)."""
+    call: CallInfo
+    emulated: bool
+
+
+def _pieces(schedule: Schedule, segments: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+    runs: list[list[int]] = []
+    for s in segments:
+        offset, length = schedule.segments[s]
+        if runs and runs[-1][0] + runs[-1][1] == offset:
+            runs[-1][1] += length
+        else:
+            runs.append([offset, length])
+    return tuple((o, n) for o, n in runs)
+
+
+def compile_program(
+    schedule: Schedule,
+    rank: int,
+    *,
+    emulator: Emulator | None = None,
+    call: CallInfo | None = None,
+) -> Program:
+    """Compile ``schedule.programs[rank]``: merged byte ranges, headers, WAN flags.
+
+    Cost O(operations x segments per message); :class:`gridcoll.Comm` caches the result.
+    """
+    if not 0 <= rank < schedule.nranks:
+        raise GridcollError(f"rank {rank} has no program in a {schedule.nranks}-rank schedule")
+    seen: set[tuple[bool, int]] = set()
+    steps = []
+    for index, op in enumerate(schedule.programs[rank]):
+        if not isinstance(op, Send | Recv):
+            raise GridcollError(f"rank {rank} op {index} is not a Send or Recv: {op!r}")
+        send = isinstance(op, Send)
+        wan = emulator is not None and emulator.crosses(rank, op.peer)
+        first = (send, op.peer) not in seen
+        seen.add((send, op.peer))
+        steps.append(
+            _Step(
+                send,
+                op.peer,
+                _pieces(schedule, op.segments),
+                schedule.nbytes_of(op),
+                first or wan,
+                wan,
+                (not send) and op.combine,
+                index,
+            )
+        )
+    extent = max((o + n for o, n in schedule.segments), default=0)
+    return Program(
+        rank, tuple(steps), extent, call or CallInfo.of(schedule), emulator is not None
+    )
+
+
+# -- execution ------------------------------------------------------------------------
+
+
+def _byte_view(buf: object) -> np.ndarray:
+    if isinstance(buf, np.ndarray):
+        arr = buf if buf.flags.c_contiguous else buf.T
+        if not arr.flags.c_contiguous:
+            raise GridcollError("the buffer of a collective must be contiguous")
+        return arr.reshape(-1).view(np.uint8)
+    return np.frombuffer(memoryview(buf).cast("B"), dtype=np.uint8)
+
+
+def execute(
+    schedule: Schedule | Program,
+    comm: MPI.Comm,
+    buf: object,
+    *,
+    emulator: Emulator | None = None,
+    timeout: float | None = None,
+    tag: int = 0,
+    reduce: Callable[[np.ndarray, np.ndarray], None] | None = None,
+) -> None:
+    """Run this rank's program of ``schedule`` on ``buf`` over ``comm``.
+
+    Parameters
+    ----------
+    schedule : Schedule or Program
+        The schedule, or this rank's program already compiled by :func:`compile_program`
+        (with the same ``emulator``).
+    comm : MPI.Comm
+        A communicator reserved for gridcoll (messages use tags ``tag`` and ``tag + 1``).
+    buf : buffer
+        The data space: any contiguous buffer of at least ``schedule.nbytes`` bytes.
+    emulator : Emulator, optional
+        Emulate the WAN of its grid for cross-cluster messages.
+    timeout : float, optional
+        Seconds to wait for any one message (default :data:`DEFAULT_TIMEOUT`).
+    reduce : callable, optional
+        ``reduce(held, incoming)`` combines incoming bytes into held ones, for programs
+        with combining receives.
+
+    Raises
+    ------
+    CollectiveTimeout
+        A message did not arrive (or a send did not complete) within ``timeout``.
+    MismatchError
+        A message belongs to a call with other arguments than this rank's.
+    """
+    program = (
+        schedule
+        if isinstance(schedule, Program)
+        else compile_program(schedule, comm.Get_rank(), emulator=emulator)
+    )
+    view = _byte_view(buf)
+    if view.size < program.extent:
+        raise GridcollError(
+            f"buffer of {view.size} B is smaller than the {program.extent} B the schedule uses"
+        )
+    if program.emulated and emulator is None:
+        raise GridcollError("the program was compiled for an emulator; pass it to execute()")
+    _Run(program, comm, view, emulator, DEFAULT_TIMEOUT if timeout is None else timeout, tag,
+         reduce).run()
+
+
+@dataclass(slots=True)
+class _Posted:
+    header_req: MPI.Request | None
+    header_buf: np.ndarray | None
+    req: MPI.Request
+    target: np.ndarray
+
+
+class _Run:
+    """One execution of one program; see the module docstring for the rules."""
+
+    def __init__(self, program, comm, view, emulator, timeout, tag, reduce):
+        self.program = program
+        self.comm = comm
+        self.view = view
+        self.emulator = emulator
+        self.timeout = timeout
+        self.tag = tag
+        self.reduce = reduce
+        self.rank = program.rank
+        self.sends: list[MPI.Request] = []
+        self.keep: list[np.ndarray] = []  # send buffers that must outlive their Isend
+        self.oldest = 0  # first send not known to be complete
+        self.control = np.zeros(CONTROL_BYTES, dtype=np.uint8)
+
+    def run(self) -> None:
+        posted = self._post_all()
+        done = 0
+        try:
+            for step in self.program.steps:
+                if step.send:
+                    self._send(step)
+                else:
+                    self._recv(step, posted[done])
+                    done += 1
+            self._finish_sends()
+        except BaseException:
+            self._abort(posted[done:])
+            raise
+
+    # Rule 2: every receive is posted before the first operation runs.
+    def _post_all(self) -> list[_Posted]:
+        comm, tag, view = self.comm, self.tag, self.view
+        steps = [s for s in self.program.steps if not s.send]
+        ncontrol = sum(1 for s in steps if not s.pieces)
+        scratch = np.empty(ncontrol * CONTROL_BYTES, dtype=np.uint8)
+        posted, c = [], 0
+        for step in steps:
+            header_req = header_buf = None
+            if step.header:
+                header_buf = np.empty(HEADER_BYTES, dtype=np.uint8)
+                header_req = comm.Irecv([header_buf, MPI.BYTE], step.peer, tag + 1)
+            if not step.pieces:
+                target = scratch[c * CONTROL_BYTES : (c + 1) * CONTROL_BYTES]
+                c += 1
+            elif len(step.pieces) == 1 and not step.combine:
+                offset, length = step.pieces[0]
+                target = view[offset : offset + length]
+            else:
+                target = np.empty(step.nbytes, dtype=np.uint8)
+            req = comm.Irecv([target, MPI.BYTE], step.peer, tag)
+            posted.append(_Posted(header_req, header_buf, req, target))
+        return posted
+
+    def _send(self, step: _Step) -> None:
+        comm, view = self.comm, self.view
+        deliver_at = 0.0
+        if step.wan:
+            deliver_at = self.emulator.reserve(self.rank, step.peer, step.nbytes, _time.monotonic())
+        if step.header:
+            header = self.program.call.pack(step.nbytes, deliver_at)
+            self.keep.append(header)
+            self.sends.append(comm.Isend([header, MPI.BYTE], step.peer, self.tag + 1))
+        if not step.pieces:
+            data = self.control
+        elif len(step.pieces) == 1:
+            offset, length = step.pieces[0]
+            data = view[offset : offset + length]
+        else:
+            data = np.concatenate([view[o : o + n] for o, n in step.pieces])
+            self.keep.append(data)
+        self.sends.append(comm.Isend([data, MPI.BYTE], step.peer, self.tag))
+        if step.wan:
+            busy = self.emulator.send_overhead(self.rank, step.peer, step.nbytes)
+            if busy > 0:
+                sleep_until(_time.monotonic() + busy, self._poke)
+
+    def _recv(self, step: _Step, posted: _Posted) -> None:
+        deadline = _time.monotonic() + self.timeout
+        deliver_at = 0.0
+        if posted.header_req is not None:
+            self._wait(posted.header_req, deadline, step, None)
+            posted.header_req = None
+            deliver_at = self.program.call.check(posted.header_buf, step, self.rank)
+        status = MPI.Status()
+        self._wait(posted.req, deadline, step, status)
+        posted.req = None
+        count = status.Get_count(MPI.BYTE)
+        if count != step.nbytes:
+            raise MismatchError(
+                f"rank {self.rank}: {step.describe()} got {count} B instead of "
+                f"{step.nbytes} B: mismatched sizes or datatypes across ranks",
+                rank=self.rank,
+                peer=step.peer,
+            )
+        if step.pieces and (len(step.pieces) > 1 or step.combine):
+            self._unpack(step, posted.target)
+        if step.wan:
+            sleep_until(deliver_at, self._poke)
+
+    def _unpack(self, step: _Step, data: np.ndarray) -> None:
+        view, at = self.view, 0
+        for offset, length in step.pieces:
+            if step.combine:
+                if self.reduce is None:
+                    raise GridcollError(
+                        f"rank {self.rank}: {step.describe()} combines data but no reduce "
+                        "function was given"
+                    )
+                self.reduce(view[offset : offset + length], data[at : at + length])
+            else:
+                view[offset : offset + length] = data[at : at + length]
+            at += length
+
+    def _wait(self, req, deadline, step, status) -> None:
+        try:
+            if req.Test(status):
+                return
+            delay = BACKOFF_START
+            while True:
+                now = _time.monotonic()
+                if now > deadline:
+                    raise CollectiveTimeout(
+                        f"rank {self.rank}: {step.describe()} of {self.program.call.algorithm!r}"
+                        f" got no message from rank {step.peer} within {self.timeout:g} s: rank "
+                        f"{step.peer} may have died or not joined, or the ranks called the "
+                        "collective with mismatched arguments (sizes, datatypes, roots or "
+                        "call order)",
+                        rank=self.rank,
+                        peer=step.peer,
+                    )
+                _time.sleep(min(delay, max(deadline - now, 0.0) + 1e-6))
+                if req.Test(status):
+                    return
+                delay = min(2 * delay, BACKOFF_MAX)
+        except MPI.Exception as err:
+            if err.Get_error_class() == MPI.ERR_TRUNCATE:
+                raise MismatchError(
+                    f"rank {self.rank}: {step.describe()}: rank {step.peer} sent a larger "
+                    "message than expected: mismatched sizes or datatypes across ranks",
+                    rank=self.rank,
+                    peer=step.peer,
+                ) from err
+            raise
+
+    def _poke(self) -> None:
+        """Drive MPI's progress engine (a pending rendezvous send needs it)."""
+        sends = self.sends
+        while self.oldest < len(sends):
+            if not sends[self.oldest].Test():
+                return
+            self.oldest += 1
+        self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
+
+    def _finish_sends(self) -> None:
+        sends = self.sends
+        deadline = _time.monotonic() + self.timeout
+        delay = BACKOFF_START
+        while self.oldest < len(sends):
+            if sends[self.oldest].Test():
+                self.oldest += 1
+                continue
+            if _time.monotonic() > deadline:
+                peers = self._pending_send_peers()
+                raise CollectiveTimeout(
+                    f"rank {self.rank}: sends to rank(s) {peers} did not complete within "
+                    f"{self.timeout:g} s: they may have died or not joined, or the ranks "
+                    "called the collective with mismatched arguments",
+                    rank=self.rank,
+                    peer=peers[0] if peers else None,
+                )
+            _time.sleep(delay)
+            delay = min(2 * delay, BACKOFF_MAX)
+        self.keep.clear()
+
+    def _pending_send_peers(self) -> list[int]:
+        peers = []
+        i = 0
+        for step in self.program.steps:
+            if not step.send:
+                continue
+            for _ in range(2 if step.header else 1):
+                if i >= self.oldest and not self.sends[i].Test() and step.peer not in peers:
+                    peers.append(step.peer)
+                i += 1
+        return sorted(peers)
+
+    def _abort(self, posted: list[_Posted]) -> None:
+        """Cancel the receives still posted (best effort); their buffers are abandoned."""
+        for p in posted:
+            for req in (p.header_req, p.req):
+                if req is None:
+                    continue
+                try:
+                    req.Cancel()
+                    req.Free()
+                except MPI.Exception:
+                    pass

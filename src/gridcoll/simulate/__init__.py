@@ -1,0 +1,37 @@
+"""The event-driven simulator: replay a schedule on a grid in virtual time.
+
+:func:`simulate` gives exact per-rank completion times under the P-LogP timing rules
+(see :mod:`gridcoll.simulate.executor`), and with ``record=True`` a :class:`Timeline`
+of every message and resource occupancy. :mod:`gridcoll.simulate.engine` is the small
+SimPy-style event core it runs on.
+"""
+
+from gridcoll.simulate.engine import (
+    NORMAL,
+    URGENT,
+    BaseEnvironment,
+    EmptySchedule,
+    Environment,
+    Event,
+    RealtimeEnvironment,
+    Timeout,
+)
+from gridcoll.simulate.executor import SimResult, simulate
+from gridcoll.simulate.timeline import RESOURCE_KINDS, Interval, MessageRecord, Timeline
+
+__all__ = [
+    "NORMAL",
+    "RESOURCE_KINDS",
+    "URGENT",
+    "BaseEnvironment",
+    "EmptySchedule",
+    "Environment",
+    "Event",
+    "Interval",
+    "MessageRecord",
+    "RealtimeEnvironment",
+    "SimResult",
+    "Timeline",
+    "Timeout",
+    "simulate",
+]

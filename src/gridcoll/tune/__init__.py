@@ -1,0 +1,38 @@
+"""The tuner: seed 000's segment-size and shape search, per-call selection, a cache.
+
+* :mod:`gridcoll.tune.search` - the heuristics of seed 000 (sec. 3.1.1, 3.1.2) and the
+  exhaustive reference search, both taking the model as a parameter;
+* :mod:`gridcoll.tune.select` - :func:`plan`: every builder's best parameters and
+  predicted time, best first, with the physical bound;
+* :mod:`gridcoll.tune.cache` - :class:`PlanCache`, the caller's LRU decision cache.
+"""
+
+from gridcoll.tune.cache import PlanCache
+from gridcoll.tune.search import (
+    SearchResult,
+    degree_candidates,
+    degree_start,
+    exhaustive_search,
+    heuristic_search,
+    lan_degree_limit,
+    reference_segment_sizes,
+    segment_for,
+    segment_sizes,
+)
+from gridcoll.tune.select import Candidate, Plan, plan
+
+__all__ = [
+    "Candidate",
+    "Plan",
+    "PlanCache",
+    "SearchResult",
+    "degree_candidates",
+    "degree_start",
+    "exhaustive_search",
+    "heuristic_search",
+    "lan_degree_limit",
+    "plan",
+    "reference_segment_sizes",
+    "segment_for",
+    "segment_sizes",
+]

@@ -1,0 +1,339 @@
+"""The command line: every subcommand, its JSON, and one-line errors for bad input."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from gridcoll.cli.main import COMMANDS, EXIT_ERROR, build_parser, main
+from gridcoll.network import get_grid, save_grid
+
+PLAN_FIELDS = {
+    "op",
+    "grid",
+    "size",
+    "root",
+    "algorithm",
+    "segment_size",
+    "predicted_s",
+    "bound_s",
+    "candidates",
+}
+CANDIDATE_FIELDS = {"algorithm", "segment_size", "predicted_s"}
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def run_json(capsys, *argv: str) -> dict:
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)  # exactly one JSON document: loads() rejects trailing text
+
+
+# -- structure ---------------------------------------------------------------------------
+def test_every_command_module_has_add_parser_and_run():
+    names = set()
+    for module in COMMANDS:
+        assert callable(module.add_parser) and callable(module.run)
+        names.add(module.__name__.rsplit(".", 1)[-1])
+    assert names == {"algorithms", "plan", "simulate", "demo"}
+    assert build_parser().prog == "gridcoll"
+
+
+def test_help_and_version_exit_zero(capsys):
+    for argv in (["--help"], ["plan", "--help"], ["--version"]):
+        with pytest.raises(SystemExit) as info:
+            main(argv)
+        assert info.value.code == 0
+    assert "gridcoll" in capsys.readouterr().out
+
+
+# -- algorithms -----------------------------------------------------------------------------
+def test_algorithms_table_lists_builders_with_params(capsys):
+    code, out, _ = run(capsys, "algorithms")
+    assert code == 0
+    for name in ("flat", "chain-segmented", "binomial", "dary-segmented"):
+        assert name in out
+    assert "segment_size, degree" in out
+
+
+def test_algorithms_json(capsys):
+    data = run_json(capsys, "algorithms", "--op", "bcast")
+    assert {b["name"] for b in data} >= {"flat", "binomial-segmented", "dary-segmented"}
+    for b in data:
+        assert set(b) == {"op", "name", "summary", "params"}
+        assert b["op"] == "bcast" and b["summary"]
+    dary = next(b for b in data if b["name"] == "dary-segmented")
+    assert dary["params"] == ["segment_size", "degree"]
+
+
+# -- plan -----------------------------------------------------------------------------------
+def test_plan_json_fields(capsys):
+    data = run_json(capsys, "plan", "--grid", "magpie:8,1", "--op", "bcast", "--size", "1MiB")
+    assert set(data) >= PLAN_FIELDS
+    assert data["op"] == "bcast" and data["grid"] == "magpie:8,1"
+    assert data["size"] == 2**20 and data["root"] == 0
+    assert data["bound_s"] == pytest.approx(2**20 / 7e6 + 10e-3)
+    cands = data["candidates"]
+    assert cands and all(set(c) >= CANDIDATE_FIELDS for c in cands)
+    times = [c["predicted_s"] for c in cands]
+    assert times == sorted(times)  # best first
+    assert cands[0]["algorithm"] == data["algorithm"]
+    assert cands[0]["predicted_s"] == data["predicted_s"]
+    assert data["predicted_s"] >= data["bound_s"] * (1 - 1e-9)
+    assert 1 <= data["segment_size"] <= 2**20
+
+
+@pytest.mark.parametrize("size", ["1MiB", "64KB", "1048576"])
+def test_plan_size_units(capsys, size):
+    data = run_json(capsys, "plan", "--grid", "lan:4", "--size", size)
+    assert data["size"] == {"1MiB": 2**20, "64KB": 65536, "1048576": 2**20}[size]
+
+
+def test_plan_table_marks_the_choice_and_prints_one_summary(capsys):
+    code, out, err = run(capsys, "plan", "--grid", "magpie:4,2", "--size", "256KiB")
+    assert code == 0 and not err
+    assert "/ bound" in out and "predicted" in out
+    summary = [line for line in out.splitlines() if line.startswith("chosen:")]
+    assert len(summary) == 1 and "bound" in summary[0]
+    marked = [line for line in out.splitlines() if "│ * │" in line]
+    assert len(marked) == 1
+
+
+def test_plan_named_algorithm_root_and_explain(capsys):
+    data = run_json(
+        capsys, "plan", "--grid", "magpie:4,2", "--size", "64KiB", "--algo", "binomial",
+        "--root", "5", "--explain",
+    )  # fmt: skip
+    assert data["algorithm"] == "binomial" and data["root"] == 5
+    assert [c["algorithm"] for c in data["candidates"]] == ["binomial"]
+    assert "binomial" in data["explanation"]
+    code, out, _ = run(capsys, "plan", "--grid", "lan:8", "--size", "64KiB", "--explain")
+    assert code == 0 and "chosen" in out
+
+
+def test_plan_fixed_segment_size(capsys):
+    data = run_json(
+        capsys, "plan", "--grid", "lan:8", "--size", "1MiB", "--algo", "chain-segmented",
+        "--segment-size", "4KiB", "--itemsize", "8",
+    )  # fmt: skip
+    assert data["segment_size"] == 4096
+    assert data["candidates"][0]["segment_size"] == 4096
+
+
+def test_plan_reads_a_grid_file(capsys, tmp_path):
+    path = tmp_path / "das.json"
+    save_grid(get_grid("das2:2"), path)
+    data = run_json(capsys, "plan", "--grid", str(path), "--size", "64KiB")
+    assert data["grid"] == str(path)
+    assert data["predicted_s"] > 0
+
+
+# -- simulate ------------------------------------------------------------------------------
+def test_simulate_json_adds_simulated_time(capsys):
+    data = run_json(capsys, "simulate", "--grid", "magpie:4,2", "--size", "64KiB")
+    assert set(data) >= PLAN_FIELDS | {"simulated_s"}
+    assert data["simulated_s"] >= data["bound_s"] * (1 - 1e-9)
+
+
+def test_simulate_flat_tree_matches_the_model(capsys):
+    # seed 002 Table 1's flat tree is exact in the simulator: (P-1) g(M) + L
+    data = run_json(capsys, "simulate", "--grid", "lan:6", "--size", "16KiB", "--algo", "flat")
+    assert data["simulated_s"] == pytest.approx(data["predicted_s"], rel=1e-9)
+
+
+def test_simulate_table_and_plot(capsys, tmp_path):
+    png = tmp_path / "out" / "timeline.png"
+    code, out, _ = run(
+        capsys, "simulate", "--grid", "magpie:2,2", "--size", "16KiB", "--plot", str(png)
+    )
+    assert code == 0
+    assert "simulated" in out and "timeline written" in out
+    assert png.exists() and png.stat().st_size > 1000
+
+
+# -- demo ----------------------------------------------------------------------------------
+def test_demo_writes_table_plot_and_json(capsys, tmp_path):
+    code, out, err = run(
+        capsys, "demo", "--grid", "magpie:2,1", "--sizes", "16KiB,64KiB", "--out", str(tmp_path)
+    )
+    assert code == 0, err
+    assert (tmp_path / "sizes.png").stat().st_size > 1000
+    data = json.loads((tmp_path / "demo.json").read_text())
+    algorithms = data["algorithms"]
+    assert "auto" in algorithms
+    assert len(data["rows"]) == 2 * len(algorithms)
+    for row in data["rows"]:
+        assert row["simulated_s"] >= row["bound_s"] * (1 - 1e-9)
+        assert row["measured_s"] is None
+    assert "magpie:2,1" in out and "bound" in out
+
+
+def test_demo_json_and_explicit_algorithms(capsys, tmp_path):
+    data = run_json(
+        capsys, "demo", "--grid", "lan:4", "--grid", "magpie:2,2", "--sizes", "16KiB",
+        "--algorithms", "binomial,auto", "--out", str(tmp_path),
+    )  # fmt: skip
+    assert data["grids"] == ["lan:4", "magpie:2,2"]
+    assert [(r["grid"], r["algorithm"]) for r in data["rows"]] == [
+        ("lan:4", "binomial"),
+        ("lan:4", "auto"),
+        ("magpie:2,2", "binomial"),
+        ("magpie:2,2", "auto"),
+    ]
+
+
+def test_demo_rows_take_a_measure_hook_and_compute_speedups():
+    from gridcoll.cli.demo import DemoRow, _with_speedups, compute_row
+
+    row = compute_row(get_grid("lan:4"), "binomial", 4096, measure=lambda grid, sched: 0.5)
+    assert isinstance(row, DemoRow)
+    assert row.measured_s == 0.5 and row.time_s == 0.5
+    assert row.chosen == "binomial"
+    base = DemoRow("g", "mpich", 1, "mpich", {}, 1.0, 2.0, 0.5)
+    fast = DemoRow("g", "auto", 1, "x", {}, 0.5, 0.5, 0.5)
+    rows = _with_speedups([base, fast])
+    assert rows[0].speedup == 1.0 and rows[1].speedup == 4.0
+
+
+# -- errors: one line, exit 2, no traceback ----------------------------------------------------
+def _grid_files(tmp_path: Path) -> dict[str, Path]:
+    files = {
+        "bad-json": "{not json",
+        "no-lan": json.dumps({"clusters": [{"name": "A", "ranks": 2}]}),
+        "link-point": json.dumps(
+            {
+                "clusters": [
+                    {"name": "A", "ranks": 1, "lan": {"latency": "1us", "bandwidth": "1MB/s"}}
+                ],
+                "links": [{"name": "x", "g": [{"m": 0}]}],
+            }
+        ),
+        "route-type": json.dumps(
+            {
+                "clusters": [
+                    {"name": "A", "ranks": 1, "lan": {"latency": "1us", "bandwidth": "1MB/s"}}
+                ],
+                "routes": [3],
+            }
+        ),
+    }
+    out = {}
+    for name, text in files.items():
+        out[name] = tmp_path / f"{name}.json"
+        out[name].write_text(text)
+    return out
+
+
+BAD_CALLS = {
+    "malformed grid file": (["--grid", "{bad-json}", "--size", "1MiB"], "not valid JSON"),
+    "grid file missing cluster fields": (
+        ["--grid", "{no-lan}", "--size", "1MiB"],
+        "cluster 0 needs 'name', 'ranks' and 'lan'",
+    ),
+    "grid file with a bad link point": (["--grid", "{link-point}", "--size", "1MiB"], "grid file"),
+    "grid file with a bad route": (["--grid", "{route-type}", "--size", "1MiB"], "grid file"),
+    "unknown preset": (["--grid", "nosuch:4", "--size", "1MiB"], "unknown grid 'nosuch:4'"),
+    "preset arguments": (["--grid", "magpie:8", "--size", "1MiB"], "needs 2 integer"),
+    "unknown algorithm": (
+        ["--grid", "magpie:8,1", "--size", "1MiB", "--algo", "nope"],
+        "unknown bcast algorithm 'nope'",
+    ),
+    "root out of range": (
+        ["--grid", "magpie:8,1", "--size", "1MiB", "--root", "8"],
+        "root 8 is out of range",
+    ),
+    "negative root": (["--grid", "magpie:8,1", "--size", "1MiB", "--root", "-1"], "root -1"),
+    "size 0": (["--grid", "magpie:8,1", "--size", "0"], "size must be > 0"),
+    "negative size": (["--grid", "magpie:8,1", "--size", "-5"], "size must be > 0"),
+    "unparsable size": (["--grid", "magpie:8,1", "--size", "lots"], "cannot parse size 'lots'"),
+    "segment vs datatype": (
+        ["--grid", "magpie:8,1", "--size", "1MiB", "--itemsize", "8", "--segment-size", "1001"],
+        "segment size 1001 does not divide into the 8-byte datatype",
+    ),
+    "size vs datatype": (
+        ["--grid", "magpie:8,1", "--size", "1001", "--itemsize", "8"],
+        "not a whole number of 8-byte elements",
+    ),
+    "zero segment": (["--grid", "lan:4", "--size", "1MiB", "--segment-size", "0"], "> 0"),
+    "missing size": (["--grid", "magpie:8,1"], "required: --size"),
+    "unknown option": (["--grid", "magpie:8,1", "--size", "1MiB", "--frob"], "--frob"),
+    "bad op": (["--grid", "lan:4", "--size", "1MiB", "--op", "nope"], "invalid choice"),
+}
+
+
+@pytest.mark.parametrize("command", ["plan", "simulate"])
+@pytest.mark.parametrize("case", sorted(BAD_CALLS))
+def test_bad_input_is_one_line_and_exit_2(capsys, tmp_path, command, case):
+    files = _grid_files(tmp_path)
+    argv, message = BAD_CALLS[case]
+    argv = [a.format(**{k: str(v) for k, v in files.items()}) for a in argv]
+    code, out, err = run(capsys, command, *argv)
+    assert code == EXIT_ERROR == 2
+    assert out == ""
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith("gridcoll: error: ")
+    assert message in lines[0]
+    assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        ([], "required: COMMAND"),
+        (["frob"], "invalid choice: 'frob'"),
+        (["demo", "--sizes", "16KiB,0"], "size must be > 0"),
+        (["demo", "--algorithms", "nope"], "unknown bcast algorithm 'nope'"),
+        (["demo", "--grid", "nosuch"], "unknown grid 'nosuch'"),
+        (["demo", "--grid", "lan:2", "--root", "2"], "root 2 is out of range"),
+        (["algorithms", "--op", "nope"], "invalid choice"),
+        (["simulate", "--grid", "lan:2", "--size", "1KiB", "--plot", "x.txt"], ".png"),
+    ],
+)
+def test_other_bad_input(capsys, argv, message):
+    code, out, err = run(capsys, *argv)
+    assert code == 2 and out == ""
+    assert err.count("\n") == 1 and err.startswith("gridcoll: error: ")
+    assert message in err
+
+
+def _command() -> list[str]:
+    exe = shutil.which("gridcoll")
+    return [exe] if exe else [sys.executable, "-m", "gridcoll.cli.main"]
+
+
+def test_entry_point_subprocess_json_and_error(tmp_path):
+    env = {**os.environ, "COLUMNS": "200"}
+    ok = subprocess.run(
+        [*_command(), "plan", "--grid", "magpie:4,1", "--size", "64KB", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert ok.returncode == 0, ok.stderr
+    assert set(json.loads(ok.stdout)) >= PLAN_FIELDS
+    bad = tmp_path / "bad.json"
+    bad.write_text("{")
+    fail = subprocess.run(
+        [*_command(), "simulate", "--grid", str(bad), "--size", "1MiB"],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+    )
+    assert fail.returncode == 2
+    assert fail.stdout == ""
+    assert fail.stderr.startswith("gridcoll: error: grid file")
+    assert fail.stderr.count("\n") == 1 and "Traceback" not in fail.stderr
