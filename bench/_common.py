@@ -145,7 +145,8 @@ def table(
     """A rich table: ``columns`` are (header, row key, formatter or None for str)."""
     out = Table(title=title, title_justify="left")
     for header, _, _ in columns:
-        out.add_column(header, justify="left" if header in ("grid", "algorithm") else "right")
+        left = header in ("grid", "algorithm", "chosen")
+        out.add_column(header, justify="left" if left else "right")
     for row in rows:
         cells = []
         for _, key, fmt in columns:

@@ -59,9 +59,7 @@ def mpich_blocks(nranks: int, nbytes: int, itemsize: int = 1) -> list[tuple[int,
     """
     items = -(-nbytes // itemsize)
     block = -(-items // nranks) * itemsize
-    return [
-        (min(i * block, nbytes), max(0, min(block, nbytes - i * block))) for i in range(nranks)
-    ]
+    return [(min(i * block, nbytes), max(0, min(block, nbytes - i * block))) for i in range(nranks)]
 
 
 def mpich(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
@@ -98,8 +96,8 @@ def mpich(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Sched
     relative rank ``i`` receives blocks ``[i, i + lowbit(i))`` from ``i - lowbit(i)``;
     in ring step ``j`` rank ``r`` sends block ``rel(r - j + 1)`` to ``r + 1`` and
     receives ``rel(r - j)`` from ``r - 1``; in doubling step ``j`` relative ranks
-    ``i`` and ``i xor 2^j`` swap the ``2^j`` blocks of their subtrees. Builds in
-    O(P log P) (binomial, doubling) or O(P^2) (ring).
+    ``i`` and ``i xor 2^j`` swap the ``2^j`` blocks of their subtrees. Builds in O(P)
+    (binomial) or O(P^2) (scatter + allgather: ``P (P-1)`` block transfers).
 
     References
     ----------

@@ -127,21 +127,22 @@ def multitree(
 
     Notes
     -----
-    Part ``i`` of ``k_i`` segments flows through a two-level pipeline; with
-    ``gamma_i`` bounded by the largest WAN gap ``g(m)`` of its links and the per-round
-    send costs of the root and coordinator ``i``,
-    ``T = max_i ((k_i - 1) gamma_i + lam_i)`` with
-    ``lam_i = (P_w-2) s_w + r_{root,i} + (P_w-3) s_w + max_j r_{i,j} + lam_l``
-    (:mod:`gridcoll.models.multitree`). For long messages this approaches
+    Part ``i`` of ``k_i`` segments flows through a two-level pipeline:
+    ``T = max_i ((k_i - 1) gamma_i(m) + lam_i(m))`` with ``gamma_i`` the largest WAN
+    gap ``g(m)`` of its routes and
+    ``lam_i = (P_w-2) s_w + r_{root,i} + (P_w-3) s_w + max_j r_{i,j} + lam_l``, unless
+    a shared resource (a WAN link, the root, a coordinator, a LAN tree) has more work
+    in total (:mod:`gridcoll.models.multitree`). For long messages this approaches
     ``M / sum_i rate_i``, the throughput bound of a fully connected WAN, at the price
     of two WAN latencies. Builds in O(k P_w log(k P_w) + k P).
 
     References
     ----------
-    The throughput bound is Edmonds' arborescence packing (``docs`` of
-    :mod:`gridcoll.network.bounds`); the two-level trees and segment pipelining follow
-    seed 000, sec. 3.1.2-3.1.3 ("use all available wide-area links in parallel") and
-    seed 003's packet-level forwarding.
+    Seed 000, sec. 3.1.2-3.1.3 (segment pipelining "allows us to use all available
+    wide-area links in parallel") and seed 003 (packet-level forwarding). The target is
+    the throughput bound of :mod:`gridcoll.network.bounds` (Edmonds' arborescence
+    packing): on ``magpie:8,1`` a 1 MiB broadcast simulates in 0.17 s against a bound
+    of 0.16 s, where any single tree needs over 1 s.
 
     Examples
     --------

@@ -5,7 +5,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from gridcoll.algorithms import binary_tree, binomial_tree, chain, dary_tree, flat_tree
+from gridcoll.algorithms import (
+    binary_tree,
+    binomial_tree,
+    chain,
+    dary_tree,
+    flat_tree,
+    magpie,
+    mpich,
+    multitree,
+)
 from gridcoll.errors import UnknownAlgorithm
 from gridcoll.schedule.ir import Schedule
 
@@ -81,6 +90,39 @@ def _table() -> dict[tuple[str, str], Builder]:
             dary_tree.dary_segmented,
             "segmented tree of any degree d, minimal height (seed 000, 3.1.1)",
             ("segment_size", "degree"),
+        ),
+        Builder(
+            "bcast",
+            "magpie-original",
+            magpie.magpie_original,
+            "MagPIe's original: flat WAN tree, then binomial LAN trees, whole message",
+        ),
+        Builder(
+            "bcast",
+            "magpie-sequential",
+            magpie.magpie_sequential,
+            "segmented d-ary WAN tree, then segmented d-ary LAN trees (seed 000, 3.1.2)",
+            ("wan_segment_size", "wan_degree", "lan_segment_size", "lan_degree"),
+        ),
+        Builder(
+            "bcast",
+            "magpie-segmented",
+            magpie.magpie_segmented,
+            "pipelined two-layer tree, LAN trees grafted on the WAN tree (seed 000, 3.1.2)",
+            ("segment_size", "wan_degree", "lan_degree"),
+        ),
+        Builder(
+            "bcast",
+            "mpich",
+            mpich.mpich,
+            "MPICH's choice, clusters ignored: binomial or scatter + allgather",
+        ),
+        Builder(
+            "bcast",
+            "multitree",
+            multitree.multitree,
+            "one part per remote cluster, relayed to all others: every WAN link busy",
+            ("segment_size", "lan_degree"),
         ),
     ]
     return {(b.op, b.name): b for b in entries}

@@ -164,8 +164,10 @@ def tree_broadcast(
     segment overlaps the arrival of the next.
 
     Rendezvous (seed 002, Table 1): before the data, a parent sends each child a
-    request and waits for its clear-to-send, costing ``2 g(1) + 3 L`` per edge. A
-    parent first sends all requests, then each child's data as its answer comes.
+    request and waits for its clear-to-send, costing ``2 g(1) + 3 L`` per edge. A node
+    starts its children's handshakes only once it holds the data (as ``MPI_Send`` in
+    rendezvous mode does), first sending all requests, then each child's data as its
+    answer comes.
     """
     programs: list[list[Op]] = [[] for _ in range(nranks)]
     parent = tree.parents()
@@ -174,11 +176,10 @@ def tree_broadcast(
         program = programs[v]
         kids = tree.children.get(v, ())
         if rendezvous:
-            if v in parent:
+            if v in parent:  # answer the parent's request, then take the data
                 program += [Recv(parent[v], ()), Send(parent[v], ())]
-            program += [Send(c, ()) for c in kids]
-            if v in parent:
                 program += [Recv(parent[v], seg) for seg in segments]
+            program += [Send(c, ()) for c in kids]
             for c in kids:
                 program.append(Recv(c, ()))
                 program += [Send(c, seg) for seg in segments]
@@ -226,5 +227,7 @@ def refine_segments(
     index = {offset: i for i, (offset, _) in enumerate(segments)}
     covers = []
     for cut in cuts:
-        covers.append(tuple(tuple(range(index[o], index.get(o + n, len(segments)))) for o, n in cut))
+        covers.append(
+            tuple(tuple(range(index[o], index.get(o + n, len(segments)))) for o, n in cut)
+        )
     return segments, tuple(covers)

@@ -27,11 +27,14 @@ from gridcoll.schedule import OPERATIONS, split_segments
 from gridcoll.units import format_size, format_time, parse_size
 
 __all__ = [
+    "PARAMS_CAPTION",
+    "PARAM_SYMBOLS",
     "Call",
     "add_call_arguments",
     "call_from_args",
     "console",
     "error_console",
+    "format_params",
     "load_grid_arg",
     "plan_call",
     "plan_json",
@@ -268,14 +271,28 @@ def print_json(data: Mapping[str, Any] | list[Any]) -> None:
     sys.stdout.write(json.dumps(data, indent=2) + "\n")
 
 
+PARAM_SYMBOLS = {
+    "segment_size": "m",
+    "wan_segment_size": "m_w",
+    "lan_segment_size": "m_l",
+    "degree": "d",
+    "wan_degree": "d_w",
+    "lan_degree": "d_l",
+}
+"""The papers' symbols for the builders' parameters, used in tables (JSON keeps names)."""
+
+PARAMS_CAPTION = "m: segment size, d: tree degree (_w: wide-area layer, _l: local layer)"
+"""The legend of :data:`PARAM_SYMBOLS` printed under tables."""
+
+
 def format_params(params: Mapping[str, Any]) -> str:
-    """``wan_degree=7, lan_degree=2`` with sizes in human units."""
+    """``m=8KiB d_w=7 d_l=1``: the papers' symbols, sizes in human units."""
     parts = []
     for key, value in params.items():
         if key.endswith("segment_size") and isinstance(value, int):
             value = _segment(value)
-        parts.append(f"{key}={value}")
-    return ", ".join(parts) or "-"
+        parts.append(f"{PARAM_SYMBOLS.get(key, key)}={value}")
+    return " ".join(parts) or "-"
 
 
 def _segment(nbytes: int) -> str:
@@ -300,6 +317,8 @@ def plan_table(call: Call, result: Any, simulated_s: float | None = None) -> Tab
             f"({call.grid.nranks} ranks, {call.grid.nclusters} clusters), root {call.root}"
         ),
         title_justify="left",
+        caption=PARAMS_CAPTION,
+        caption_justify="left",
     )
     table.add_column("", width=1)
     table.add_column("algorithm")

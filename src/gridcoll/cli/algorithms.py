@@ -37,11 +37,11 @@ def run(args: argparse.Namespace) -> int:
         )
         return 0
     table = Table(title=f"{len(builders)} algorithms", title_justify="left")
-    table.add_column("op")
-    table.add_column("name", style="bold")
-    table.add_column("tunable parameters")
-    table.add_column("summary")
+    table.add_column("op", no_wrap=True)
+    table.add_column("name", style="bold", no_wrap=True)
+    table.add_column("tunable parameters", no_wrap=True)
+    table.add_column("summary", ratio=1)
     for b in builders:
-        table.add_row(b.op, b.name, ", ".join(b.params) or "-", b.summary)
+        table.add_row(b.op, b.name, "\n".join(b.params) or "-", b.summary)
     console().print(table)
     return 0

@@ -5,8 +5,10 @@ model), built, and replayed in the simulator; the table and the plot compare pre
 and simulated completion times with the physical bound and with MPICH's broadcast.
 
 :func:`compute_row` makes one :class:`DemoRow` per (grid, algorithm, size). It takes an
-optional ``measure(grid, schedule) -> seconds`` hook: when the MPI runtime can run a
-schedule for real, passing it fills the ``measured_s`` column (and speed-ups use it).
+optional ``measure(grid, schedule) -> seconds`` hook that fills the ``measured_s``
+column (and speed-ups then use it); ``--measure`` passes :func:`mpi_measure`, which runs
+each schedule for real with ``mpiexec`` on the emulated WAN
+(:func:`gridcoll.runtime.launcher.measure_schedule`) and takes the median.
 """
 
 from __future__ import annotations
@@ -15,6 +17,7 @@ import argparse
 import dataclasses
 import json
 import math
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,6 +28,7 @@ from rich.table import Table
 
 from gridcoll.algorithms import BUILDERS
 from gridcoll.cli._common import (
+    PARAMS_CAPTION,
     console,
     error_console,
     format_params,
@@ -33,7 +37,7 @@ from gridcoll.cli._common import (
     ratio,
 )
 from gridcoll.errors import ParameterError, UnknownAlgorithm
-from gridcoll.network import Grid, broadcast_bound
+from gridcoll.network import Grid
 from gridcoll.schedule import Schedule
 from gridcoll.units import format_size, format_time, parse_size
 
@@ -46,6 +50,7 @@ __all__ = [
     "add_parser",
     "compute_row",
     "demo_rows",
+    "mpi_measure",
     "run",
 ]
 
@@ -63,6 +68,23 @@ BASELINE = "mpich"
 
 Measure = Callable[[Grid, Schedule], float]
 """Runs a schedule for real and returns its completion time in seconds."""
+
+
+def mpi_measure(repeat: int = 3, timeout: float = 60.0) -> Measure:
+    """A :data:`Measure` that runs the schedule over MPI on the emulated WAN ``repeat``
+    times (every rank's bytes verified) and returns the median time.
+
+    Raises :class:`gridcoll.runtime.launcher.LaunchError` (a GridcollError) when a run
+    fails or is not verified.
+    """
+
+    def measure(grid: Grid, schedule: Schedule) -> float:
+        from gridcoll.runtime.launcher import measure_schedule
+
+        times = measure_schedule(grid, schedule, repeat=repeat, timeout=timeout)
+        return statistics.median(times)
+
+    return measure
 
 
 @dataclass(frozen=True)
@@ -114,7 +136,7 @@ def compute_row(
         params=dict(result.params),
         predicted_s=result.predicted_s,
         simulated_s=simulated,
-        bound_s=broadcast_bound(grid, nbytes, root).time_s,
+        bound_s=result.bound_s,
         measured_s=None if measure is None else measure(grid, schedule),
     )
 
@@ -218,6 +240,19 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="DIR",
         help="where to write sizes.png and demo.json (default: ./gridcoll-demo/)",
     )
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help="also run every schedule for real over MPI on the emulated WAN (slow: one "
+        "mpiexec per row) and add a measured column",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=3,
+        metavar="K",
+        help="with --measure: runs per row, the median is reported (default 3)",
+    )
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON object")
     parser.set_defaults(func=run)
 
@@ -246,6 +281,9 @@ def run(args: argparse.Namespace) -> int:
     for spec in grids:  # fail on a bad grid or root before any work
         load_grid_arg(spec).check_rank(args.root, "root")
     algorithms = _algorithms(args.algorithms)
+    if args.repeat < 1:
+        raise ParameterError(f"--repeat must be >= 1, got {args.repeat!r}")
+    measure = mpi_measure(args.repeat) if args.measure else None
     total = len(grids) * len(args.sizes) * len(algorithms)
     progress = Progress(
         TextColumn("{task.description}"),
@@ -265,7 +303,9 @@ def run(args: argparse.Namespace) -> int:
                 description=f"{row.grid} {format_size(row.nbytes)} {row.algorithm}",
             )
 
-        rows = demo_rows(grids, args.sizes, algorithms, root=args.root, on_row=advance)
+        rows = demo_rows(
+            grids, args.sizes, algorithms, root=args.root, measure=measure, on_row=advance
+        )
 
     out_dir = Path(args.out)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -274,16 +314,28 @@ def run(args: argparse.Namespace) -> int:
         "sizes": list(args.sizes),
         "algorithms": list(algorithms),
         "root": args.root,
+        "measured": measure is not None,
         "rows": [_row_json(r) for r in rows],
     }
     (out_dir / "demo.json").write_text(json.dumps(data, indent=2) + "\n")
     from gridcoll.plot.sizes import plot_sizes
 
-    plot = plot_sizes(
-        rows, out_dir / "sizes.png", title="Broadcast completion time (simulated) vs size"
-    )
+    plots = [
+        plot_sizes(
+            rows, out_dir / "sizes.png", title="Broadcast completion time (simulated) vs size"
+        )
+    ]
+    if measure is not None:
+        plots.append(
+            plot_sizes(
+                rows,
+                out_dir / "sizes-measured.png",
+                value="measured_s",
+                title="Broadcast completion time (measured, MPI on the emulated WAN) vs size",
+            )
+        )
     if args.json:
-        print_json(data | {"plot": str(plot), "json": str(out_dir / "demo.json")})
+        print_json(data | {"plots": [str(p) for p in plots], "json": str(out_dir / "demo.json")})
         return 0
     out = console()
     for spec in grids:
@@ -291,7 +343,7 @@ def run(args: argparse.Namespace) -> int:
         for line in _headlines(spec, rows):
             out.print(line)
         out.print()
-    out.print(f"wrote {plot} and {out_dir / 'demo.json'}")
+    out.print(f"wrote {', '.join(str(p) for p in plots)} and {out_dir / 'demo.json'}")
     return 0
 
 
@@ -306,7 +358,12 @@ def _row_json(row: DemoRow) -> dict[str, Any]:
 def _table(spec: str, rows: list[DemoRow]) -> Table:
     measured = any(r.measured_s is not None for r in rows)
     nranks = load_grid_arg(spec).nranks
-    table = Table(title=f"broadcast on {spec} ({nranks} ranks)", title_justify="left")
+    table = Table(
+        title=f"broadcast on {spec} ({nranks} ranks)",
+        title_justify="left",
+        caption=PARAMS_CAPTION,
+        caption_justify="left",
+    )
     for name, justify in [
         ("size", "right"),
         ("algorithm", "left"),
@@ -345,6 +402,8 @@ def _headlines(spec: str, rows: list[DemoRow]) -> list[str]:
         return []
     best = max(mine, key=lambda r: r.nbytes)
     speed = f", {best.speedup:.1f}x faster than {BASELINE}" if best.speedup else ""
+    if best.measured_s is not None:
+        speed += f"; measured {format_time(best.measured_s)}"
     return [
         f"{spec}, {format_size(best.nbytes)}: auto picks {best.chosen}, simulated "
         f"{format_time(best.simulated_s)} = {ratio(best.simulated_s, best.bound_s)} "

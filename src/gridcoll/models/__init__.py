@@ -6,7 +6,6 @@ Table 1 and seed 000 sec. 3.1.1 (:mod:`gridcoll.models.single_layer`) and the pe
 tree model (:mod:`gridcoll.models.tree_model`) are exported for other models to reuse.
 """
 
-from gridcoll.models.registry import FAMILIES, MODELS, get_model, predict
 from gridcoll.models.single_layer import (
     binary_time,
     binomial_rendezvous_time,
@@ -28,6 +27,11 @@ from gridcoll.models.single_layer import (
     segmented_time,
 )
 from gridcoll.models.tree_model import tree_gamma_lambda, tree_time
+
+# isort: split
+# The registry imports the family modules last: they may import the names above from
+# this package while it initialises.
+from gridcoll.models.registry import FAMILIES, MODELS, get_model, predict
 
 __all__ = [
     "FAMILIES",

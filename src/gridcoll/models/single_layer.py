@@ -16,12 +16,15 @@ papers' symbols: ``g``, ``os``, ``or_``, ``L``, ``gamma``, ``lam``, ``k``, ``d``
 the ``s`` keyword replaces it, e.g. by ``s_w(m) = max(g_l(m), os_w(m))`` for a WAN layer.
 
 The ``*_model`` functions are the registered models of the single-layer builders
-(:data:`MODELS`): same signature as the builder, returning seconds. On a single-cluster
-grid they are the closed forms with ``net`` the cluster's LAN; on a multi-cluster grid
-they evaluate seed 000's gamma/lambda edge by edge on the builder's actual tree
-(:mod:`gridcoll.models.tree_model`). For the rendezvous variants on a multi-cluster
-grid every edge on the path additionally pays the handshake ``2 g(1) + 2 L`` of that
-edge: Table 1's ``2 g(1) + 3 L`` minus the ``L`` the data message pays anyway.
+(:data:`MODELS`): same signature as the builder, returning seconds. They evaluate seed
+000's ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the builder's actual tree
+(:mod:`gridcoll.models.tree_model`), on one cluster as on a grid: the exact values of
+``gamma`` and ``lam`` for that tree rather than the paper's bounds, so the tuner compares
+every candidate on the same footing. On one cluster they equal the Table 1 formulas
+where those are exact (flat tree, chain, one message); ``bench/model_vs_sim.py`` reports
+the paper's formulas beside them. The rendezvous variants pay the handshake
+``2 g(1) + 2 L`` on every edge before its data (Table 1's ``2 g(1) + 3 L`` minus the
+``L`` the data message pays anyway).
 """
 
 from __future__ import annotations
@@ -276,23 +279,15 @@ def _on_tree(
     return tree_time(grid, tree, nbytes, m, rendezvous=rendezvous)
 
 
-def _lan(grid: Grid) -> PLogP:
-    return grid.clusters[0].lan
-
-
 def flat_model(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> float:
     """Model of :func:`gridcoll.algorithms.flat_tree.flat` (seconds)."""
     M = check_model_call(grid, nbytes, root, itemsize)
-    if grid.is_single_cluster:
-        return flat_time(_lan(grid), grid.nranks, M)
     return _on_tree(grid, M, root, "flat", M)
 
 
 def flat_rendezvous_model(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> float:
     """Model of :func:`gridcoll.algorithms.flat_tree.flat_rendezvous` (seconds)."""
     M = check_model_call(grid, nbytes, root, itemsize)
-    if grid.is_single_cluster:
-        return flat_rendezvous_time(_lan(grid), grid.nranks, M)
     return _on_tree(grid, M, root, "flat", M, rendezvous=True)
 
 
@@ -301,24 +296,18 @@ def flat_segmented_model(
 ) -> float:
     """Model of :func:`gridcoll.algorithms.flat_tree.flat_segmented` (seconds)."""
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
-    if grid.is_single_cluster:
-        return flat_segmented_time(_lan(grid), grid.nranks, nbytes, m)
     return _on_tree(grid, nbytes, root, "flat", m)
 
 
 def chain_model(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> float:
     """Model of :func:`gridcoll.algorithms.chain.chain` (seconds)."""
     M = check_model_call(grid, nbytes, root, itemsize)
-    if grid.is_single_cluster:
-        return chain_time(_lan(grid), grid.nranks, M)
     return _on_tree(grid, M, root, "chain", M)
 
 
 def chain_rendezvous_model(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> float:
     """Model of :func:`gridcoll.algorithms.chain.chain_rendezvous` (seconds)."""
     M = check_model_call(grid, nbytes, root, itemsize)
-    if grid.is_single_cluster:
-        return chain_rendezvous_time(_lan(grid), grid.nranks, M)
     return _on_tree(grid, M, root, "chain", M, rendezvous=True)
 
 
@@ -327,24 +316,18 @@ def chain_segmented_model(
 ) -> float:
     """Model of :func:`gridcoll.algorithms.chain.chain_segmented` (seconds)."""
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
-    if grid.is_single_cluster:
-        return chain_segmented_time(_lan(grid), grid.nranks, nbytes, m)
     return _on_tree(grid, nbytes, root, "chain", m)
 
 
 def binary_model(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> float:
     """Model of :func:`gridcoll.algorithms.binary_tree.binary` (seconds)."""
     M = check_model_call(grid, nbytes, root, itemsize)
-    if grid.is_single_cluster:
-        return binary_time(_lan(grid), grid.nranks, M)
     return _on_tree(grid, M, root, "binary", M)
 
 
 def binomial_model(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> float:
     """Model of :func:`gridcoll.algorithms.binomial_tree.binomial` (seconds)."""
     M = check_model_call(grid, nbytes, root, itemsize)
-    if grid.is_single_cluster:
-        return binomial_time(_lan(grid), grid.nranks, M)
     return _on_tree(grid, M, root, "binomial", M)
 
 
@@ -353,8 +336,6 @@ def binomial_rendezvous_model(
 ) -> float:
     """Model of :func:`gridcoll.algorithms.binomial_tree.binomial_rendezvous` (seconds)."""
     M = check_model_call(grid, nbytes, root, itemsize)
-    if grid.is_single_cluster:
-        return binomial_rendezvous_time(_lan(grid), grid.nranks, M)
     return _on_tree(grid, M, root, "binomial", M, rendezvous=True)
 
 
@@ -363,8 +344,6 @@ def binomial_segmented_model(
 ) -> float:
     """Model of :func:`gridcoll.algorithms.binomial_tree.binomial_segmented` (seconds)."""
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
-    if grid.is_single_cluster:
-        return binomial_segmented_time(_lan(grid), grid.nranks, nbytes, m)
     return _on_tree(grid, nbytes, root, "binomial", m)
 
 
@@ -377,13 +356,8 @@ def dary_segmented_model(
     degree: int,
     itemsize: int = 1,
 ) -> float:
-    """Model of :func:`gridcoll.algorithms.dary_tree.dary_segmented` (seconds).
-
-    Single cluster: seed 000's d/h upper bounds (:func:`dary_segmented_time`).
-    """
+    """Model of :func:`gridcoll.algorithms.dary_tree.dary_segmented` (seconds)."""
     m = check_model_call(grid, nbytes, root, itemsize, segment_size, degree)
-    if grid.is_single_cluster:
-        return dary_segmented_time(_lan(grid), grid.nranks, nbytes, m, degree)
     return _on_tree(grid, nbytes, root, "dary", m, degree=degree)
 
 

@@ -11,9 +11,12 @@ are arbitrary, so both are computed from the tree itself (the "per-edge model"):
   LAN: the ``s_w`` composition of seed 000, sec. 2.1, which is ``g(m)`` on a LAN;
 * the segment reaches ``c`` at ``r = L_(v,c) + g_(v,c)(m)`` after the send starts;
 * ``lam(m)`` is the latest arrival over all nodes;
-* ``gamma(m)`` is the largest of, over nodes, ``or_in(m) + sum of its sends' s`` (the
-  receive overhead of the edge into the node, 0 at the root) and, over edges,
-  ``g_(v,c)(m)``.
+* ``gamma(m)`` is the largest of, over edges, ``g_(v,c)(m)`` and, over nodes, the busier
+  of the node's two resources per segment: its NIC, ``sum of its sends' s``, and its
+  CPU, ``or_in(m) + sum of its sends' os`` (``or_in`` is the receive overhead of the
+  edge into the node, 0 at the root). Seed 000 bounds this by ``or(m) + d s(m)``, which
+  is the same value when the CPU drives the NIC (``os = g``); with ``or + os <= g`` the
+  refinement makes the pipelined chain exact (seed 002, Table 1).
 
 Shared links (our extension, no effect when no two tree edges cross one link, as inside
 a cluster or in MagPIe's WAN trees on pair links): a message leaves the sender's gateway
@@ -49,7 +52,8 @@ __all__ = ["tree_gamma_lambda", "tree_time"]
 class _Edge:
     """The costs of one edge (by its ordered cluster pair) at segment size m."""
 
-    s: float  # sender busy: max(g_l(m), os(m))
+    s: float  # sender's NIC busy: max(g_l(m), os(m))
+    os: float  # sender's CPU busy: os(m)
     r: float  # arrival after the send starts: L + g(m) (+ handshake)
     g: float  # the edge's own gap g(m)
     or_: float  # receive overhead at the child
@@ -71,7 +75,7 @@ def _edge(grid: Grid, ca: int, cb: int, m: float, rendezvous: bool) -> _Edge:
     r = net.L + g  # r(m) = L + g(m), seed 000 sec. 2.1
     if rendezvous:
         r += 2 * net.g(1) + 2 * net.L  # Table 1's 2 g(1) + 3 L, minus the data's own L
-    return _Edge(s, r, g, net.or_(m), links)
+    return _Edge(s, net.os(m), r, g, net.or_(m), links)
 
 
 def tree_gamma_lambda(
@@ -104,7 +108,8 @@ def tree_gamma_lambda(
     link_busy: dict[str, float] = {}
     gamma = 0.0
     for v in tree.nodes():
-        start, busy, cv = arrival[v], or_in[v], cluster_of[v]
+        start, cv = arrival[v], cluster_of[v]
+        nic, cpu = 0.0, or_in[v]
         for c in children.get(v, ()):
             pair = (cv, cluster_of[c])
             edge = costs.get(pair)
@@ -119,11 +124,11 @@ def tree_gamma_lambda(
             arrival[c] = depart + edge.r
             or_in[c] = edge.or_
             start += edge.s
-            busy += edge.s
+            nic += edge.s
+            cpu += edge.os
             if edge.g > gamma:
                 gamma = edge.g  # the gap of the edge itself
-        if busy > gamma:
-            gamma = busy  # or_in(m) + sum of the node's sends' s
+        gamma = max(gamma, nic, cpu)  # the node's busier resource per segment
     if link_busy:
         gamma = max(gamma, max(link_busy.values()))
     return gamma, max(arrival.values())

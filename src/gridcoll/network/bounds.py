@@ -4,8 +4,10 @@
   over all receivers, of the max-flow from the root to that receiver in the
   link-capacity graph (Edmonds' arborescence-packing theorem: the minimum of these
   max-flows is achievable by packing spanning arborescences, and no scheme beats it).
-  An ``M``-byte broadcast needs at least ``M / rate`` plus the latency to the farthest
-  rank.
+  An ``M``-byte broadcast needs at least ``M / maxflow(root, x)`` plus the latency of a
+  hop across x's min cut, at every receiver x. (design.md adds the latency to the
+  farthest rank instead; that sum is not a lower bound when the latency of one path
+  overlaps the streaming of another, so we take this rigorous per-receiver form.)
 * **Latency bound.** Any byte reaches the farthest rank no earlier than the shortest
   path to it: the sum over hops of ``L`` plus one send overhead ``os`` per hop.
 
@@ -58,20 +60,44 @@ def capacity_graph(grid: Grid) -> nx.DiGraph:
     return graph
 
 
+def _receiver_flows(grid: Grid, root: int) -> list[tuple[float, float]]:
+    """For every cluster: ``(max-flow from root to a non-root rank of it, least latency
+    still to pay after its min cut)``.
+
+    Every byte crosses the min cut; a byte crossing a wide-area link then pays the
+    latency of a route through that link, one crossing a LAN edge the LAN's latency.
+    """
+    graph = capacity_graph(grid)
+    link_latency: dict[str, float] = {}
+    for route in grid.routes.values():
+        for name in route.links:
+            link_latency[name] = min(link_latency.get(name, math.inf), route.plogp.L)
+
+    def after(u: tuple, v: tuple) -> float:
+        if u[0] == "link_in":
+            return link_latency[u[1]]
+        cluster = grid.cluster_of[u[1]] if u[0] == "rank" else u[1]
+        if v[0] == "rank":
+            cluster = grid.cluster_of[v[1]]
+        return grid.clusters[cluster].lan.L
+
+    out = []
+    for ranks in grid.members:
+        receiver = next((r for r in ranks if r != root), None)
+        if receiver is None:
+            continue
+        flow, (side, _) = nx.minimum_cut(graph, ("rank", root), ("rank", receiver))
+        cut = [(u, v) for u in side for v in graph.successors(u) if v not in side]
+        out.append((flow, min(after(u, v) for u, v in cut)))
+    return out
+
+
 def throughput_rate(grid: Grid, root: int = 0) -> float:
     """Maximum broadcast rate (bytes/s) from ``root``: min over receivers of max-flow."""
     grid.check_rank(root, "root")
     if grid.nranks == 1:
         return math.inf
-    graph = capacity_graph(grid)
-    rate = math.inf
-    for ranks in grid.members:
-        receiver = next((r for r in ranks if r != root), None)
-        if receiver is None:
-            continue
-        flow = nx.maximum_flow_value(graph, ("rank", root), ("rank", receiver))
-        rate = min(rate, flow)
-    return rate
+    return min(flow for flow, _ in _receiver_flows(grid, root))
 
 
 def _cluster_distances(grid: Grid, root: int, hop_cost) -> list[float]:
@@ -116,7 +142,8 @@ class Bound:
     latency_s: float
     """Latency bound: shortest path to the farthest rank, with send overheads."""
     throughput_s: float
-    """``nbytes / rate`` plus the pure latency to the farthest rank."""
+    """Streaming bound: max over receivers x of ``nbytes / maxflow(root, x)`` plus the
+    least latency of the hops across x's min cut (the last byte still pays it)."""
 
     @property
     def time_s(self) -> float:
@@ -125,9 +152,16 @@ class Bound:
 
 
 def broadcast_bound(grid: Grid, nbytes: int, root: int = 0) -> Bound:
-    """Lower bound on the completion time of an ``nbytes`` broadcast from ``root``."""
-    rate = throughput_rate(grid, root)
-    latency = latency_bound(grid, root)
-    farthest_latency = 0.0 if grid.nranks == 1 else _farthest(grid, root, lambda p: p.L)
-    streaming = 0.0 if math.isinf(rate) else nbytes / rate
-    return Bound(rate, latency, streaming + farthest_latency)
+    """Lower bound on the completion time of an ``nbytes`` broadcast from ``root``.
+
+    Every byte reaches receiver x through its min cut, at most ``maxflow(root, x)``
+    bytes/s, and then pays the latency of the hop it crossed the cut on; so x cannot
+    finish before ``nbytes / maxflow(root, x) + (least L of the cut's hops)``. Cost: one
+    max-flow per cluster.
+    """
+    grid.check_rank(root, "root")
+    if grid.nranks == 1:
+        return Bound(math.inf, 0.0, 0.0)
+    flows = _receiver_flows(grid, root)
+    streaming = max(nbytes / flow + latency for flow, latency in flows)
+    return Bound(min(f for f, _ in flows), latency_bound(grid, root), streaming)

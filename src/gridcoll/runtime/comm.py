@@ -30,10 +30,12 @@ from gridcoll.errors import GridcollError, GridError, ParameterError
 from gridcoll.network.grid import Grid
 from gridcoll.network.presets import get_grid, lan
 from gridcoll.runtime import emulation as _emu
+from gridcoll.runtime.doorbell import Doorbells
 from gridcoll.runtime.executor import (
     DEFAULT_TIMEOUT,
     CallInfo,
     CollectiveError,
+    MismatchError,
     Program,
     compile_program,
     execute,
@@ -126,10 +128,22 @@ def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
             reason="the tuner (gridcoll.tune) is not available, so no model chose",
         )
     if state.plan_cache is None:
-        state.plan_cache = PlanCache()
+        state.plan_cache = _shared_cache(PlanCache)
     return plan(
         state.grid, "bcast", nbytes, root, algo=algo, itemsize=itemsize, cache=state.plan_cache
     )
+
+
+_PLAN_CACHE: list = []
+
+
+def _shared_cache(factory):
+    """One PlanCache for every Comm of the process: plans are deterministic given the
+    grid (fingerprint), size, root, itemsize and algo, and a plan can cost a max-flow
+    per cluster, so a duplicate or a new communicator should not search again."""
+    if not _PLAN_CACHE:
+        _PLAN_CACHE.append(factory(maxsize=1024))
+    return _PLAN_CACHE[0]
 
 
 # -- per-communicator state -----------------------------------------------------------
@@ -151,10 +165,13 @@ class _State:
     link_state: list  # [LinkState | None], shared by a Comm and its duplicates
     private: MPI.Intracomm | None = None
     emulator: _emu.Emulator | None = None
+    bells: Doorbells | None = None
     seq: int = 0
     ntags: int = 1
+    tag_offset: int = 0
     plan_cache: Any = None
     prepared: _collections.OrderedDict = field(default_factory=_collections.OrderedDict)
+    schedules: dict = field(default_factory=dict)
     last_plan: Any = None
     broken: str | None = None
     grid_id: int = 0
@@ -166,6 +183,9 @@ class _State:
             except MPI.Exception:
                 pass
         self.private = None
+        if self.bells is not None:
+            self.bells.close()
+            self.bells = None
         _OPEN.discard(id(self))
         _STATES.pop(id(self), None)
 
@@ -243,7 +263,9 @@ def _init_state(
     timeout = _env_timeout() if timeout is None else float(timeout)
     if not timeout > 0:
         raise ParameterError(f"timeout must be > 0 seconds, got {timeout!r}")
-    state = _State(grid, base, algo, dict(params) if params else params, timeout, link_state or [None])
+    state = _State(
+        grid, base, algo, dict(params) if params else params, timeout, link_state or [None]
+    )
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
     comm._gc = state  # noqa: SLF001
 
@@ -268,11 +290,27 @@ def _ready(comm: Comm) -> _State:
     if state.private is None:
         _set_timer_slack()
         private, req = MPI.Intracomm(comm).Idup()
-        wait(req, state.timeout, what="duplicating the communicator (MPI_Comm_idup)")
+        wait(
+            req,
+            state.timeout,
+            what=(
+                f"rank {comm.Get_rank()}: duplicating the communicator (MPI_Comm_idup, the "
+                "first gridcoll collective; some rank died or never joined)"
+            ),
+        )
         state.private = private
         tag_ub = private.Get_attr(MPI.TAG_UB) or 32767
         state.ntags = max(1, min((tag_ub - 1) // 2, 1 << 20))
+        # A random epoch, the same on all ranks, numbers this communicator's calls: MPI
+        # recycles the context of a freed communicator, and a stray message of a failed
+        # call on it must not match (tags differ) nor pass (headers differ) here.
+        epoch = _np.array([int.from_bytes(_os.urandom(4), "little") & 0x7FFFFFFF])
+        wait(private.Ibcast(epoch, 0), state.timeout, what="numbering the communicator")
+        state.seq = int(epoch[0]) << 32
+        state.tag_offset = int(epoch[0]) % state.ntags
         _STATES[id(state)] = state
+        if Comm.DOORBELLS and private.Get_size() > 1:
+            state.bells = Doorbells.open_for(private, wait, state.timeout)
         if _emu.emulation_requested() and not state.grid.is_single_cluster:
             state.emulator = _open_emulator(state)
     return state
@@ -433,17 +471,69 @@ def _bcast(comm: Comm, buf: Any, root: int) -> None:
         req = state.private.Ibcast([view, MPI.BYTE], root)
         _run(state, lambda: wait(req, state.timeout, what=f"native broadcast from root {root}"))
         return
+    _execute(state, prepared.program, view)
+
+
+def _execute(state: _State, program: Program, view: _np.ndarray, reduce=None) -> None:
+    """Run a compiled program as the next call: its own sequence number and tag."""
     state.seq += 1
-    program = _dataclasses.replace(
-        prepared.program, call=_dataclasses.replace(prepared.program.call, seq=state.seq)
-    )
-    tag = 2 * (state.seq % state.ntags)
+    program = _dataclasses.replace(program, call=_dataclasses.replace(program.call, seq=state.seq))
+    tag = _tag(state, state.seq)
     _run(
         state,
         lambda: execute(
-            program, state.private, view, emulator=state.emulator, timeout=state.timeout, tag=tag
+            program,
+            state.private,
+            view,
+            emulator=state.emulator,
+            timeout=state.timeout,
+            tag=tag,
+            reduce=reduce,
+            doorbells=state.bells,
         ),
     )
+    _run(state, lambda: _check_strays(state))
+
+
+def _tag(state: _State, seq: int) -> int:
+    return 2 * ((seq + state.tag_offset) % state.ntags)
+
+
+def _check_strays(state: _State) -> None:
+    """After a call, no message of it (or of the one before) may still be waiting here:
+    all this rank expected has been received, so another rank ran a different schedule
+    (a root, size or datatype that does not match, or a call this rank did not make)."""
+    comm, status = state.private, MPI.Status()
+    for seq in (state.seq, state.seq - 1):
+        base = _tag(state, seq)
+        for tag in (base, base + 1):
+            if comm.Iprobe(MPI.ANY_SOURCE, tag, status):
+                src, rank = status.Get_source(), comm.Get_rank()
+                raise MismatchError(
+                    f"rank {rank}: rank {src} sent a message this rank does not expect in "
+                    f"call {seq & 0xFFFFFFFF}: the ranks called the collective with "
+                    "mismatched arguments (roots, sizes, datatypes or call order)",
+                    rank=rank,
+                    peer=src,
+                )
+
+
+def _execute_schedule(comm: Comm, schedule: Schedule, buf: Any, reduce=None) -> None:
+    state = _ready(comm)
+    if schedule.nranks != comm.Get_size():
+        raise ParameterError(
+            f"the schedule is for {schedule.nranks} ranks, the communicator has {comm.Get_size()}"
+        )
+    key = id(schedule)
+    cached = state.schedules.get(key)
+    if cached is None or cached[0] is not schedule:
+        call = CallInfo.of(schedule, grid_id=state.grid_id)
+        program = compile_program(schedule, comm.Get_rank(), emulator=state.emulator, call=call)
+        cached = state.schedules[key] = (schedule, program)
+        while len(state.schedules) > Comm.CACHE_SIZE:
+            state.schedules.pop(next(iter(state.schedules)))
+    state.last_plan = None
+    _execute(state, cached[1], _bytes_of(buf), reduce)
 
 
 def _run(state: _State, action) -> None:
@@ -470,6 +560,8 @@ def _bcast_obj(comm: Comm, obj: Any, root: int) -> Any:
     if comm.Get_size() > 1:
         _bcast(comm, head, root)
     if rank == root:
+        if len(data) > _HEAD - 8 and comm.Get_size() > 1:
+            _bcast(comm, _np.frombuffer(data, dtype=_np.uint8)[_HEAD - 8 :], root)
         return MPI.pickle.loads(data)
     n = int.from_bytes(head[:8].tobytes(), "little")
     inline = min(n, _HEAD - 8)
@@ -502,8 +594,9 @@ def _derived(comm: Comm, new: MPI.Intracomm) -> MPI.Intracomm:
     ranks = _translate(new, comm)
     grid = _emu.subgrid(state.grid, ranks)
     out = Comm.__new__(type(comm), new)
-    _init_state(out, grid, state.base_grid, state.algo, state.params, state.timeout,
-                state.link_state)
+    _init_state(
+        out, grid, state.base_grid, state.algo, state.params, state.timeout, state.link_state
+    )
     return out
 
 
@@ -558,6 +651,9 @@ class Comm(MPI.Intracomm):
 
     CACHE_SIZE = 64
     """Plans and compiled programs kept per communicator (least recently used go)."""
+    DOORBELLS = _os.environ.get("GRIDCOLL_DOORBELLS", "1").strip() != "0"
+    """Wake sleeping ranks with futex doorbells when all ranks share one machine
+    (``GRIDCOLL_DOORBELLS=0`` switches them off)."""
 
     def __new__(cls, comm: MPI.Intracomm | None = None, *args: Any, **kwargs: Any) -> Comm:
         """Create a new communicator object wrapping ``comm``'s handle."""
@@ -596,6 +692,10 @@ class Comm(MPI.Intracomm):
         """Barrier synchronization, without blocking in MPI."""
         _barrier(self)
 
+    def execute(self, schedule: Schedule, buf: Any, *, reduce=None) -> None:
+        """Run any gridcoll schedule on ``buf`` (every rank calls it with the same one)."""
+        _execute_schedule(self, schedule, buf, reduce)
+
     # communicators made from this one are gridcoll.Comm objects too
     def Dup(self, info: MPI.Info | None = None) -> Comm:
         """Duplicate the communicator (a gridcoll.Comm with the same grid and options)."""
@@ -617,8 +717,15 @@ class Comm(MPI.Intracomm):
         new, req = base.Idup(info) if info is not None else base.Idup()
         state = _state(self)
         out = Comm.__new__(type(self), new)
-        _init_state(out, state.grid, state.base_grid, state.algo, state.params, state.timeout,
-                    state.link_state)
+        _init_state(
+            out,
+            state.grid,
+            state.base_grid,
+            state.algo,
+            state.params,
+            state.timeout,
+            state.link_state,
+        )
         return out, req
 
     def Idup_with_info(self, info: MPI.Info) -> tuple[Comm, MPI.Request]:

@@ -45,7 +45,6 @@ import uuid as _uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-import numpy as _np
 
 from gridcoll.errors import GridError
 from gridcoll.network.grid import Cluster, Grid, Route
@@ -137,7 +136,7 @@ class LinkState:
                 f"link state {str(self.path)!r} was made for another grid than {grid.name!r}"
             )
         self.index = {name: i for i, name in enumerate(names)}
-        self._free = _np.ndarray((len(names),), dtype="<f8", buffer=self._mm, offset=_DATA_OFFSET)
+        self._free = memoryview(self._mm)[_DATA_OFFSET : _DATA_OFFSET + 8 * len(names)].cast("d")
 
     def reserve(self, links: tuple[int, ...], costs: tuple[float, ...], now: float) -> float:
         """Reserve ``links`` in order for a message starting at ``now``; return when its
@@ -147,7 +146,8 @@ class LinkState:
             free = self._free
             head, tail = now, now
             for i, cost in zip(links, costs, strict=True):
-                head = max(head, float(free[i]))
+                if free[i] > head:
+                    head = free[i]
                 free[i] = head + cost
                 tail = max(head + cost, tail)
             return tail
@@ -160,6 +160,8 @@ class LinkState:
 
     def close(self) -> None:
         """Unmap and close the file (it stays on disk)."""
+        if self._free is not None:
+            self._free.release()
         self._free = None
         if self._mm is not None:
             self._mm.close()
@@ -196,6 +198,7 @@ class Emulator:
         self.grid = grid
         self.state = state
         self._routes: dict[tuple[int, int], _Route] = {}
+        self._costs: dict[tuple[int, int, int], tuple] = {}
 
     def crosses(self, a: int, b: int) -> bool:
         """True when a message from rank a to rank b leaves its cluster (is emulated)."""
@@ -221,9 +224,15 @@ class Emulator:
     def reserve(self, a: int, b: int, nbytes: int, now: float) -> float:
         """Reserve the links of a message of ``nbytes`` from a to b started at ``now``;
         return its delivery time ``deliver_at`` (``time.monotonic`` seconds)."""
-        route = self._route(a, b)
-        costs = tuple(g(nbytes) for g in route.link_g)
-        return self.state.reserve(route.links, costs, now) + route.latency
+        cluster = self.grid.cluster_of
+        key = (cluster[a], cluster[b], nbytes)
+        cached = self._costs.get(key)
+        if cached is None:
+            route = self._route(a, b)
+            costs = tuple(g(nbytes) for g in route.link_g)
+            cached = self._costs[key] = (route.links, costs, route.latency)
+        links, costs, latency = cached
+        return self.state.reserve(links, costs, now) + latency
 
     def send_overhead(self, a: int, b: int, nbytes: int) -> float:
         """Extra time the sender of a cross-cluster message stays busy after ``Isend``:

@@ -21,20 +21,28 @@ matches the k-th receive posted for that peer. The caller gives each call its ow
 (:class:`gridcoll.Comm` cycles them with the call number), so a stray message of a
 failed call can never be taken for a message of a later one.
 
-Rule 4: every first message between two ranks in a call, and every emulated WAN
-message, is preceded by an 80-byte header on the header tag: the call's sequence
-number, root, size, item size, algorithm and grid, the message's byte count and its
-emulated delivery time. The receiver checks it against its own call, so mismatched
-arguments across ranks raise :class:`MismatchError` instead of corrupting data.
+Rule 4: every first message between two ranks in a call carries an 80-byte header: the
+call's sequence number, root, size, item size, algorithm and grid, the message's byte
+count and its emulated delivery time. The receiver checks it against its own call, so
+mismatched arguments across ranks raise :class:`MismatchError` instead of corrupting
+data. On the LAN the header is a small message of its own on the header tag (the data
+stays zero-copy); an emulated WAN message carries the header in front of its data in
+one message (one copy each side, negligible beside the emulated link, and half the
+messages of a separate header).
 
 Rule 5: never spin. The machine may run 16-40 ranks on two cores, and MPICH's blocking
 waits poll, so every wait here is ``Request.Test`` with a sleep that starts at
-:data:`BACKOFF_START` and doubles up to :data:`BACKOFF_MAX`. A wait longer than
-``timeout`` seconds raises :class:`CollectiveTimeout` naming the peer and operation.
+:data:`BACKOFF_START` and doubles up to :data:`BACKOFF_MAX`. When the ranks share one
+machine the sleep is on a doorbell (:mod:`gridcoll.runtime.doorbell`): a sender rings
+its receiver after each ``Isend`` (and a receiver rings the sender of a large message
+when it has taken it), so a sleeping rank wakes as soon as there is something to do.
+While it has sends in flight a rank tests them at every wake-up (MPICH moves a message
+only while one of its ends is inside MPI). A wait longer than ``timeout`` seconds
+raises :class:`CollectiveTimeout` naming the peer and operation.
 
 Rule 6: the WAN emulation (:mod:`gridcoll.runtime.emulation`) sits below all of this:
 a cross-cluster send reserves the emulated links and carries ``deliver_at`` in its
-header; the receive does not complete before then, and the sender stays busy for the
+inline header; the receive does not complete before then, and the sender stays busy for the
 WAN send overhead. Without an emulator nothing of this runs.
 """
 
@@ -50,6 +58,7 @@ import numpy as np
 from mpi4py import MPI
 
 from gridcoll.errors import GridcollError
+from gridcoll.runtime.doorbell import Doorbells
 from gridcoll.runtime.emulation import Emulator
 from gridcoll.schedule.ir import CONTROL_BYTES, Recv, Schedule, Send
 
@@ -74,6 +83,9 @@ BACKOFF_MAX = 1e-3
 """Longest sleep (seconds) between two tests of a request."""
 DEFAULT_TIMEOUT = 60.0
 """Seconds a rank waits for one message before it gives up (``GRIDCOLL_TIMEOUT``)."""
+RING_BACK_BYTES = 8192
+"""A receiver rings the sender of a message larger than this when it has taken it
+(MPICH sends such messages by rendezvous: the send completes only then)."""
 
 
 class CollectiveError(GridcollError):
@@ -194,14 +206,14 @@ class CallInfo:
             _HEADER.unpack(raw.tobytes())
         )
         theirs = {
-            "call number": seq,
+            "call number": seq & 0xFFFFFFFF,
             "root": root,
             "size": nbytes,
             "itemsize": itemsize,
             "algorithm": name.rstrip(b"\0").decode(errors="replace"),
         }
         mine = {
-            "call number": self.seq,
+            "call number": self.seq & 0xFFFFFFFF,
             "root": self.root,
             "size": self.nbytes,
             "itemsize": self.itemsize,
@@ -210,6 +222,13 @@ class CallInfo:
         differ = [k for k in mine if mine[k] != theirs[k]]
         if magic != _MAGIC:
             differ = ["header"]
+        elif seq >> 32 != self.seq >> 32:
+            raise MismatchError(
+                f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs to "
+                "another communicator (a stray message of a failed call)",
+                rank=rank,
+                peer=step.peer,
+            )
         elif not differ and algo_id != self.algo_id:
             differ = ["algorithm parameters"]
         elif not differ and grid_id != self.grid_id:
@@ -217,7 +236,9 @@ class CallInfo:
         elif not differ and msg_nbytes != step.nbytes:
             differ = ["message size"]
         if differ:
-            detail = ", ".join(f"{k} {theirs.get(k, '?')!r} vs {mine.get(k, '?')!r}" for k in differ)
+            detail = ", ".join(
+                f"{k} {theirs.get(k, '?')!r} vs {mine.get(k, '?')!r}" for k in differ
+            )
             raise MismatchError(
                 f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs to "
                 f"a call with other arguments ({detail}, sender's vs this rank's): all ranks "
@@ -238,8 +259,8 @@ class _Step:
     peer: int
     pieces: tuple[tuple[int, int], ...]  # (offset, length) runs, merged; () = control
     nbytes: int  # bytes on the wire
-    header: bool  # a header message precedes this one
-    wan: bool  # crosses clusters under emulation
+    header: bool  # a separate header message precedes this one (first LAN message)
+    wan: bool  # crosses clusters under emulation: header inline, in front of the data
     combine: bool
     index: int  # position in the schedule's program
 
@@ -300,16 +321,14 @@ def compile_program(
                 op.peer,
                 _pieces(schedule, op.segments),
                 schedule.nbytes_of(op),
-                first or wan,
+                first and not wan,
                 wan,
                 (not send) and op.combine,
                 index,
             )
         )
     extent = max((o + n for o, n in schedule.segments), default=0)
-    return Program(
-        rank, tuple(steps), extent, call or CallInfo.of(schedule), emulator is not None
-    )
+    return Program(rank, tuple(steps), extent, call or CallInfo.of(schedule), emulator is not None)
 
 
 # -- execution ------------------------------------------------------------------------
@@ -333,6 +352,7 @@ def execute(
     timeout: float | None = None,
     tag: int = 0,
     reduce: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    doorbells: Doorbells | None = None,
 ) -> None:
     """Run this rank's program of ``schedule`` on ``buf`` over ``comm``.
 
@@ -352,6 +372,9 @@ def execute(
     reduce : callable, optional
         ``reduce(held, incoming)`` combines incoming bytes into held ones, for programs
         with combining receives.
+    doorbells : Doorbells, optional
+        Wake-ups between the ranks of ``comm`` (all on one machine); see
+        :meth:`gridcoll.runtime.doorbell.Doorbells.open_for`.
 
     Raises
     ------
@@ -372,8 +395,8 @@ def execute(
         )
     if program.emulated and emulator is None:
         raise GridcollError("the program was compiled for an emulator; pass it to execute()")
-    _Run(program, comm, view, emulator, DEFAULT_TIMEOUT if timeout is None else timeout, tag,
-         reduce).run()
+    limit = DEFAULT_TIMEOUT if timeout is None else timeout
+    _Run(program, comm, view, emulator, limit, tag, reduce, doorbells).run()
 
 
 @dataclass(slots=True)
@@ -387,7 +410,7 @@ class _Posted:
 class _Run:
     """One execution of one program; see the module docstring for the rules."""
 
-    def __init__(self, program, comm, view, emulator, timeout, tag, reduce):
+    def __init__(self, program, comm, view, emulator, timeout, tag, reduce, bells):
         self.program = program
         self.comm = comm
         self.view = view
@@ -395,6 +418,7 @@ class _Run:
         self.timeout = timeout
         self.tag = tag
         self.reduce = reduce
+        self.bells = bells
         self.rank = program.rank
         self.sends: list[MPI.Request] = []
         self.keep: list[np.ndarray] = []  # send buffers that must outlive their Isend
@@ -428,7 +452,9 @@ class _Run:
             if step.header:
                 header_buf = np.empty(HEADER_BYTES, dtype=np.uint8)
                 header_req = comm.Irecv([header_buf, MPI.BYTE], step.peer, tag + 1)
-            if not step.pieces:
+            if step.wan:
+                target = np.empty(HEADER_BYTES + step.nbytes, dtype=np.uint8)
+            elif not step.pieces:
                 target = scratch[c * CONTROL_BYTES : (c + 1) * CONTROL_BYTES]
                 c += 1
             elif len(step.pieces) == 1 and not step.combine:
@@ -449,7 +475,17 @@ class _Run:
             header = self.program.call.pack(step.nbytes, deliver_at)
             self.keep.append(header)
             self.sends.append(comm.Isend([header, MPI.BYTE], step.peer, self.tag + 1))
-        if not step.pieces:
+        if step.wan:
+            data = np.empty(HEADER_BYTES + step.nbytes, dtype=np.uint8)
+            data[:HEADER_BYTES] = self.program.call.pack(step.nbytes, deliver_at)
+            at = HEADER_BYTES
+            for o, n in step.pieces:
+                data[at : at + n] = view[o : o + n]
+                at += n
+            if not step.pieces:
+                data[at:] = 0
+            self.keep.append(data)
+        elif not step.pieces:
             data = self.control
         elif len(step.pieces) == 1:
             offset, length = step.pieces[0]
@@ -458,10 +494,12 @@ class _Run:
             data = np.concatenate([view[o : o + n] for o, n in step.pieces])
             self.keep.append(data)
         self.sends.append(comm.Isend([data, MPI.BYTE], step.peer, self.tag))
+        if self.bells is not None:
+            self.bells.ring(step.peer)
         if step.wan:
             busy = self.emulator.send_overhead(self.rank, step.peer, step.nbytes)
             if busy > 0:
-                sleep_until(_time.monotonic() + busy, self._poke)
+                self._sleep_until(_time.monotonic() + busy)
 
     def _recv(self, step: _Step, posted: _Posted) -> None:
         deadline = _time.monotonic() + self.timeout
@@ -474,17 +512,25 @@ class _Run:
         self._wait(posted.req, deadline, step, status)
         posted.req = None
         count = status.Get_count(MPI.BYTE)
+        data = posted.target
+        if step.wan:
+            if count >= HEADER_BYTES:
+                deliver_at = self.program.call.check(data[:HEADER_BYTES], step, self.rank)
+            count -= HEADER_BYTES
+            data = data[HEADER_BYTES:]
         if count != step.nbytes:
             raise MismatchError(
-                f"rank {self.rank}: {step.describe()} got {count} B instead of "
+                f"rank {self.rank}: {step.describe()} got {max(count, 0)} B instead of "
                 f"{step.nbytes} B: mismatched sizes or datatypes across ranks",
                 rank=self.rank,
                 peer=step.peer,
             )
-        if step.pieces and (len(step.pieces) > 1 or step.combine):
-            self._unpack(step, posted.target)
+        if self.bells is not None and step.nbytes > RING_BACK_BYTES:
+            self.bells.ring(step.peer)  # its send completes now: let it know
+        if step.pieces and (step.wan or len(step.pieces) > 1 or step.combine):
+            self._unpack(step, data)
         if step.wan:
-            sleep_until(deliver_at, self._poke)
+            self._sleep_until(deliver_at)
 
     def _unpack(self, step: _Step, data: np.ndarray) -> None:
         view, at = self.view, 0
@@ -501,11 +547,14 @@ class _Run:
             at += length
 
     def _wait(self, req, deadline, step, status) -> None:
+        """Complete a receive; between tests, push our own pending sends and sleep."""
+        bells = self.bells
         try:
-            if req.Test(status):
-                return
             delay = BACKOFF_START
             while True:
+                seen = bells.seen() if bells is not None else 0
+                if req.Test(status):
+                    return
                 now = _time.monotonic()
                 if now > deadline:
                     raise CollectiveTimeout(
@@ -517,10 +566,8 @@ class _Run:
                         rank=self.rank,
                         peer=step.peer,
                     )
-                _time.sleep(min(delay, max(deadline - now, 0.0) + 1e-6))
-                if req.Test(status):
-                    return
-                delay = min(2 * delay, BACKOFF_MAX)
+                delay = BACKOFF_START if self._progress() else min(2 * delay, BACKOFF_MAX)
+                self._nap(seen, min(delay, deadline - now + 1e-6))
         except MPI.Exception as err:
             if err.Get_error_class() == MPI.ERR_TRUNCATE:
                 raise MismatchError(
@@ -531,22 +578,43 @@ class _Run:
                 ) from err
             raise
 
-    def _poke(self) -> None:
-        """Drive MPI's progress engine (a pending rendezvous send needs it)."""
-        sends = self.sends
-        while self.oldest < len(sends):
-            if not sends[self.oldest].Test():
-                return
+    def _progress(self) -> bool:
+        """Test our pending sends, oldest first; True if any completed.
+
+        MPICH moves a message only while one of its ends is inside MPI (its shared-memory
+        queue holds 64 cells per sender), so a rank with sends in flight tests them at
+        every wake-up, and while they complete it keeps its sleeps short.
+        """
+        sends, start = self.sends, self.oldest
+        while self.oldest < len(sends) and sends[self.oldest].Test():
             self.oldest += 1
-        self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
+        return self.oldest > start
+
+    def _sleep_until(self, deadline: float) -> None:
+        """Sleep until ``deadline`` (an emulated delivery or send overhead), driving
+        progress all along."""
+        delay = BACKOFF_START
+        while True:
+            left = deadline - _time.monotonic()
+            if left <= 0:
+                return
+            if self._progress():
+                delay = BACKOFF_START
+            elif self.oldest >= len(self.sends):
+                self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)  # incoming traffic
+                delay = min(2 * delay, BACKOFF_MAX)
+            else:
+                delay = min(2 * delay, BACKOFF_MAX)
+            _time.sleep(min(delay, left))
 
     def _finish_sends(self) -> None:
-        sends = self.sends
         deadline = _time.monotonic() + self.timeout
         delay = BACKOFF_START
-        while self.oldest < len(sends):
-            if sends[self.oldest].Test():
-                self.oldest += 1
+        while self.oldest < len(self.sends):
+            seen = self.bells.seen() if self.bells is not None else 0
+            if self._progress():
+                delay = BACKOFF_START
+                deadline = _time.monotonic() + self.timeout
                 continue
             if _time.monotonic() > deadline:
                 peers = self._pending_send_peers()
@@ -557,9 +625,15 @@ class _Run:
                     rank=self.rank,
                     peer=peers[0] if peers else None,
                 )
-            _time.sleep(delay)
+            self._nap(seen, delay)
             delay = min(2 * delay, BACKOFF_MAX)
         self.keep.clear()
+
+    def _nap(self, seen: int, seconds: float) -> None:
+        if self.bells is not None:
+            self.bells.sleep(seen, seconds)
+        else:
+            _time.sleep(seconds)
 
     def _pending_send_peers(self) -> list[int]:
         peers = []

@@ -175,10 +175,13 @@ def degree_start(net: PLogP, m: float, lan: PLogP | None = None) -> int:
 
 def lan_degree_limit(grid: Grid, m: float, wan_degree: int) -> int:
     """``floor(gamma'(m)/s_l(m))`` with ``gamma'(m) = max(g_w(m) - or_w(m) - d_w s_w(m),
-    s_l(m))`` on the slowest route and LAN (seed 000, sec. 3.1.2), at least 1."""
+    s_l(m))`` on the slowest route and LAN (seed 000, sec. 3.1.2), at least 1; on a
+    single-cluster grid, ``N-1``."""
+    if grid.nclusters < 2:  # no WAN to keep fed: the single-layer rule alone applies
+        return max(1, _largest_cluster(grid) - 1)
     lan = slowest_lan(grid, m)
     s_l = lan.s(m)
-    if grid.nclusters < 2 or s_l <= 0:
+    if s_l <= 0:
         return 1
     wan = slowest_route(grid, m)
     s_w = max(lan.g(m), wan.os(m))
@@ -191,13 +194,11 @@ class _Evaluator:
     """Memoised model calls; rejected configurations are infinitely slow."""
 
     def __init__(self, model: Model, grid: Grid, nbytes: int, root: int, itemsize: int):
-        self.model, self.grid, self.nbytes, self.root, self.itemsize = (
-            model,
-            grid,
-            nbytes,
-            root,
-            itemsize,
-        )
+        self.model = model
+        self.grid = grid
+        self.nbytes = nbytes
+        self.root = root
+        self.itemsize = itemsize
         self.memo: dict[tuple[tuple[str, int], ...], float] = {}
         self.error: GridcollError | None = None
 
@@ -444,8 +445,9 @@ def _search(
         if chosen == before:
             break
     t = ev(chosen)
-    if math.isinf(t):
-        raise Unfeasible(f"the model rejected every configuration tried: {ev.error}") from ev.error
+    if not t < math.inf:  # inf or nan
+        why = ev.error or f"it predicts {t!r} seconds"
+        raise Unfeasible(f"the model rejected every configuration tried: {why}") from ev.error
     count = len(ev.memo)
     notes.append(f"{count} model evaluation{'s' if count != 1 else ''}")
     return SearchResult(chosen, t, len(ev.memo), "; ".join(notes))

@@ -1,0 +1,141 @@
+"""Closed-form P-LogP model of the multi-tree broadcast (:mod:`gridcoll.algorithms.multitree`).
+
+Each remote cluster ``i`` owns a part of ``k_i`` segments of ``m`` bytes
+(:func:`~gridcoll.algorithms.multitree.multitree_parts`) that flows through a two-level
+pipeline: root -> coordinator ``i`` -> every other remote coordinator -> each LAN tree.
+Seed 000's segmented-tree form ``T = (k-1) gamma(m) + lam(m)`` (sec. 3.1.1) is applied
+to each part and to each resource the parts share, and the largest counts:
+
+``T = max( max_i (k_i - 1) gamma_i(m) + lam_i(m),  max_x B_x(m) - b_x(m) + lam(m) )``
+
+with ``h`` the root's cluster, ``R`` the remote clusters (``|R| = P_w - 1``), ``s_ab``
+and ``r_ab`` the WAN sender and receiver completion times of route ``a -> b``
+(``s_w = max(g_l, os_w)``, ``r_w = L_w + g_w``, sec. 2.1), ``d_c`` the LAN degree of the
+root or coordinator of cluster ``c`` and ``s_l = g_l``:
+
+* ``gamma_i(m) = max(g_hi(m), max_{j != i} g_ij(m))``: the largest WAN gap of part
+  ``i``'s own routes (its pipeline's bottleneck, the rate its size is chosen by);
+* ``lam_i(m) = (P_w - 2) s_h(m) + r_hi(m) + (P_w - 3) s_i(m) + max_j r_ij(m) +
+  lam_l(m)``: the root's other WAN sends of the round, the hop to ``i``, ``i``'s other
+  forwards, the hop to the farthest coordinator, and the LAN tree's
+  ``lam_l <= h_l ((d_l - 1) s_l + r_l)`` (the second hop vanishes when ``P_w = 2``);
+  ``lam = max_i lam_i``;
+* the shared resources ``x``, with total work ``B_x`` and largest single occupancy
+  ``b_x`` (so that a resource used by one part alone gives ``(k_i - 1) g + lam``):
+
+  - a WAN link: ``B = sum g_link(m)`` over all segments of all routes that cross it
+    (on pair links a link carries one part: nothing beyond ``gamma_i``; on shared
+    access links, as ``teragrid``'s, the parts compete);
+  - the root: ``B = sum_i k_i (s_hi(m) + d_h s_l(m))``;
+  - coordinator ``i``: ``B = k_i (or(m) + sum_{j != i} s_ij(m) + d_i s_l(m)) +
+    sum_{j != i} k_j (or(m) + d_i s_l(m))``;
+  - a LAN tree, which carries all ``k`` segments: ``B = k max(g_l(m), or_l(m) + d
+    s_l(m))`` (sec. 3.1.1's ``gamma`` bound).
+
+A single-cluster grid runs a pipelined d-ary tree: ``(k-1) gamma(m) + lam(m)`` with
+sec. 3.1.1's bounds. Every segment is charged as ``m`` bytes, as the papers do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from gridcoll.algorithms.magpie import check_degree
+from gridcoll.algorithms.multitree import multitree_parts
+from gridcoll.models.single_layer import (
+    check_model_call,
+    dary_gamma,
+    dary_lam,
+    dary_segmented_time,
+    nsegments,
+)
+from gridcoll.network.grid import Grid
+from gridcoll.network.plogp import s_w
+
+__all__ = ["MODELS", "multitree_model"]
+
+
+def multitree_model(
+    grid: Grid,
+    nbytes: int,
+    root: int = 0,
+    *,
+    segment_size: int,
+    lan_degree: int,
+    itemsize: int = 1,
+) -> float:
+    """Model of :func:`gridcoll.algorithms.multitree.multitree` (seconds); see the notes
+    of this module."""
+    m = check_model_call(grid, nbytes, root, itemsize, segment_size)
+    check_degree(lan_degree, "lan_degree")
+    k = nsegments(nbytes, m)
+    home = grid.cluster_of[root]
+    sizes = [c.nranks for c in grid.clusters]
+    degree = [min(lan_degree, n - 1) for n in sizes]
+    if grid.is_single_cluster:
+        return dary_segmented_time(grid.clusters[0].lan, sizes[0], nbytes, m, degree[0])
+    parts = multitree_parts(grid, root, k)
+    remotes = sorted(parts)
+    active = [i for i in remotes if parts[i]]
+    lans = [c.lan for c in grid.clusters]
+
+    def send(a: int, b: int) -> float:  # s_w(m) = max(g_l(m), os_w(m)) of route a -> b
+        return s_w(lans[a], grid.wan(a, b), m)
+
+    def recv(a: int, b: int) -> float:  # r_w(m) = L_w + g_w(m) of route a -> b
+        return grid.wan(a, b).r(m)
+
+    def lan_out(c: int) -> float:  # a coordinator's sends of one segment into its LAN
+        return degree[c] * lans[c].s(m)
+
+    lam_l = max(
+        (dary_lam(lans[c], n, degree[c], m) for c, n in enumerate(sizes) if n > 1), default=0.0
+    )
+    lam = {}
+    for i in active:
+        others = [j for j in remotes if j != i]
+        lam[i] = (len(remotes) - 1) * max(send(home, j) for j in remotes) + recv(home, i)
+        if others:
+            lam[i] += (len(others) - 1) * max(send(i, j) for j in others)
+            lam[i] += max(recv(i, j) for j in others)
+        lam[i] += lam_l
+    # (a) each part's own pipeline, paced by the gaps of its routes
+    times = [
+        (len(parts[i]) - 1) * max(grid.wan(a, b).g(m) for a, b in _part_routes(home, i, remotes))
+        + lam[i]
+        for i in active
+    ]
+    # (b) every shared resource's total work: links, the root, coordinators, LAN trees
+    work: list[tuple[float, float]] = []  # (total busy, largest single occupancy)
+    link_busy: dict[str, list[float]] = {}
+    for i in active:
+        for a, b in _part_routes(home, i, remotes):
+            for name in grid.routes[(a, b)].links:
+                g_link = grid.links[name].g(m)
+                busy = link_busy.setdefault(name, [0.0, 0.0])
+                busy[0] += len(parts[i]) * g_link
+                busy[1] = max(busy[1], g_link)
+    work += [(busy, one) for busy, one in link_busy.values()]
+    root_costs = [(len(parts[j]), send(home, j) + lan_out(home)) for j in active]
+    work.append((sum(n * c for n, c in root_costs), max(c for _, c in root_costs)))
+    for i in remotes:
+        own = grid.wan(home, i).or_(m) + sum(send(i, j) for j in remotes if j != i)
+        costs = [(len(parts[i]), own + lan_out(i))]
+        costs += [(len(parts[j]), grid.wan(j, i).or_(m) + lan_out(i)) for j in active if j != i]
+        work.append((sum(n * c for n, c in costs), max(c for _, c in costs)))
+    for c, n in enumerate(sizes):
+        if n > 1:
+            one = dary_gamma(lans[c], degree[c], m)
+            work.append((k * one, one))
+    latency = max(lam.values())
+    times += [busy - one + latency for busy, one in work]
+    return max(times)
+
+
+def _part_routes(home: int, i: int, remotes: list[int]) -> list[tuple[int, int]]:
+    """The WAN routes of part i's tree: ``home -> i`` and ``i -> j`` for the other j."""
+    return [(home, i)] + [(i, j) for j in remotes if j != i]
+
+
+MODELS: dict[tuple[str, str], Callable[..., float]] = {("bcast", "multitree"): multitree_model}
+"""The model of the multi-tree broadcast, by ``(op, name)``."""
