@@ -43,7 +43,7 @@ RESULTS = Path(__file__).resolve().parent / "results"
 
 def console() -> Console:
     """A console 140 columns wide when not on a terminal (CI logs)."""
-    return Console(width=None if sys.stdout.isatty() else 140, highlight=False)
+    return Console(width=None if sys.stdout.isatty() else 140, highlight=False, soft_wrap=True)
 
 
 def rel_error(value: float, reference: float) -> float:

@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
         f"{times(auto8['ratio_to_bound'])} the bound {seconds(auto8['bound_s'])} "
         f"(goal <= {AUTO_GOAL}x: {'met' if summary['auto_goal_met'] else 'NOT met'})"
     )
-    out.print(f"wrote {path}")
+    out.print(f"wrote {path}", soft_wrap=True)
     return 0
 
 

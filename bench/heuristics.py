@@ -162,7 +162,7 @@ def main(argv: list[str] | None = None) -> int:
             f"exhaustive optimum; worst {summary['worst_gap']:+.2%} "
             f"({worst['algorithm']} on {worst['grid']}, {worst['nbytes']} B)"
         )
-    out.print(f"wrote {path}")
+    out.print(f"wrote {path}", soft_wrap=True)
     return 0
 
 

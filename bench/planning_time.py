@@ -98,7 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         f"cached plan <= {us(summary['plan_cached_s_max'])}, "
         f"simulation <= {seconds(summary['simulate_s_max'])}"
     )
-    out.print(f"wrote {path}")
+    out.print(f"wrote {path}", soft_wrap=True)
     return 0
 
 

@@ -19,10 +19,10 @@ from gridcoll.models import (
     nsegments,
     predict,
     segmented_time,
+    single_layer,
     tree_gamma_lambda,
     tree_time,
 )
-from gridcoll.models import single_layer
 from gridcoll.models.registry import _merge
 from gridcoll.network import Cluster, Grid, Link, PLogP, Route, magpie
 from gridcoll.network.presets import lan_plogp

@@ -86,14 +86,28 @@ def steps(comm):
         return run
 
     out = []
-    for form in ("buf", "buf-dtype", "buf-count-dtype", "buf-countdispl-dtype",
-                 "buf-count-displ-dtype", "buf-typechar", "bytearray", "fortran",
-                 "vector-datatype", "empty", "in-place"):
+    for form in (
+        "buf",
+        "buf-dtype",
+        "buf-count-dtype",
+        "buf-countdispl-dtype",
+        "buf-count-displ-dtype",
+        "buf-typechar",
+        "bytearray",
+        "fortran",
+        "vector-datatype",
+        "empty",
+        "in-place",
+    ):
         for root in sorted({0, last}):
             out.append((f"Bcast {form} root {root}", bcast_form(form, root)))
     for root in range(size):
-        out.append((f"bcast dict root {root}", lambda r=root: comm.bcast({"rank": rank, "r": r}
-                                                                          if rank == r else None, r)))
+        out.append(
+            (
+                f"bcast dict root {root}",
+                lambda r=root: comm.bcast({"rank": rank, "r": r} if rank == r else None, r),
+            )
+        )
     big = list(range(5000))
     out += [
         ("bcast big list", lambda: comm.bcast(big if rank == last else None, root=last)),
@@ -163,8 +177,7 @@ def main():
     differences = []
     for (name, a), (_, b) in zip(results["mpi4py"], results["gridcoll"], strict=True):
         if a != b:
-            differences.append({"rank": world.Get_rank(), "step": name, "mpi4py": a,
-                                "gridcoll": b})
+            differences.append({"rank": world.Get_rank(), "step": name, "mpi4py": a, "gridcoll": b})
     info = {
         "results": {name: list(r) for name, r in results["gridcoll"]},
         "type": type(wrapped).__name__,
@@ -175,8 +188,10 @@ def main():
     everyone = world.gather(differences, root=0)
     if world.Get_rank() == 0:
         flat = [d for ds in everyone for d in ds]
-        print(json.dumps({"steps": len(results["mpi4py"]), "differences": flat,
-                          "gridcoll": info}), flush=True)
+        print(
+            json.dumps({"steps": len(results["mpi4py"]), "differences": flat, "gridcoll": info}),
+            flush=True,
+        )
         return 1 if flat else 0
     return 0
 

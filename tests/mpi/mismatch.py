@@ -84,12 +84,12 @@ def main():
         everyone = world.gather(mine, root=0)
         if rank == 0:
             raised = [r for r in everyone if r["raised"]]
-            silent_wrong = [i for i, r in enumerate(everyone)
-                            if not r["raised"] and not r["correct"]]
+            silent_wrong = [
+                i for i, r in enumerate(everyone) if not r["raised"] and not r["correct"]
+            ]
             good = bool(raised) and not silent_wrong
             status |= not good
-            print(json.dumps({"case": case.__name__, "ok": good, "ranks": everyone}),
-                  flush=True)
+            print(json.dumps({"case": case.__name__, "ok": good, "ranks": everyone}), flush=True)
     return status
 
 

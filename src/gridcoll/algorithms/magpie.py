@@ -33,9 +33,13 @@ __all__ = [
     "check_degree",
     "cluster_ranks",
     "coordinator_order",
+    "lan_trees",
     "magpie_original",
     "magpie_segmented",
     "magpie_sequential",
+    "original_tree",
+    "two_layer_tree",
+    "wan_tree",
 ]
 
 
@@ -58,12 +62,30 @@ def cluster_ranks(grid: Grid, cluster: int, coordinator: int) -> list[int]:
     return [coordinator] + [r for r in grid.members[cluster] if r != coordinator]
 
 
-def _lan_trees(grid: Grid, root: int, shape) -> list[Tree]:
+def lan_trees(grid: Grid, root: int, shape) -> list[Tree]:
     """One tree of the given shape per cluster, rooted at its coordinator."""
     return [
         shape(cluster_ranks(grid, c, coordinator))
         for c, coordinator in enumerate(grid.coordinators(root))
     ]
+
+
+def wan_tree(grid: Grid, root: int, degree: int) -> Tree:
+    """The complete ``degree``-ary tree over the coordinators, root first."""
+    return dary_tree(coordinator_order(grid, root), degree)
+
+
+def original_tree(grid: Grid, root: int) -> Tree:
+    """MagPIe's original shape: flat WAN tree, binomial LAN trees below it."""
+    return flat_tree(coordinator_order(grid, root)).graft(lan_trees(grid, root, binomial_tree))
+
+
+def two_layer_tree(grid: Grid, root: int, wan_degree: int, lan_degree: int) -> Tree:
+    """The pipelined two-layer shape: a d_w-ary WAN tree, d_l-ary LAN trees grafted
+    below each coordinator (which forwards to WAN children first)."""
+    return wan_tree(grid, root, wan_degree).graft(
+        lan_trees(grid, root, lambda ranks: dary_tree(ranks, lan_degree))
+    )
 
 
 def magpie_original(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
@@ -113,8 +135,7 @@ def magpie_original(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1
     """
     check_call(grid, nbytes, root)
     segments = split_segments(nbytes, None, itemsize)
-    tree = flat_tree(coordinator_order(grid, root)).graft(_lan_trees(grid, root, binomial_tree))
-    programs = tree_broadcast(tree, grid.nranks, len(segments))
+    programs = tree_broadcast(original_tree(grid, root), grid.nranks, len(segments))
     return Schedule("bcast", "magpie-original", grid.nranks, root, nbytes, segments, programs)
 
 
@@ -194,11 +215,9 @@ def magpie_sequential(
     segments, (wan_messages, lan_messages) = refine_segments(wan_cut, lan_cut)
     programs: list[list[Op]] = [[] for _ in range(grid.nranks)]
     # T_w: the coordinators' segmented d_w-ary broadcast ...
-    append_tree_broadcast(
-        programs, dary_tree(coordinator_order(grid, root), wan_degree), wan_messages
-    )
+    append_tree_broadcast(programs, wan_tree(grid, root, wan_degree), wan_messages)
     # ... then T_l: each coordinator's segmented d_l-ary broadcast in its cluster.
-    for lan in _lan_trees(grid, root, lambda ranks: dary_tree(ranks, lan_degree)):
+    for lan in lan_trees(grid, root, lambda ranks: dary_tree(ranks, lan_degree)):
         append_tree_broadcast(programs, lan, lan_messages)
     params = {
         "wan_segment_size": wan_segment_size,
@@ -281,8 +300,7 @@ def magpie_segmented(
     check_degree(wan_degree, "wan_degree")
     check_degree(lan_degree, "lan_degree")
     segments = split_segments(nbytes, segment_size, itemsize)
-    wan = dary_tree(coordinator_order(grid, root), wan_degree)
-    tree = wan.graft(_lan_trees(grid, root, lambda ranks: dary_tree(ranks, lan_degree)))
+    tree = two_layer_tree(grid, root, wan_degree, lan_degree)
     programs = tree_broadcast(tree, grid.nranks, len(segments))
     params = {"segment_size": segment_size, "wan_degree": wan_degree, "lan_degree": lan_degree}
     return Schedule(

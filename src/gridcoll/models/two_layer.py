@@ -6,6 +6,11 @@ latency of a broadcast tree; subscripts ``w`` and ``l`` for the WAN and the LAN;
 wide-area sender and receiver completion times ``s_w(m) = max(g_l(m), os_w(m))`` and
 ``r_w(m) = L_w + g_w(m)`` (sec. 2.1).
 
+The registered models (``*_model``) evaluate seed 000's ``T = (k-1) gamma + lam`` edge by
+edge on the builder's own trees (:mod:`gridcoll.models.tree_model`), so every route keeps
+its own parameters. The paper's closed forms are kept beside them as ``*_paper``, cited
+below, and ``bench/model_vs_sim.py`` reports both.
+
 The paper's formulas assume one WAN parameter set. On a grid whose routes differ (the
 DAS of ``das2:N``, Table 2) we do as seed 000 does for its real-system runs (sec. 4):
 "we have used P-LogP parameters according to the slowest available link" - the route
@@ -25,7 +30,14 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from gridcoll.algorithms.magpie import check_degree, coordinator_order
+from gridcoll.algorithms.magpie import (
+    check_degree,
+    coordinator_order,
+    lan_trees,
+    original_tree,
+    two_layer_tree,
+    wan_tree,
+)
 from gridcoll.algorithms.trees import dary_tree
 from gridcoll.models.single_layer import (
     binomial_time,
@@ -36,14 +48,18 @@ from gridcoll.models.single_layer import (
     nsegments,
     segmented_time,
 )
+from gridcoll.models.tree_model import tree_time
 from gridcoll.network.grid import Grid
 from gridcoll.network.plogp import PLogP, s_w
 
 __all__ = [
     "MODELS",
     "magpie_original_model",
+    "magpie_original_paper",
     "magpie_segmented_model",
+    "magpie_segmented_paper",
     "magpie_sequential_model",
+    "magpie_sequential_paper",
     "slowest_lan",
     "slowest_wan",
     "wan_link_gap",
@@ -91,8 +107,8 @@ def _lan_degree(nranks: int, degree: int) -> int:
     return min(degree, nranks - 1)
 
 
-def magpie_original_model(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> float:
-    """Model of :func:`gridcoll.algorithms.magpie.magpie_original` (seconds).
+def magpie_original_paper(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> float:
+    """Seed 000's form for :func:`gridcoll.algorithms.magpie.magpie_original` (seconds).
 
     ``T = max(lam_w(M) + max_c T_l(N_c), (P_w - 1) s_w(M) + T_l(N_root))`` where
 
@@ -135,7 +151,7 @@ def _lan_phase(grid: Grid, M: int, m: int, degree: int) -> float:
     return worst
 
 
-def magpie_sequential_model(
+def magpie_sequential_paper(
     grid: Grid,
     nbytes: int,
     root: int = 0,
@@ -146,7 +162,7 @@ def magpie_sequential_model(
     lan_degree: int,
     itemsize: int = 1,
 ) -> float:
-    """Model of :func:`gridcoll.algorithms.magpie.magpie_sequential` (seconds).
+    """Seed 000's form for :func:`gridcoll.algorithms.magpie.magpie_sequential` (seconds).
 
     ``T = T_w + T_l = (k_w - 1) gamma_w(m_w) + lam_w(m_w) + (k_l - 1) gamma_l(m_l) +
     lam_l(m_l)`` (seed 000, sec. 3.1.2), each layer with sec. 3.1.1's upper bounds
@@ -173,7 +189,7 @@ def magpie_sequential_model(
     return segmented_time(gamma_w, lam_w, nsegments(nbytes, m_w)) + T_l
 
 
-def magpie_segmented_model(
+def magpie_segmented_paper(
     grid: Grid,
     nbytes: int,
     root: int = 0,
@@ -183,7 +199,7 @@ def magpie_segmented_model(
     lan_degree: int,
     itemsize: int = 1,
 ) -> float:
-    """Model of :func:`gridcoll.algorithms.magpie.magpie_segmented` (seconds).
+    """Seed 000's form for :func:`gridcoll.algorithms.magpie.magpie_segmented` (seconds).
 
     ``T = (k - 1) gamma(m) + lam_w(m) + lam_l(m)`` with
     ``gamma(m) <= max(g_w(m), or_w(m) + d_w s_w(m) + d_l s_l(m))`` "to reflect the
@@ -221,6 +237,73 @@ def magpie_segmented_model(
     )
     lam_w = dary_lam(wan, P_w, d_w, m, s=s)
     return segmented_time(gamma, lam_w + lam_l, k)
+
+
+# -- registered models: the paper's gamma/lambda on the builder's own trees -----------------
+def magpie_original_model(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> float:
+    """Model of :func:`gridcoll.algorithms.magpie.magpie_original` (seconds).
+
+    Seed 000's ``lam`` of the flat WAN tree and the binomial LAN trees, evaluated edge by
+    edge on the builder's tree with every route's own parameters
+    (:func:`gridcoll.models.tree_model.tree_time`, one segment). On identical WAN links
+    it equals :func:`magpie_original_paper`; on uneven ones (``das2``) it does not need
+    the paper's slowest-link simplification.
+    """
+    M = check_model_call(grid, nbytes, root, itemsize)
+    return tree_time(grid, original_tree(grid, root), M)
+
+
+def magpie_sequential_model(
+    grid: Grid,
+    nbytes: int,
+    root: int = 0,
+    *,
+    wan_segment_size: int,
+    wan_degree: int,
+    lan_segment_size: int,
+    lan_degree: int,
+    itemsize: int = 1,
+) -> float:
+    """Model of :func:`gridcoll.algorithms.magpie.magpie_sequential` (seconds).
+
+    ``T = T_w + T_l`` (seed 000, sec. 3.1.2) with each phase's ``(k-1) gamma + lam``
+    evaluated edge by edge on its tree: the WAN tree over the coordinators, then the
+    slowest cluster's LAN tree.
+    """
+    m_w = check_model_call(grid, nbytes, root, itemsize, wan_segment_size)
+    m_l = check_model_call(grid, nbytes, root, itemsize, lan_segment_size)
+    check_degree(wan_degree, "wan_degree")
+    check_degree(lan_degree, "lan_degree")
+    T_w = tree_time(grid, wan_tree(grid, root, wan_degree), nbytes, m_w)
+    T_l = max(
+        tree_time(grid, lan, nbytes, m_l)
+        for lan in lan_trees(grid, root, lambda ranks: dary_tree(ranks, lan_degree))
+    )
+    return T_w + T_l
+
+
+def magpie_segmented_model(
+    grid: Grid,
+    nbytes: int,
+    root: int = 0,
+    *,
+    segment_size: int,
+    wan_degree: int,
+    lan_degree: int,
+    itemsize: int = 1,
+) -> float:
+    """Model of :func:`gridcoll.algorithms.magpie.magpie_segmented` (seconds).
+
+    ``T = (k-1) gamma(m) + lam(m)`` evaluated edge by edge on the two-layer tree: the
+    coordinators' double forwarding (seed 000, sec. 3.1.2) is their NIC's
+    ``sum s_w + sum s_l`` and their CPU's ``or_w + sum os`` per segment, and ``lam`` is
+    ``lam_w + lam_l`` along the slowest path. Equals :func:`magpie_segmented_paper`'s
+    bounds on identical links up to the refinements of the tree model.
+    """
+    m = check_model_call(grid, nbytes, root, itemsize, segment_size)
+    check_degree(wan_degree, "wan_degree")
+    check_degree(lan_degree, "lan_degree")
+    return tree_time(grid, two_layer_tree(grid, root, wan_degree, lan_degree), nbytes, m)
 
 
 MODELS: dict[tuple[str, str], Callable[..., float]] = {

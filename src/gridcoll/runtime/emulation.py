@@ -45,7 +45,6 @@ import uuid as _uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-
 from gridcoll.errors import GridError
 from gridcoll.network.grid import Cluster, Grid, Route
 
@@ -172,6 +171,7 @@ class LinkState:
 
     _mm: _mmap.mmap | None = None
     _fd: int = -1
+    _free: memoryview | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -184,6 +184,12 @@ class CallInfo:
             seq, schedule.root, schedule.nbytes, itemsize, schedule.algorithm, algo_id, grid_id
         )
 
+    def numbered(self, seq: int) -> CallInfo:
+        """The same call with sequence number ``seq``."""
+        return CallInfo(
+            seq, self.root, self.nbytes, self.itemsize, self.algorithm, self.algo_id, self.grid_id
+        )
+
     def pack(self, msg_nbytes: int, deliver_at: float) -> np.ndarray:
         """The header of one message."""
         raw = _HEADER.pack(
@@ -353,6 +359,7 @@ def execute(
     tag: int = 0,
     reduce: Callable[[np.ndarray, np.ndarray], None] | None = None,
     doorbells: Doorbells | None = None,
+    call: CallInfo | None = None,
 ) -> None:
     """Run this rank's program of ``schedule`` on ``buf`` over ``comm``.
 
@@ -375,6 +382,9 @@ def execute(
     doorbells : Doorbells, optional
         Wake-ups between the ranks of ``comm`` (all on one machine); see
         :meth:`gridcoll.runtime.doorbell.Doorbells.open_for`.
+    call : CallInfo, optional
+        The identity the headers carry (default: the program's); a communicator gives
+        each call its own sequence number (:meth:`CallInfo.numbered`).
 
     Raises
     ------
@@ -396,7 +406,7 @@ def execute(
     if program.emulated and emulator is None:
         raise GridcollError("the program was compiled for an emulator; pass it to execute()")
     limit = DEFAULT_TIMEOUT if timeout is None else timeout
-    _Run(program, comm, view, emulator, limit, tag, reduce, doorbells).run()
+    _Run(program, comm, view, emulator, limit, tag, reduce, doorbells, call).run()
 
 
 @dataclass(slots=True)
@@ -410,8 +420,9 @@ class _Posted:
 class _Run:
     """One execution of one program; see the module docstring for the rules."""
 
-    def __init__(self, program, comm, view, emulator, timeout, tag, reduce, bells):
+    def __init__(self, program, comm, view, emulator, timeout, tag, reduce, bells, call):
         self.program = program
+        self.call = call or program.call
         self.comm = comm
         self.view = view
         self.emulator = emulator
@@ -472,12 +483,12 @@ class _Run:
         if step.wan:
             deliver_at = self.emulator.reserve(self.rank, step.peer, step.nbytes, _time.monotonic())
         if step.header:
-            header = self.program.call.pack(step.nbytes, deliver_at)
+            header = self.call.pack(step.nbytes, deliver_at)
             self.keep.append(header)
             self.sends.append(comm.Isend([header, MPI.BYTE], step.peer, self.tag + 1))
         if step.wan:
             data = np.empty(HEADER_BYTES + step.nbytes, dtype=np.uint8)
-            data[:HEADER_BYTES] = self.program.call.pack(step.nbytes, deliver_at)
+            data[:HEADER_BYTES] = self.call.pack(step.nbytes, deliver_at)
             at = HEADER_BYTES
             for o, n in step.pieces:
                 data[at : at + n] = view[o : o + n]
@@ -507,7 +518,7 @@ class _Run:
         if posted.header_req is not None:
             self._wait(posted.header_req, deadline, step, None)
             posted.header_req = None
-            deliver_at = self.program.call.check(posted.header_buf, step, self.rank)
+            deliver_at = self.call.check(posted.header_buf, step, self.rank)
         status = MPI.Status()
         self._wait(posted.req, deadline, step, status)
         posted.req = None
@@ -515,7 +526,7 @@ class _Run:
         data = posted.target
         if step.wan:
             if count >= HEADER_BYTES:
-                deliver_at = self.program.call.check(data[:HEADER_BYTES], step, self.rank)
+                deliver_at = self.call.check(data[:HEADER_BYTES], step, self.rank)
             count -= HEADER_BYTES
             data = data[HEADER_BYTES:]
         if count != step.nbytes:
@@ -558,7 +569,7 @@ class _Run:
                 now = _time.monotonic()
                 if now > deadline:
                     raise CollectiveTimeout(
-                        f"rank {self.rank}: {step.describe()} of {self.program.call.algorithm!r}"
+                        f"rank {self.rank}: {step.describe()} of {self.call.algorithm!r}"
                         f" got no message from rank {step.peer} within {self.timeout:g} s: rank "
                         f"{step.peer} may have died or not joined, or the ranks called the "
                         "collective with mismatched arguments (sizes, datatypes, roots or "

@@ -39,7 +39,7 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ENV_STATUS_DIR", "RESULT_PREFIX", "ERROR_PREFIX", "main"]
+__all__ = ["ENV_STATUS_DIR", "ERROR_PREFIX", "RESULT_PREFIX", "main"]
 
 ENV_STATUS_DIR = "GRIDCOLL_STATUS_DIR"
 """Environment variable: directory where each rank appends its progress."""
@@ -99,6 +99,15 @@ def _ctl_gather(ctl, values: list[float], timeout: float) -> np.ndarray | None:
     return recv
 
 
+def _fail(mode: str) -> None:
+    """Leave without a word (``exit``), or never join the broadcast (``hang``)."""
+    sys.stdout.flush()
+    if mode == "exit":
+        os._exit(3)
+    while True:
+        time.sleep(1.0)
+
+
 def _common_start(ctl, timeout: float) -> float:
     """Rank 0 picks an instant a little ahead; every rank sleeps until it; return it."""
     from mpi4py import MPI
@@ -135,7 +144,7 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
     rank = world.Get_rank()
     params = params_from_json(args.params)
     comm = gridcoll.Comm(world, algo=args.algo, params=params, timeout=args.timeout)
-    timeout = comm._gc.timeout  # noqa: SLF001
+    timeout = comm._gc.timeout
     ctl = MPI.Intracomm(world)
     ctl, req = ctl.Idup()
     from gridcoll.runtime.executor import wait
@@ -155,12 +164,6 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
         prepared = _prepare(state, rank, nbytes, root, args.itemsize)  # plan before timing
         plan = prepared.plan
     one_host = _one_host(ctl, timeout)
-    if args.fail_rank == rank:  # testing the failure behaviour: leave, or never join
-        if args.fail_mode == "exit":
-            sys.stdout.flush()
-            os._exit(3)
-        while True:
-            time.sleep(1.0)
 
     times, verified, late_starts = [], True, 0
     buf = np.empty(nbytes, dtype=np.uint8)
@@ -179,6 +182,8 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
         if one_host:
             start = _common_start(ctl, timeout)
             late = time.monotonic() > start + 1e-3
+        if args.fail_rank == rank:  # testing the failure behaviour: leave, or never join
+            _fail(args.fail_mode)
         if schedule is None:
             comm.Bcast(message, root=root)
         else:

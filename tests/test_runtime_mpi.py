@@ -1,0 +1,311 @@
+"""The runtime under mpiexec: every builder's bytes, the drop-in promise, mismatches,
+the WAN emulator's timing, failures, and the two launch commands.
+
+Each test starts ``mpiexec -n N`` (N from 2 to 16) on a script of ``tests/mpi/`` with a
+subprocess timeout, so a hang fails the test instead of the run. Correctness runs with
+emulation use fast grids (1-2 ms, 50-100 MB/s links) so they stay quick on two cores.
+"""
+
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("mpi4py")
+
+from gridcoll.network import get_grid, grid_from_dict
+from gridcoll.runtime.launcher import (
+    default_mpiexec,
+    measure_schedule,
+    mpiexec_command,
+    run_worker,
+)
+
+pytestmark = [pytest.mark.slow, pytest.mark.mpi]
+
+HERE = Path(__file__).parent / "mpi"
+LAN = {"latency": "20us", "bandwidth": "500MB/s", "overhead": "10us"}
+
+
+def fast_grid(clusters: dict[str, int], placement: list[str] | None = None) -> dict:
+    """A grid file object: fully connected 1 ms / 100 MB/s WAN (A<->C 2 ms, 50 MB/s).
+
+    Per-message overheads are not zero, or the tuner would cut messages into 1-byte
+    segments (free in a model where g(0) = 0).
+    """
+    names = list(clusters)
+    routes = []
+    for a in names:
+        for b in names:
+            if a != b:
+                slow = {a, b} == {"A", "C"}
+                plogp = {
+                    "latency": "2ms" if slow else "1ms",
+                    "bandwidth": "50MB/s" if slow else "100MB/s",
+                    "overhead": "20us",
+                }
+                routes.append({"from": a, "to": b, "plogp": plogp})
+    data = {
+        "format": "gridcoll-grid/1",
+        "name": "fast-" + "-".join(f"{k}{v}" for k, v in clusters.items()),
+        "clusters": [{"name": k, "ranks": v, "lan": LAN} for k, v in clusters.items()],
+        "routes": routes,
+    }
+    if placement:
+        data["placement"] = placement
+    return data
+
+
+def write_grid(tmp_path: Path, data: dict) -> Path:
+    grid_from_dict(data)  # a bad test grid fails here, not under mpiexec
+    path = tmp_path / "grid.json"
+    path.write_text(json.dumps(data))
+    return path
+
+
+def clean_env(**extra: str) -> dict:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRIDCOLL_")}
+    env.update(extra)
+    return env
+
+
+def mpirun(n: int, script: str, *args: str, env: dict | None = None, timeout: float = 180):
+    cmd = mpiexec_command(n, [sys.executable, str(HERE / script), *args])
+    return subprocess.run(
+        cmd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def last_json(proc) -> dict:
+    for line in reversed(proc.stdout.splitlines()):
+        if line.startswith("{"):
+            return json.loads(line)
+    raise AssertionError(f"no JSON line; rc={proc.returncode}\n{proc.stdout}\n{proc.stderr}")
+
+
+def check_matrix(proc, nranks: int, emulated: bool) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    assert out["failures"] == []
+    assert out["nranks"] == nranks and out["emulated"] is emulated
+    from gridcoll.algorithms import list_builders
+
+    assert set(out["builders"]) == {b.name for b in list_builders("bcast")} | {"auto", "native"}
+    return out
+
+
+# -- correctness: every builder, size, root, dtype -------------------------------------
+
+
+@pytest.mark.parametrize(("n", "sizes"), [(2, "1,2,7,1000,65536"), (5, None), (7, "random:5")])
+def test_every_builder_without_emulation(n, sizes):
+    args = ["--seed", str(n)] + (["--sizes", sizes] if sizes else [])
+    out = check_matrix(mpirun(n, "bcast_matrix.py", *args), n, emulated=False)
+    assert out["cases"] >= 16 * n
+
+
+def test_every_builder_with_emulation(tmp_path):
+    grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2, "C": 1}, ["A", "B", "A", "C", "B"]))
+    env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_EMULATE="1")
+    args = ["--seed", "11", "--sizes", "random:6"]
+    out = check_matrix(mpirun(5, "bcast_matrix.py", *args, env=env), 5, emulated=True)
+    assert out["cases"] >= 16 * 5
+
+
+def test_every_builder_on_16_emulated_ranks(tmp_path):
+    clusters = {f"c{i}": 4 for i in range(4)}
+    placement = [f"c{r % 4}" for r in range(16)]
+    grid = write_grid(tmp_path, fast_grid(clusters, placement))
+    env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_EMULATE="1")
+    args = ["--seed", "3", "--max-cases-per-builder", "1", "--sizes", "1,777,20000"]
+    check_matrix(mpirun(16, "bcast_matrix.py", *args, env=env, timeout=300), 16, emulated=True)
+
+
+# -- the drop-in promise and mismatched arguments --------------------------------------
+
+
+def _dropin(proc) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    assert out["differences"] == []
+    results = out["gridcoll"]["results"]
+    assert results["Bcast root=size"] == ["MPI.Exception", 7]  # MPI.ERR_ROOT
+    assert results["bcast root=size"] == ["MPI.Exception", 7]
+    assert results["Dup bcast"] == ["value", "(True, 1)"]
+    assert out["gridcoll"]["type"] == out["gridcoll"]["dup_type"] == "Comm"
+    return out
+
+
+def test_dropin_identical_to_mpi4py():
+    _dropin(mpirun(3, "dropin.py"))
+
+
+def test_dropin_on_an_emulated_grid(tmp_path):
+    """Same program under emulation: Split finds the sub-grid by itself."""
+    grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2}))
+    env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_EMULATE="1")
+    out = _dropin(mpirun(4, "dropin.py", env=env))
+    assert "fast-A2-B2" in out["gridcoll"]["explain"]
+
+
+def test_mismatched_arguments_raise_not_hang():
+    start = time.monotonic()
+    proc = mpirun(3, "mismatch.py", timeout=120)
+    lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-2000:]
+    assert [c["case"] for c in lines] == [
+        "case_size",
+        "case_dtype",
+        "case_root",
+        "case_extra_call",
+        "case_large_size",
+    ]
+    for case in lines:
+        assert case["ok"], case
+        for rank in case["ranks"]:
+            assert rank["seconds"] < 2.0 + 1.5  # the 2 s timeout at most, never a hang
+    size = lines[0]["ranks"][1]
+    assert size["raised"] == "MismatchError" and "size 48 vs 64" in size["message"]
+    assert time.monotonic() - start < 100
+
+
+# -- the WAN emulator --------------------------------------------------------------------
+
+
+def test_emulated_link_delivers_1MB_in_1_01_s_and_two_in_2_s():
+    """magpie:2,2: 10 ms, 1 MB/s pair links; 10**6 bytes."""
+    proc = mpirun(4, "emulator_timing.py", env=clean_env())
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    assert out["one"] == pytest.approx(1.01, rel=0.15)
+    first, second = sorted(out["two"])
+    assert first == pytest.approx(1.01, rel=0.15)
+    assert second == pytest.approx(2.01, rel=0.15)
+
+
+# -- failures -----------------------------------------------------------------------------
+
+
+def test_a_rank_that_exits_early_is_named():
+    grid = get_grid("lan:4")
+    start = time.monotonic()
+    result = run_worker(
+        grid, 4096, algo="binomial", params={}, repeat=2, emulate=False, timeout=3.0, fail_rank=2
+    )
+    assert time.monotonic() - start < 60
+    assert not result.ok and not result.verified
+    assert result.failed_ranks == [2]
+    states = {r.rank: r.state for r in result.ranks}
+    assert states[2] == "died"
+    waiting = [r for r in result.ranks if r.state == "error" and r.peer == 2]
+    assert waiting, result.ranks  # its parent or child says it waited for rank 2
+    assert "rank 2 failed" in result.describe_failure()
+
+
+def test_a_rank_that_never_joins_is_named():
+    grid = get_grid("lan:3")
+    result = run_worker(
+        grid,
+        1000,
+        algo="flat",
+        params={},
+        repeat=1,
+        emulate=False,
+        timeout=2.0,
+        fail_rank=1,
+        fail_mode="hang",
+    )
+    assert result.killed and not result.verified
+    assert result.failed_ranks == [1]
+    assert {r.rank: r.state for r in result.ranks}[1] == "hung"
+
+
+# -- the launch commands ----------------------------------------------------------------
+
+
+def gridcoll_cli(*args: str, timeout: float = 180):
+    cmd = [sys.executable, "-m", "gridcoll.cli.main", *args]
+    return subprocess.run(
+        cmd, env=clean_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+def test_run_json(tmp_path):
+    grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2}))
+    proc = gridcoll_cli(
+        "run",
+        "--grid",
+        str(grid),
+        "--size",
+        "100KB",
+        "--repeat",
+        "3",
+        "--json",
+        "--algo",
+        "magpie-segmented",
+    )
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in (
+        "op",
+        "grid",
+        "size",
+        "root",
+        "algorithm",
+        "segment_size",
+        "predicted_s",
+        "bound_s",
+        "candidates",
+        "simulated_s",
+        "measured_s",
+        "measured_all_s",
+        "verified",
+    ):
+        assert key in out, key
+    assert out["verified"] is True and len(out["measured_all_s"]) == 3
+    assert out["algorithm"] == "magpie-segmented" and out["emulated"] is True
+    # the emulated WAN is what the simulator models: generous agreement
+    assert out["measured_s"] == pytest.approx(out["simulated_s"], rel=0.5, abs=0.01)
+
+
+def test_run_text_and_bad_arguments():
+    proc = gridcoll_cli("run", "--grid", "magpie:2,1", "--size", "64KB", "--repeat", "1")
+    assert proc.returncode == 0, proc.stderr
+    assert "verified  yes" in proc.stdout and "simulated" in proc.stdout
+    bad = gridcoll_cli("run", "--grid", "magpie:2,1", "--size", "64KB", "--root", "5")
+    assert bad.returncode == 2 and "root 5 is out of range" in bad.stderr
+
+
+def test_mpirun_runs_an_unchanged_app(tmp_path):
+    grid = write_grid(tmp_path, fast_grid({"A": 3, "B": 1}))
+    proc = gridcoll_cli("mpirun", "--grid", str(grid), "--", sys.executable, str(HERE / "app.py"))
+    assert proc.returncode == 0, proc.stderr
+    out = last_json(proc)
+    assert out == {
+        **out,
+        "grid": "fast-A3-B1",
+        "nranks": 4,
+        "emulated": True,
+        "verified": True,
+        "object": {"hello": "grid"},
+    }
+    mismatch = gridcoll_cli("mpirun", "--grid", str(grid), "-n", "3", "--", "true")
+    assert mismatch.returncode == 2 and "does not match" in mismatch.stderr
+
+
+def test_measure_schedule_for_the_demo():
+    from gridcoll.algorithms import get_builder
+
+    grid = get_grid("magpie:2,1")
+    schedule = get_builder("bcast", "flat").build(grid, 10_000, 0)
+    times = measure_schedule(grid, schedule, repeat=2)
+    assert len(times) == 2
+    assert min(times) == pytest.approx(0.010 + 0.010008, rel=0.3)  # L + g(10 kB)
+
+
+def test_default_mpiexec_is_the_wheels():
+    assert Path(default_mpiexec()).name == "mpiexec"
