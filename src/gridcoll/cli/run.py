@@ -149,7 +149,10 @@ def _print_json(call, result, simulated, native, outcome, times, measured, args)
 
 def _print_text(call, result, simulated, native, outcome, times, measured, args) -> None:
     out = console()
-    wan = "WAN not emulated" if args.no_emulation else "WAN emulated"
+    if call.grid.nclusters == 1:
+        wan = "one cluster (no WAN)"
+    else:
+        wan = "WAN not emulated" if args.no_emulation else "WAN emulated"
     out.print(
         f"bcast of {format_size(call.nbytes)} on {call.spec} ({call.grid.nranks} ranks, "
         f"{call.grid.nclusters} clusters), root {call.root}, {wan}"

@@ -22,10 +22,12 @@ from __future__ import annotations
 import heapq
 import math
 from dataclasses import dataclass
-
-import networkx as nx
+from typing import TYPE_CHECKING
 
 from gridcoll.network.grid import Grid
+
+if TYPE_CHECKING:  # networkx is imported when a bound is first computed (it is slow to load)
+    import networkx as nx
 
 __all__ = ["Bound", "broadcast_bound", "capacity_graph", "latency_bound", "throughput_rate"]
 
@@ -39,6 +41,8 @@ def _add(graph: nx.DiGraph, u: object, v: object, capacity: float) -> None:
 
 def capacity_graph(grid: Grid) -> nx.DiGraph:
     """The link-capacity graph of ``grid`` (bytes/s on edges; missing = unbounded)."""
+    import networkx as nx
+
     graph = nx.DiGraph()
     for c, cluster in enumerate(grid.clusters):
         bw = cluster.lan.bandwidth
@@ -66,7 +70,18 @@ def _receiver_flows(grid: Grid, root: int) -> list[tuple[float, float]]:
 
     Every byte crosses the min cut; a byte crossing a wide-area link then pays the
     latency of a route through that link, one crossing a LAN edge the LAN's latency.
+    The result depends only on the (immutable) grid and the root, so it is memoised on
+    the grid object: a cold plan for a new message size costs no max-flow.
     """
+    memo = grid.__dict__.setdefault("_receiver_flows", {})
+    if root not in memo:
+        memo[root] = _compute_receiver_flows(grid, root)
+    return memo[root]
+
+
+def _compute_receiver_flows(grid: Grid, root: int) -> list[tuple[float, float]]:
+    import networkx as nx
+
     graph = capacity_graph(grid)
     link_latency: dict[str, float] = {}
     for route in grid.routes.values():

@@ -23,8 +23,6 @@ import random
 import re
 from pathlib import Path
 
-import networkx as nx
-
 from gridcoll.errors import GridError
 from gridcoll.network.grid import Cluster, Grid, Link, Route
 from gridcoll.network.gridfile import load_grid
@@ -223,6 +221,8 @@ def transit_stub(nnodes: int, seed: int) -> Grid:
     """
     if nnodes < 2:
         raise GridError(f"transit-stub needs N >= 2 nodes, got {nnodes}")
+    import networkx as nx  # slow to import; only this preset needs it
+
     rng = random.Random(seed)
     ntransit = max(2, nnodes // 8)
     backbone = (

@@ -42,6 +42,7 @@ from gridcoll.runtime.executor import (
     wait,
 )
 from gridcoll.schedule.ir import Schedule
+from gridcoll.tune import PlanCache, plan
 
 __all__ = ["ENV_ALGO", "ENV_TIMEOUT", "Comm", "FixedPlan"]
 
@@ -112,23 +113,8 @@ def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
             int((state.params or {}).get("segment_size", nbytes)),
             reason=reason,
         )
-    try:
-        from gridcoll.tune import PlanCache, plan
-    except ImportError:
-        name = "binomial" if algo == "auto" else algo
-        return FixedPlan(
-            "bcast",
-            state.grid.name,
-            nbytes,
-            root,
-            itemsize,
-            name,
-            {},
-            nbytes,
-            reason="the tuner (gridcoll.tune) is not available, so no model chose",
-        )
     if state.plan_cache is None:
-        state.plan_cache = _shared_cache(PlanCache)
+        state.plan_cache = _shared_cache()
     return plan(
         state.grid, "bcast", nbytes, root, algo=algo, itemsize=itemsize, cache=state.plan_cache
     )
@@ -137,12 +123,12 @@ def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
 _PLAN_CACHE: list = []
 
 
-def _shared_cache(factory):
+def _shared_cache() -> PlanCache:
     """One PlanCache for every Comm of the process: plans are deterministic given the
     grid (fingerprint), size, root, itemsize and algo, and a plan can cost a max-flow
     per cluster, so a duplicate or a new communicator should not search again."""
     if not _PLAN_CACHE:
-        _PLAN_CACHE.append(factory(maxsize=1024))
+        _PLAN_CACHE.append(PlanCache(maxsize=1024))
     return _PLAN_CACHE[0]
 
 
@@ -184,11 +170,9 @@ class _State:
         if self.bells is not None:
             self.bells.close()
             self.bells = None
-        _OPEN.discard(id(self))
         _STATES.pop(id(self), None)
 
 
-_OPEN: set[int] = set()
 _STATES: dict[int, _State] = {}
 
 
