@@ -39,7 +39,7 @@ WAN_BUILDERS = {
     "mpich": (),
     "multitree": ("segment_size", "lan_degree"),
 }
-"""The builders of this family and their tunable parameters (docs/interfaces.md)."""
+"""The builders of this family and their tunable parameters."""
 
 
 def params_for(name, segment=48, wan_degree=2, lan_degree=2, lan_segment=None):

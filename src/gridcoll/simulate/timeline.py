@@ -42,7 +42,7 @@ class Interval(NamedTuple):
     """A resource busy with one message from ``start`` (head enters) to ``end``.
 
     A named tuple rather than a dataclass: a long run records millions of them, and
-    they unpack as the ``(resource, start, end, message)`` of docs/interfaces.md.
+    they unpack as ``(resource, start, end, message)``.
     """
 
     resource: Resource

@@ -40,7 +40,7 @@ class Candidate:
     the whole message for unsegmented builders)."""
     predicted_s: float
     reasoning: str = field(default="", compare=False)
-    """How the search chose the parameters (not part of docs/interfaces.md's contract)."""
+    """How the search chose the parameters."""
 
 
 @dataclass(frozen=True)
