@@ -50,7 +50,8 @@ TOLERANCE = 0.01
 def applicable(builder, grid) -> bool:
     """Two-layer and multi-tree builders are for grids of several clusters."""
     wan_only = any(p.startswith(("wan_", "lan_")) for p in builder.params)
-    return bool(builder.params) and not (wan_only and grid.is_single_cluster)
+    anytime = builder.anytime is not None  # simulated annealing: its tree depends on a budget
+    return bool(builder.params) and not anytime and not (wan_only and grid.is_single_cluster)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,9 +1,20 @@
 #!/usr/bin/env bash
 # Run every benchmark; JSON goes to bench/results/<name>.json.
-# Usage: bench/run_all.sh [--quick]
+# Usage: bench/run_all.sh [--quick] [--no-mpi]
+#   --no-mpi skips the benchmarks that start mpiexec (headline_measured, runtime_vs_sim,
+#   native, host_overhead, measure_accuracy: one process per rank on this machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-for name in headline model_vs_sim heuristics planning_time; do
-    echo "== bench/${name}.py $*"
-    python "bench/${name}.py" "$@"
+args=()
+mpi=1
+for a in "$@"; do
+    if [ "$a" = "--no-mpi" ]; then mpi=0; else args+=("$a"); fi
+done
+names=(headline model_vs_sim heuristics planning_time collectives heterogeneous)
+if [ "$mpi" = 1 ]; then
+    names+=(headline_measured runtime_vs_sim native host_overhead measure_accuracy)
+fi
+for name in "${names[@]}"; do
+    echo "== bench/${name}.py ${args[*]+"${args[*]}"}"
+    python "bench/${name}.py" ${args[@]+"${args[@]}"}
 done

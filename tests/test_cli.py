@@ -165,8 +165,9 @@ def test_simulate_table_and_plot(capsys, tmp_path):
 # -- demo ----------------------------------------------------------------------------------
 def test_demo_writes_table_plot_and_json(capsys, tmp_path):
     code, out, err = run(
-        capsys, "demo", "--grid", "magpie:2,1", "--sizes", "16KiB,64KiB", "--out", str(tmp_path)
-    )
+        capsys, "demo", "--no-measure", "--grid", "magpie:2,1", "--sizes", "16KiB,64KiB",
+        "--out", str(tmp_path),
+    )  # fmt: skip
     assert code == 0, err
     assert (tmp_path / "sizes.png").stat().st_size > 1000
     data = json.loads((tmp_path / "demo.json").read_text())
@@ -176,13 +177,41 @@ def test_demo_writes_table_plot_and_json(capsys, tmp_path):
     for row in data["rows"]:
         assert row["simulated_s"] >= row["bound_s"] * (1 - 1e-9)
         assert row["measured_s"] is None
+        assert row["host_overhead_s"] == 0.0  # --no-measure: the grid as described
+    assert data["measured"] is False
     assert "magpie:2,1" in out and "bound" in out
+
+
+def test_demo_no_measure_plans_with_a_given_host_overhead(capsys, tmp_path):
+    data = run_json(
+        capsys, "demo", "--no-measure", "--grid", "magpie:8,1", "--sizes", "1MiB",
+        "--algorithms", "multitree", "--host-overhead", "200us", "--out", str(tmp_path),
+    )  # fmt: skip
+    (row,) = data["rows"]
+    assert row["host_overhead_s"] == pytest.approx(200e-6)
+    assert data["host_overhead_s"] == {"magpie:8,1": pytest.approx(200e-6)}
+    # segments are not cut finer than the host can push (no overhead: 1020 B)
+    assert row["params"]["segment_size"] > 2048
+
+
+def test_demo_without_mpi_falls_back_to_simulation(capsys, tmp_path, monkeypatch):
+    import gridcoll.cli.demo as demo
+
+    monkeypatch.setattr(demo, "mpi_available", lambda: "no mpiexec found")
+    code, _out, err = run(
+        capsys, "demo", "--grid", "magpie:2,1", "--sizes", "16KiB", "--algorithms", "binomial",
+        "--out", str(tmp_path),
+    )  # fmt: skip
+    assert code == 0
+    assert "no MPI here (no mpiexec found)" in err and "--no-measure" in err
+    data = json.loads((tmp_path / "demo.json").read_text())
+    assert data["measured"] is False and data["rows"][0]["measured_s"] is None
 
 
 def test_demo_json_and_explicit_algorithms(capsys, tmp_path):
     data = run_json(
-        capsys, "demo", "--grid", "lan:4", "--grid", "magpie:2,2", "--sizes", "16KiB",
-        "--algorithms", "binomial,auto", "--out", str(tmp_path),
+        capsys, "demo", "--no-measure", "--grid", "lan:4", "--grid", "magpie:2,2", "--sizes",
+        "16KiB", "--algorithms", "binomial,auto", "--out", str(tmp_path),
     )  # fmt: skip
     assert data["grids"] == ["lan:4", "magpie:2,2"]
     assert [(r["grid"], r["algorithm"]) for r in data["rows"]] == [
@@ -350,11 +379,15 @@ def test_demo_measure_runs_the_schedules_over_mpi(capsys, tmp_path):
     except Exception as err:  # no mpiexec on this machine
         pytest.skip(f"no mpiexec: {err}")
     data = run_json(
-        capsys, "demo", "--grid", "magpie:2,1", "--sizes", "16KiB", "--algorithms",
-        "binomial", "--measure", "--repeat", "1", "--out", str(tmp_path),
+        capsys, "demo", "--grid", "magpie:2,1", "--grid", "magpie:2,2", "--sizes", "1KiB,4KiB",
+        "--algorithms", "mpich,magpie-segmented,auto", "--repeat", "1", "--out", str(tmp_path),
     )  # fmt: skip
-    assert data["measured"] is True
-    (row,) = data["rows"]
-    # the emulated WAN: one 10 ms, 1 MB/s hop; measured close to the simulation
-    assert row["measured_s"] == pytest.approx(row["simulated_s"], rel=0.5)
-    assert (tmp_path / "sizes-measured.png").exists()
+    assert data["measured"] is True and data["repeat"] == 1
+    assert len(data["rows"]) == 2 * 2 * 3
+    for row in data["rows"]:
+        # the emulated WAN: 10 ms, 1 MB/s hops; measured close to the simulation
+        assert row["measured_s"] == pytest.approx(row["simulated_s"], rel=0.5)
+        assert len(row["measured_all_s"]) == 1
+        assert row["host_overhead_s"] > 0  # planned for this runtime
+        assert row["speedup"] is not None
+    assert (tmp_path / "sizes.png").stat().st_size > 1000

@@ -98,6 +98,14 @@ def test_send_overhead_is_the_rendezvous_part_only(link_state):
     assert emu.crosses(0, 2) and not emu.crosses(0, 1)
 
 
+def test_send_busy_is_the_whole_wan_send_overhead(link_state):
+    grid, state = link_state
+    emu = Emulator(grid, state)
+    wan = grid.plogp(0, 2)
+    for m in (1, 1024, 65536, 10**6):
+        assert emu.send_busy(0, 2, m) == pytest.approx(wan.os(m))
+
+
 def test_link_state_refuses_another_grid(tmp_path):
     path = create_link_state(magpie(2, 2), tmp_path / "links")
     with pytest.raises(GridError, match="too short for grid"):

@@ -113,7 +113,11 @@ WAN_GRIDS = ["magpie:4,1", "magpie:8,1", "magpie:4,4"]
 def _search_cases():
     """(grid, builder) pairs: every tunable builder on the WAN grids, the single-layer
     ones also on the LAN grids (where the two-layer trees degenerate to one layer)."""
-    builders = [b for b in list_builders("bcast") if b.params and (b.op, b.name) in MODELS]
+    builders = [
+        b
+        for b in list_builders("bcast")
+        if b.params and (b.op, b.name) in MODELS and not b.anytime  # annealing: no fixed model
+    ]
     for spec in LAN_GRIDS + WAN_GRIDS:
         grid = get_grid(spec)
         for builder in builders:

@@ -6,16 +6,32 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from gridcoll.algorithms import (
+    allgather,
+    allreduce,
+    alltoall,
+    annealing,
+    barrier,
     binary_tree,
     binomial_tree,
     chain,
     dary_tree,
     flat_tree,
+    gather,
+    heuristics,
+    hlot,
     magpie,
+    mateescu,
     mpich,
+    mpich_g2,
     multitree,
+    phoenix,
+    reduce,
+    scatter,
+    tps,
 )
+from gridcoll.algorithms._hetero import planning_cost
 from gridcoll.errors import UnknownAlgorithm
+from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Schedule
 
 __all__ = ["BUILDERS", "Builder", "get_builder", "list_builders"]
@@ -34,6 +50,17 @@ class Builder:
     build: Callable[..., Schedule]
     summary: str
     params: tuple[str, ...] = ()
+    cost: Callable[[Grid], float] | None = None
+    """Nominal planning seconds on a grid (None: negligible); :func:`gridcoll.tune.plan`
+    skips the builder when it exceeds what is left of a planning budget. For an
+    ``anytime`` builder: nominal seconds per cost evaluation."""
+    anytime: str | None = None
+    """Anytime builders (simulated annealing) name their tree family; they take an
+    ``evaluations`` budget, which the tuner derives from its planning budget. Builders
+    of one family share their tree (and their budget)."""
+    commutative_only: bool = False
+    """Reductions only: the tree reorders operands, so :func:`gridcoll.tune.plan`
+    refuses it for a non-commutative operation (``commutative=False``)."""
 
 
 def _table() -> dict[tuple[str, str], Builder]:
@@ -125,7 +152,277 @@ def _table() -> dict[tuple[str, str], Builder]:
             ("segment_size", "lan_degree"),
         ),
     ]
+    entries += _heterogeneous()
+    entries += _collectives()
     return {(b.op, b.name): b for b in entries}
+
+
+def _heterogeneous() -> list[Builder]:
+    """The tree builders for grids where every link differs (seeds 001, 003, 004), each
+    unsegmented and segmented (the same tree, the segments forwarded as they arrive)."""
+    seg = ("segment_size",)
+    flat_cost = planning_cost(segmented=False)
+    seg_cost = planning_cost(segmented=True)
+    linear = planning_cost(segmented=False, quadratic=False)
+    linear_seg = planning_cost(segmented=True, quadratic=False)
+    families = [
+        (heuristics, "fef", "fef", "FEF: fastest edge first (Bhat et al. 1999)", True),
+        (heuristics, "ecef", "ecef", "ECEF: earliest completing edge first (Bhat et al.)", True),
+        (
+            heuristics,
+            "look-ahead",
+            "look_ahead",
+            "ECEF with look-ahead: prefers receivers that forward fast (Bhat et al.)",
+            True,
+        ),
+        (
+            hlot,
+            "hlot",
+            "hlot",
+            "HLOT: latency-optimal WAN tree, binomial LANs (Park et al.)",
+            False,
+        ),
+        (
+            tps,
+            "tps",
+            "tps",
+            "TPS: ECEF without bottleneck nodes, then them as leaves (seed 003)",
+            True,
+        ),
+        (
+            mateescu,
+            "mateescu",
+            "mateescu",
+            "shortest-path tree from per-edge costs, shared links ignored (seed 001, 2.1)",
+            True,
+        ),
+        (
+            phoenix,
+            "phoenix-latency",
+            "phoenix_latency",
+            "seed 004's latency-aware spanning tree, built from random probes",
+            False,
+        ),
+        (
+            phoenix,
+            "phoenix-bandwidth",
+            "phoenix_bandwidth",
+            "seed 004's bandwidth-aware spanning tree, built from random probes",
+            False,
+        ),
+        (
+            mpich_g2,
+            "mpich-g2",
+            "mpich_g2",
+            "MPICH-G2's multilevel tree: flat over sites, then clusters, binomial inside",
+            False,
+        ),
+    ]
+    out = []
+    for module, name, fn, summary, quadratic in families:
+        plain = getattr(module, fn)
+        segmented = getattr(module, f"{fn}_segmented")
+        out.append(Builder("bcast", name, plain, summary, (), flat_cost if quadratic else linear))
+        out.append(
+            Builder(
+                "bcast",
+                f"{name}-segmented",
+                segmented,
+                summary.split(":")[0] + ", segments forwarded as they arrive",
+                seg,
+                seg_cost if quadratic else linear_seg,
+            )
+        )
+    out.append(
+        Builder(
+            "bcast",
+            "list",
+            phoenix.list_bcast,
+            "segments pipelined down the chain with the widest bottleneck (seed 004's List)",
+            seg,
+            linear_seg,
+        )
+    )
+    per_eval = annealing.nominal_evaluation_s
+    for name, fn, summary in (
+        ("sa", "sa", "simulated annealing over all ranks: basicSA + driverSA (seed 001)"),
+        ("sa-clustered", "sa_clustered", "clusteredSA: annealing in bandwidth pools (seed 001)"),
+    ):
+        plain = getattr(annealing, fn)
+        segmented = getattr(annealing, f"{fn}_segmented")
+        out.append(Builder("bcast", name, plain, summary, (), per_eval, anytime=name))
+        out.append(
+            Builder(
+                "bcast",
+                f"{name}-segmented",
+                segmented,
+                f"{name}'s tree, segments forwarded as they arrive",
+                seg,
+                per_eval,
+                anytime=name,
+            )
+        )
+    return out
+
+
+def _collectives() -> list[Builder]:
+    """scatter, gather, allgather, alltoall, reduce, allreduce and barrier (issue 5).
+
+    For scatter, gather, allgather and alltoall ``nbytes`` is the count of one rank per
+    peer (MPI's ``sendcount``); the reductions take ``commutative=True`` or False.
+    """
+    seg = ("segment_size",)
+    seg_lan = ("segment_size", "lan_degree")
+    two_layer = ("segment_size", "wan_degree", "lan_degree")
+    personal = [  # (name, scatter builder, gather builder, summary, params)
+        ("flat", "flat", "every rank directly, one block each (seed 002, Table 2)", ()),
+        ("chain", "chain", "along a chain, whole remaining blocks per hop (Table 2)", ()),
+        ("chain-pipelined", "chain_pipelined", "chain, one segment per message (Table 2)", seg),
+        ("binomial", "binomial", "MPICH's binomial tree, subtree blocks per message", ()),
+        (
+            "magpie-original",
+            "magpie_original",
+            "MagPIe's: one whole message per cluster via its coordinator",
+            (),
+        ),
+        (
+            "magpie-segmented",
+            "magpie_segmented",
+            "segmented flat tree, clusters round-robin (seed 000, 3.2-3.3)",
+            seg,
+        ),
+        (
+            "cluster-aware",
+            "cluster_aware",
+            "each cluster's share once over the WAN per round, via its coordinator",
+            seg,
+        ),
+    ]
+    out = []
+    for name, fn, summary, params in personal:
+        out.append(Builder("scatter", name, getattr(scatter, f"{fn}_scatter"), summary, params))
+        out.append(Builder("gather", name, getattr(gather, f"{fn}_gather"), summary, params))
+    out += [
+        Builder("allgather", "ring", allgather.ring_allgather, "P-1 steps around a ring"),
+        Builder(
+            "allgather",
+            "recursive-doubling",
+            allgather.recursive_doubling_allgather,
+            "log2 P exchanges of doubling size",
+        ),
+        Builder("allgather", "bruck", allgather.bruck_allgather, "Bruck: ceil(log2 P) steps"),
+        Builder(
+            "allgather",
+            "mpich",
+            allgather.mpich_allgather,
+            "MPICH's choice, clusters ignored: doubling, Bruck or ring",
+        ),
+        Builder(
+            "allgather",
+            "magpie-original",
+            allgather.magpie_original_allgather,
+            "MagPIe's: local gather, coordinators' exchange, local broadcast (seed 000, 3.4)",
+        ),
+        Builder(
+            "allgather",
+            "magpie-segmented",
+            allgather.magpie_segmented_allgather,
+            "the same pipelined in segments, WAN exchange segmented (seed 000, 3.4)",
+            seg_lan,
+        ),
+        Builder(
+            "alltoall",
+            "direct",
+            alltoall.direct_alltoall,
+            "Direct Exchange: all sends, then all receives (seed 002, sec. 5)",
+        ),
+        Builder(
+            "alltoall",
+            "direct-rotated",
+            alltoall.direct_rotated_alltoall,
+            "Direct Exchange in rotated order (seed 002, sec. 5)",
+        ),
+        Builder(
+            "alltoall",
+            "cluster-aware",
+            alltoall.cluster_aware_alltoall,
+            "one combined WAN message per ordered cluster pair, via agent ranks",
+        ),
+        Builder("reduce", "binomial", reduce.binomial_reduce, "MPICH's binomial tree"),
+        Builder(
+            "reduce",
+            "chain-segmented",
+            reduce.chain_segmented_reduce,
+            "pipeline: segments combined along a chain",
+            seg,
+        ),
+        Builder(
+            "reduce",
+            "dary-segmented",
+            reduce.dary_segmented_reduce,
+            "pipelined d-ary tree, the broadcast's reversed (commutative ops only)",
+            ("segment_size", "degree"),
+            commutative_only=True,
+        ),
+        Builder(
+            "reduce",
+            "two-level",
+            reduce.two_level_reduce,
+            "local trees, then a WAN tree of coordinators, pipelined",
+            two_layer,
+        ),
+        Builder(
+            "allreduce",
+            "reduce-bcast",
+            allreduce.reduce_bcast_allreduce,
+            "binomial reduce to rank 0, then binomial broadcast",
+        ),
+        Builder(
+            "allreduce",
+            "recursive-doubling",
+            allreduce.recursive_doubling_allreduce,
+            "log2 P exchanges of the whole vector",
+        ),
+        Builder(
+            "allreduce",
+            "rabenseifner",
+            allreduce.rabenseifner_allreduce,
+            "reduce-scatter by recursive halving, then allgather by recursive doubling",
+        ),
+        Builder(
+            "allreduce",
+            "mpich",
+            allreduce.mpich_allreduce,
+            "MPICH's choice, clusters ignored: recursive doubling or Rabenseifner",
+        ),
+        Builder(
+            "allreduce",
+            "two-level",
+            allreduce.two_level_allreduce,
+            "local reduce, WAN reduce-scatter + allgather, local broadcast, pipelined",
+            seg_lan,
+        ),
+        Builder(
+            "allreduce",
+            "two-level-exchange",
+            allreduce.two_level_exchange_allreduce,
+            "local reduce, partial vectors to every coordinator (one WAN round), broadcast",
+            seg_lan,
+        ),
+        Builder(
+            "barrier",
+            "dissemination",
+            barrier.dissemination_barrier,
+            "ceil(log2 P) rounds of signals, clusters ignored (MPICH's)",
+        ),
+        Builder(
+            "barrier",
+            "two-level",
+            barrier.two_level_barrier,
+            "local signals to coordinators, one WAN round, local release",
+        ),
+    ]
+    return out
 
 
 BUILDERS: dict[tuple[str, str], Builder] = _table()

@@ -98,9 +98,21 @@ def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool =
     parser.add_argument(
         "--size",
         type=size_arg,
-        required=size_required,
+        default=None,
         metavar="SIZE",
-        help="message size: 1048576, 64KB, 1MiB (binary prefixes)",
+        help=(
+            "message size: 1048576, 64KB, 1MiB (binary prefixes); for scatter, gather, "
+            "allgather and alltoall the bytes one rank sends or receives per peer (MPI's "
+            "count); for reduce and allreduce the vector; ignored by barrier"
+            + (" (required)" if size_required else "")
+        ),
+    )
+    parser.set_defaults(size_required=size_required)
+    parser.add_argument(
+        "--non-commutative",
+        dest="commutative",
+        action="store_false",
+        help="reduce/allreduce: the operation is not commutative (combine in rank order)",
     )
     parser.add_argument("--root", type=_rank, default=0, metavar="R", help="root rank (default 0)")
     parser.add_argument(
@@ -154,21 +166,35 @@ class Call:
     algo: str
     itemsize: int
     segment_size: int | None
+    commutative: bool = True
 
 
 def call_from_args(args: argparse.Namespace, nbytes: int | None = None) -> Call:
     """Check the call arguments; raise a GridcollError naming the first bad one."""
     grid = load_grid_arg(args.grid)
     nbytes = args.size if nbytes is None else nbytes
+    if args.op == "barrier":
+        nbytes = 0  # a barrier moves no data
+    elif nbytes is None and getattr(args, "size_required", True):
+        raise ParameterError(f"the following arguments are required: --size (for --op {args.op})")
     grid.check_rank(args.root, "root")
     if args.algo != "auto":
         get_builder(args.op, args.algo)  # UnknownAlgorithm lists the choices
     elif not list_builders(args.op):
         raise UnknownAlgorithm(f"no {args.op} algorithms are registered yet")
     # size and segment size must be whole elements: split_segments names the problem
-    split_segments(nbytes, args.segment_size, args.itemsize)
+    if nbytes:
+        split_segments(nbytes, args.segment_size, args.itemsize)
     return Call(
-        args.grid, grid, args.op, nbytes, args.root, args.algo, args.itemsize, args.segment_size
+        args.grid,
+        grid,
+        args.op,
+        nbytes,
+        args.root,
+        args.algo,
+        args.itemsize,
+        args.segment_size,
+        getattr(args, "commutative", True),
     )
 
 
@@ -184,8 +210,9 @@ def plan_call(call: Call, cache: Any = None) -> Any:
         algo=call.algo,
         itemsize=call.itemsize,
         cache=cache,
+        commutative=call.commutative,
     )
-    if call.segment_size is not None:
+    if call.segment_size is not None and call.op != "barrier":
         result = _with_segment_size(result, call)
     return result
 

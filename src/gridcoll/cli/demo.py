@@ -1,28 +1,40 @@
-"""``gridcoll demo``: the main job - WAN-aware broadcasts against MPICH, by size.
+"""``gridcoll demo``: the main job - real broadcasts over an emulated WAN, against MPICH.
 
 For each grid and message size, each algorithm is planned (its parameters tuned on the
-model), built, and replayed in the simulator; the table and the plot compare predicted
-and simulated completion times with the physical bound and with MPICH's broadcast.
+model), built, replayed in the simulator, and run for real: one ``mpiexec`` per grid
+starts one process per grid rank with the WAN emulated (every cross-cluster message is
+held for the link's latency and serialised at its bandwidth), runs every schedule
+``--repeat`` times with every rank's bytes verified, and reports the median. The table
+puts measured, predicted (model), simulated and the physical bound side by side with
+the speed-up over MPICH's algorithm; the plot draws measured completion time against
+message size (solid), the simulation (dotted) and the bound (dashed).
 
-:func:`compute_row` makes one :class:`DemoRow` per (grid, algorithm, size). It takes an
-optional ``measure(grid, schedule) -> seconds`` hook that fills the ``measured_s``
-column (and speed-ups then use it); ``--measure`` passes :func:`mpi_measure`, which runs
-each schedule for real with ``mpiexec`` on the emulated WAN
-(:func:`gridcoll.runtime.launcher.measure_schedule`) and takes the median.
+Planning and simulation use the effective grid: the grid plus the runtime's
+per-message host overhead (:mod:`gridcoll.runtime.host`; ``--host-overhead``), so that
+segments are not cut finer than this Python runtime can push. ``--no-measure`` (or a
+machine without ``mpiexec``/mpi4py) only plans and simulates, for the grid as described
+(no host overhead unless ``--host-overhead`` is given): seed 000's figures.
+
+:func:`compute_row` makes one :class:`DemoRow` per (grid, algorithm, size) and takes an
+optional ``measure(grid, schedule) -> seconds`` hook; :func:`demo_rows` plans every row
+and measures a grid's rows in one launch (:func:`gridcoll.runtime.launcher.measure_schedules`).
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib.util
 import json
 import math
 import statistics
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from rich import box
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
@@ -36,8 +48,11 @@ from gridcoll.cli._common import (
     print_json,
     ratio,
 )
-from gridcoll.errors import ParameterError, UnknownAlgorithm
+from gridcoll.cli.run import add_host_overhead_argument
+from gridcoll.errors import GridcollError, ParameterError, UnknownAlgorithm
 from gridcoll.network import Grid
+from gridcoll.network.bounds import broadcast_bound
+from gridcoll.runtime.host import default_host_overhead, describe, host_overhead_from_env
 from gridcoll.schedule import Schedule
 from gridcoll.units import format_size, format_time, parse_size
 
@@ -50,11 +65,12 @@ __all__ = [
     "add_parser",
     "compute_row",
     "demo_rows",
+    "mpi_available",
     "mpi_measure",
     "run",
 ]
 
-DEMO_ALGORITHMS = ("mpich", "magpie-original", "magpie-segmented", "multitree", "auto")
+DEMO_ALGORITHMS = ("mpich", "magpie-original", "magpie-segmented", "auto")
 """The algorithms the demo compares; ``auto`` is the planner's pick among all builders."""
 
 DEFAULT_GRIDS = ("magpie:8,1", "magpie:4,2")
@@ -71,7 +87,7 @@ Measure = Callable[[Grid, Schedule], float]
 
 
 def mpi_measure(repeat: int = 3, timeout: float = 60.0) -> Measure:
-    """A :data:`Measure` that runs the schedule over MPI on the emulated WAN ``repeat``
+    """A :data:`Measure` that runs one schedule over MPI on the emulated WAN ``repeat``
     times (every rank's bytes verified) and returns the median time.
 
     Raises :class:`gridcoll.runtime.launcher.LaunchError` (a GridcollError) when a run
@@ -81,10 +97,22 @@ def mpi_measure(repeat: int = 3, timeout: float = 60.0) -> Measure:
     def measure(grid: Grid, schedule: Schedule) -> float:
         from gridcoll.runtime.launcher import measure_schedule
 
-        times = measure_schedule(grid, schedule, repeat=repeat, timeout=timeout)
-        return statistics.median(times)
+        return statistics.median(measure_schedule(grid, schedule, repeat=repeat, timeout=timeout))
 
     return measure
+
+
+def mpi_available() -> str | None:
+    """None if real runs are possible here, else why not (one line)."""
+    if importlib.util.find_spec("mpi4py") is None:
+        return "mpi4py is not installed (pip install mpi4py mpich)"
+    from gridcoll.runtime.launcher import LaunchError, default_mpiexec
+
+    try:
+        default_mpiexec()
+    except LaunchError as err:
+        return str(err)
+    return None
 
 
 @dataclass(frozen=True)
@@ -104,6 +132,9 @@ class DemoRow:
     measured_s: float | None = None
     speedup: float | None = field(default=None, compare=False)
     """Baseline's time / this time: measured when both are, else simulated."""
+    host_overhead_s: float = 0.0
+    """The per-message host overhead the row was planned and simulated with."""
+    measured_all_s: tuple[float, ...] = ()
 
     @property
     def time_s(self) -> float:
@@ -120,25 +151,46 @@ def compute_row(
     cache: Any = None,
     measure: Measure | None = None,
     spec: str | None = None,
+    host_overhead: float = 0.0,
 ) -> DemoRow:
-    """Plan ``algorithm`` for one broadcast, simulate it (and measure it, if asked)."""
+    """Plan ``algorithm`` for one broadcast, simulate it (and measure it, if asked).
+
+    Planning and simulation are on ``grid.with_host_overhead(host_overhead)``; the bound
+    is ``grid``'s.
+    """
+    row, schedule = _plan_row(grid, algorithm, nbytes, root, cache, spec, host_overhead)
+    if measure is None:
+        return row
+    return dataclasses.replace(row, measured_s=measure(grid, schedule))
+
+
+def _plan_row(
+    grid: Grid,
+    algorithm: str,
+    nbytes: int,
+    root: int,
+    cache: Any,
+    spec: str | None,
+    host_overhead: float,
+) -> tuple[DemoRow, Schedule]:
     from gridcoll.simulate import simulate
     from gridcoll.tune import plan
 
-    result = plan(grid, "bcast", nbytes, root, algo=algorithm, cache=cache)
-    schedule = result.build(grid)
-    simulated = simulate(schedule, grid).total_s
-    return DemoRow(
+    effective = grid.with_host_overhead(host_overhead)
+    result = plan(effective, "bcast", nbytes, root, algo=algorithm, cache=cache)
+    schedule = result.build(effective)
+    row = DemoRow(
         grid=spec or grid.name,
         algorithm=algorithm,
         nbytes=nbytes,
         chosen=result.algorithm,
         params=dict(result.params),
         predicted_s=result.predicted_s,
-        simulated_s=simulated,
-        bound_s=result.bound_s,
-        measured_s=None if measure is None else measure(grid, schedule),
+        simulated_s=simulate(schedule, effective).total_s,
+        bound_s=broadcast_bound(grid, nbytes, root).time_s,
+        host_overhead_s=host_overhead,
     )
+    return row, schedule
 
 
 def demo_rows(
@@ -149,8 +201,19 @@ def demo_rows(
     root: int = 0,
     measure: Measure | None = None,
     on_row: Callable[[DemoRow], None] | None = None,
+    real: bool = False,
+    repeat: int = 3,
+    host_overhead: float | None = None,
+    on_run: Callable[[str, int], None] | None = None,
 ) -> list[DemoRow]:
-    """Every (grid, size, algorithm) row, with speed-ups against :data:`BASELINE`."""
+    """Every (grid, size, algorithm) row, with speed-ups against :data:`BASELINE`.
+
+    With ``real``, each grid's schedules run over MPI in one launch (``repeat`` times
+    each; ``on_run(grid, n)`` reports the runs done) and rows are planned with the
+    runtime's host overhead (``host_overhead``, else the environment's or the
+    calibrated default); otherwise with ``host_overhead`` or 0. ``measure`` is the
+    older per-row hook (one launch per row).
+    """
     from gridcoll.tune import PlanCache
 
     cache = PlanCache()
@@ -158,15 +221,59 @@ def demo_rows(
     for spec in grids:
         grid = load_grid_arg(spec)
         grid.check_rank(root, "root")
+        overhead = _overhead_for(grid, real, host_overhead)
+        planned = []
         for nbytes in sizes:
             for algorithm in algorithms:
-                row = compute_row(
-                    grid, algorithm, nbytes, root=root, cache=cache, measure=measure, spec=spec
-                )
-                rows.append(row)
+                row, schedule = _plan_row(grid, algorithm, nbytes, root, cache, spec, overhead)
+                if measure is not None:
+                    row = dataclasses.replace(row, measured_s=measure(grid, schedule))
+                planned.append((row, schedule))
                 if on_row is not None:
                     on_row(row)
+        if real:
+            planned = _measure_grid(grid, spec, planned, repeat, on_run)
+        rows += [row for row, _ in planned]
     return _with_speedups(rows)
+
+
+def _overhead_for(grid: Grid, real: bool, explicit: float | None) -> float:
+    if explicit is not None:
+        return explicit
+    if not real:
+        return 0.0
+    from_env = host_overhead_from_env()
+    if from_env is not None:
+        return from_env
+    return default_host_overhead(grid.nranks, emulated=not grid.is_single_cluster)
+
+
+def _measure_grid(grid, spec, planned, repeat, on_run):
+    """Run every planned schedule of one grid in one launch; fill the measured times."""
+    from gridcoll.runtime.launcher import measure_schedules
+
+    schedules = [schedule for _, schedule in planned]
+    longest = max(row.simulated_s for row, _ in planned)
+    total = sum(row.simulated_s for row, _ in planned)
+    timeout = max(30.0, 10.0 * longest)
+    wall = 60.0 + 4 * grid.nranks + repeat * (5.0 * total + 2.0 * len(planned))
+    times = measure_schedules(
+        grid,
+        schedules,
+        repeat=repeat,
+        timeout=timeout,
+        wall_timeout=wall,
+        on_progress=None if on_run is None else (lambda n: on_run(spec, n)),
+    )
+    return [
+        (
+            dataclasses.replace(
+                row, measured_s=statistics.median(runs), measured_all_s=tuple(runs)
+            ),
+            schedule,
+        )
+        for (row, schedule), runs in zip(planned, times, strict=True)
+    ]
 
 
 def _with_speedups(rows: list[DemoRow]) -> list[DemoRow]:
@@ -201,16 +308,27 @@ def _names_arg(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
+def _repeat_arg(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"--repeat must be >= 1, got {text!r}")
+    return value
+
+
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``demo`` subcommand."""
     parser = subparsers.add_parser(
         "demo",
-        help="compare WAN-aware broadcasts with MPICH's over message sizes (table + plot)",
+        help="run WAN-aware broadcasts and MPICH's for real on an emulated WAN (table + plot)",
         description=(
-            "Plan and simulate broadcasts of several sizes with MPICH's algorithm, "
-            "MagPIe's original and segmented two-layer broadcasts, the multi-tree "
-            "broadcast and the automatic choice; print predicted and simulated times, "
-            "the physical bound and the speed-up over MPICH, and plot time against size."
+            "Run broadcasts of several sizes for real over MPI on seed 000's emulated "
+            "WAN with MPICH's algorithm, MagPIe's original and segmented two-layer "
+            "broadcasts and the automatic choice; print measured, predicted and "
+            "simulated times, the physical bound and the speed-up over MPICH, and plot "
+            "time against size. --no-measure only plans and simulates."
         ),
     )
     parser.add_argument(
@@ -241,20 +359,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="where to write sizes.png and demo.json (default: ./gridcoll-demo/)",
     )
     parser.add_argument(
-        "--measure",
-        action="store_true",
-        help="also run every schedule for real over MPI on the emulated WAN (slow: one "
-        "mpiexec per row) and add a measured column",
+        "--no-measure",
+        dest="measure",
+        action="store_false",
+        help="only plan and simulate (fast; no MPI): the grid as described, seed 000's figures",
     )
+    parser.add_argument("--measure", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument(
         "--repeat",
-        type=int,
+        type=_repeat_arg,
         default=3,
         metavar="K",
-        help="with --measure: runs per row, the median is reported (default 3)",
+        help="runs of every broadcast; the median is reported (default 3)",
     )
+    add_host_overhead_argument(parser)
     parser.add_argument("--json", action="store_true", help="print the rows as one JSON object")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, measure=True)
 
 
 def _algorithms(requested: tuple[str, ...] | None) -> tuple[str, ...]:
@@ -276,15 +396,75 @@ def _algorithms(requested: tuple[str, ...] | None) -> tuple[str, ...]:
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compute every row with a progress bar, print the tables, write the plot and JSON."""
+    """Plan, simulate and run every row with a progress bar; print the tables, write the
+    plot and JSON. 0 on success, 1 if a measurement failed (the simulation is shown)."""
+    started = time.perf_counter()
     grids = tuple(args.grid or DEFAULT_GRIDS)
     for spec in grids:  # fail on a bad grid or root before any work
         load_grid_arg(spec).check_rank(args.root, "root")
     algorithms = _algorithms(args.algorithms)
-    if args.repeat < 1:
-        raise ParameterError(f"--repeat must be >= 1, got {args.repeat!r}")
-    measure = mpi_measure(args.repeat) if args.measure else None
-    total = len(grids) * len(args.sizes) * len(algorithms)
+    real = bool(args.measure)
+    if real:
+        why = mpi_available()
+        if why is not None:
+            error_console().print(
+                f"note: no MPI here ({why}); showing planning and simulation only, as "
+                "with --no-measure",
+                soft_wrap=True,
+            )
+            real = False
+    rows, failure = _compute(args, grids, algorithms, real)
+    measured = real and failure is None
+    out_dir = Path(args.out)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    data = {
+        "grids": list(grids),
+        "sizes": list(args.sizes),
+        "algorithms": list(algorithms),
+        "root": args.root,
+        "measured": measured,
+        "repeat": args.repeat if measured else None,
+        "host_overhead_s": {spec: _grid_overhead(rows, spec) for spec in grids},
+        "rows": [_row_json(r) for r in rows],
+    }
+    if failure:
+        data["error"] = failure
+    from gridcoll.plot.sizes import plot_sizes
+
+    title = (
+        "Broadcast time: measured over MPI, WAN emulated (solid), simulated (dotted), bound"
+        if measured
+        else "Broadcast time: simulated (solid), bound (dashed)"
+    )
+    plot = plot_sizes(
+        rows,
+        out_dir / "sizes.png",
+        value="measured_s" if measured else "simulated_s",
+        reference="simulated_s" if measured else None,
+        title=title + (" (dashed)" if measured else ""),
+    )
+    data["wall_s"] = time.perf_counter() - started
+    (out_dir / "demo.json").write_text(json.dumps(data, indent=2) + "\n")
+    if args.json:
+        print_json(data | {"plots": [str(plot)], "json": str(out_dir / "demo.json")})
+        return 1 if failure else 0
+    out = console()
+    for spec in grids:
+        mine = [r for r in rows if r.grid == spec]
+        out.print(_table(spec, mine))
+        for line in _headlines(spec, rows):
+            out.print(line)
+        out.print()
+    if failure:
+        error_console().print(f"gridcoll demo: measurement failed: {failure}", soft_wrap=True)
+    out.print(f"wrote {plot} and {out_dir / 'demo.json'} ({format_time(data['wall_s'])} in all)")
+    return 1 if failure else 0
+
+
+def _compute(args, grids, algorithms, real) -> tuple[list[DemoRow], str | None]:
+    """The rows, with a progress bar on stderr; on a failed launch, simulated rows and
+    the reason."""
+    nrows = len(args.sizes) * len(algorithms)
     progress = Progress(
         TextColumn("{task.description}"),
         BarColumn(),
@@ -294,61 +474,49 @@ def run(args: argparse.Namespace) -> int:
         transient=True,
     )
     with progress:
-        task = progress.add_task("planning and simulating", total=total)
+        plan_task = progress.add_task("planning and simulating", total=len(grids) * nrows)
+        run_tasks = {}
+        if real:
+            for spec in grids:
+                run_tasks[spec] = progress.add_task(
+                    f"running on {spec} (MPI, emulated WAN)", total=nrows * args.repeat
+                )
 
-        def advance(row: DemoRow) -> None:
+        def planned(row: DemoRow) -> None:
             progress.update(
-                task,
+                plan_task,
                 advance=1,
-                description=f"{row.grid} {format_size(row.nbytes)} {row.algorithm}",
+                description=f"planning {row.grid} {format_size(row.nbytes)} {row.algorithm}",
             )
 
-        rows = demo_rows(
-            grids, args.sizes, algorithms, root=args.root, measure=measure, on_row=advance
-        )
+        def ran(spec: str, n: int) -> None:
+            progress.update(run_tasks[spec], completed=n)
 
-    out_dir = Path(args.out)
-    out_dir.mkdir(parents=True, exist_ok=True)
-    data = {
-        "grids": list(grids),
-        "sizes": list(args.sizes),
-        "algorithms": list(algorithms),
-        "root": args.root,
-        "measured": measure is not None,
-        "rows": [_row_json(r) for r in rows],
-    }
-    (out_dir / "demo.json").write_text(json.dumps(data, indent=2) + "\n")
-    from gridcoll.plot.sizes import plot_sizes
+        kwargs = dict(
+            root=args.root,
+            on_row=planned,
+            repeat=args.repeat,
+            host_overhead=args.host_overhead,
+            on_run=ran,
+        )
+        try:
+            return demo_rows(grids, args.sizes, algorithms, real=real, **kwargs), None
+        except GridcollError as err:
+            if not real:
+                raise
+            failure = " ".join(str(err).split())
+    progress.console.print("note: showing the simulation only", soft_wrap=True)
+    rows = demo_rows(grids, args.sizes, algorithms, real=False, **kwargs)
+    return rows, failure
 
-    plots = [
-        plot_sizes(
-            rows, out_dir / "sizes.png", title="Broadcast completion time (simulated) vs size"
-        )
-    ]
-    if measure is not None:
-        plots.append(
-            plot_sizes(
-                rows,
-                out_dir / "sizes-measured.png",
-                value="measured_s",
-                title="Broadcast completion time (measured, MPI on the emulated WAN) vs size",
-            )
-        )
-    if args.json:
-        print_json(data | {"plots": [str(p) for p in plots], "json": str(out_dir / "demo.json")})
-        return 0
-    out = console()
-    for spec in grids:
-        out.print(_table(spec, [r for r in rows if r.grid == spec]))
-        for line in _headlines(spec, rows):
-            out.print(line)
-        out.print()
-    out.print(f"wrote {', '.join(str(p) for p in plots)} and {out_dir / 'demo.json'}")
-    return 0
+
+def _grid_overhead(rows: list[DemoRow], spec: str) -> float | None:
+    return next((r.host_overhead_s for r in rows if r.grid == spec), None)
 
 
 def _row_json(row: DemoRow) -> dict[str, Any]:
     data = dataclasses.asdict(row)
+    data["measured_all_s"] = list(row.measured_all_s)
     for key, value in data.items():
         if isinstance(value, float) and not math.isfinite(value):
             data[key] = None
@@ -358,24 +526,37 @@ def _row_json(row: DemoRow) -> dict[str, Any]:
 def _table(spec: str, rows: list[DemoRow]) -> Table:
     measured = any(r.measured_s is not None for r in rows)
     nranks = load_grid_arg(spec).nranks
+    overhead = rows[0].host_overhead_s if rows else 0.0
+    how = (
+        "measured: median over MPI, WAN emulated; "
+        if measured
+        else "simulated only (--no-measure); "
+    )
     table = Table(
         title=f"broadcast on {spec} ({nranks} ranks)",
         title_justify="left",
-        caption=PARAMS_CAPTION,
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 0, 0, 0),
+        caption=(
+            f"{how}predicted and simulated with a host overhead of {describe(overhead)}\n"
+            f"{PARAMS_CAPTION}"
+        ),
         caption_justify="left",
     )
     for name, justify in [
         ("size", "right"),
         ("algorithm", "left"),
         ("parameters", "left"),
+        *([("measured", "right")] if measured else []),
         ("predicted", "right"),
         ("simulated", "right"),
-        *([("measured", "right")] if measured else []),
+        *([("meas/sim", "right")] if measured else []),
         ("bound", "right"),
         ("/ bound", "right"),
         (f"vs {BASELINE}", "right"),
     ]:
-        table.add_column(name, justify=justify)  # type: ignore[arg-type]
+        table.add_column(name, justify=justify, no_wrap=justify == "right")  # type: ignore[arg-type]
     previous = None
     for r in rows:
         name = r.algorithm if r.algorithm == r.chosen else f"{r.algorithm}: {r.chosen}"
@@ -383,16 +564,27 @@ def _table(spec: str, rows: list[DemoRow]) -> Table:
             format_size(r.nbytes) if r.nbytes != previous else "",
             name,
             format_params(r.params),
+            *([_time_or_dash(r.measured_s)] if measured else []),
             format_time(r.predicted_s),
             format_time(r.simulated_s),
-            *([format_time(r.measured_s) if r.measured_s is not None else "-"] if measured else []),
+            *([_meas_over_sim(r)] if measured else []),
             format_time(r.bound_s),
             ratio(r.time_s, r.bound_s),
             f"{r.speedup:.2f}x" if r.speedup is not None else "-",
         ]
-        table.add_row(*cells, end_section=False)
+        table.add_row(*cells, end_section=r is not rows[-1] and r.algorithm == "auto")
         previous = r.nbytes
     return table
+
+
+def _time_or_dash(seconds: float | None) -> str:
+    return format_time(seconds) if seconds is not None else "-"
+
+
+def _meas_over_sim(row: DemoRow) -> str:
+    if row.measured_s is None or row.simulated_s <= 0:
+        return "-"
+    return f"{row.measured_s / row.simulated_s:.2f}"
 
 
 def _headlines(spec: str, rows: list[DemoRow]) -> list[str]:
@@ -401,11 +593,10 @@ def _headlines(spec: str, rows: list[DemoRow]) -> list[str]:
     if not mine:
         return []
     best = max(mine, key=lambda r: r.nbytes)
+    kind = "measured" if best.measured_s is not None else "simulated"
     speed = f", {best.speedup:.1f}x faster than {BASELINE}" if best.speedup else ""
-    if best.measured_s is not None:
-        speed += f"; measured {format_time(best.measured_s)}"
     return [
-        f"{spec}, {format_size(best.nbytes)}: auto picks {best.chosen}, simulated "
-        f"{format_time(best.simulated_s)} = {ratio(best.simulated_s, best.bound_s)} "
+        f"{spec}, {format_size(best.nbytes)}: auto picks {best.chosen}, {kind} "
+        f"{format_time(best.time_s)} = {ratio(best.time_s, best.bound_s)} "
         f"the bound {format_time(best.bound_s)}{speed}"
     ]

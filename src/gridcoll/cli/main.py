@@ -13,12 +13,12 @@ import sys
 from collections.abc import Sequence
 
 from gridcoll import __version__
-from gridcoll.cli import algorithms, demo, mpirun, plan, run, simulate
+from gridcoll.cli import algorithms, compare, demo, discover, measure, mpirun, plan, run, simulate
 from gridcoll.errors import GridcollError
 
 __all__ = ["COMMANDS", "EXIT_ERROR", "UsageError", "build_parser", "main"]
 
-COMMANDS = [algorithms, plan, simulate, demo, run, mpirun]
+COMMANDS = [algorithms, plan, simulate, compare, demo, run, mpirun, measure, discover]
 """The subcommand modules, in the order ``gridcoll --help`` lists them."""
 
 EXIT_ERROR = 2

@@ -5,12 +5,18 @@ Plans the call as ``gridcoll plan`` does, simulates the chosen schedule, then st
 runs the broadcast ``--repeat`` times with every rank's bytes verified, and reports
 the median measured time beside the model's prediction, the simulator's time and the
 bound. ``--json`` prints the fields of ``gridcoll simulate --json`` plus
-``measured_s`` (median), ``measured_all_s`` and ``verified``.
+``measured_s`` (median), ``measured_all_s``, ``verified`` and ``host_overhead_s``.
+
+Planning, prediction and simulation use the *effective grid*: the grid plus this
+runtime's per-message host overhead (``--host-overhead``, else ``GRIDCOLL_HOST_OVERHEAD``,
+else the calibrated default of :mod:`gridcoll.runtime.host`); the ranks plan with the
+same value, and the bound is the physical grid's.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import math
 import statistics
 import sys
@@ -20,12 +26,20 @@ from gridcoll.cli._common import (
     call_from_args,
     console,
     format_params,
+    load_grid_arg,
     plan_call,
     plan_json,
     print_json,
     ratio,
 )
 from gridcoll.errors import ParameterError
+from gridcoll.network.bounds import broadcast_bound
+from gridcoll.runtime.host import (
+    describe,
+    effective_grid,
+    parse_host_overhead,
+    resolve_host_overhead,
+)
 from gridcoll.units import format_size, format_time
 
 __all__ = ["add_parser", "run"]
@@ -51,6 +65,27 @@ def _repeat(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
     return value
+
+
+def host_overhead_arg(text: str) -> float | None:
+    """argparse type of ``--host-overhead``: a duration (``40us``) or ``auto``."""
+    try:
+        return parse_host_overhead(text)
+    except ParameterError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+
+
+def add_host_overhead_argument(parser: argparse.ArgumentParser) -> None:
+    """``--host-overhead``, shared by ``run`` and ``demo``."""
+    parser.add_argument(
+        "--host-overhead",
+        type=host_overhead_arg,
+        default=None,
+        metavar="TIME",
+        help="the runtime's CPU cost per message and side (e.g. 40us) added to the grid "
+        "for planning and simulation (default: $GRIDCOLL_HOST_OVERHEAD, else calibrated: "
+        "50 us with the WAN emulated, 8 us without, times ranks/cores if above 1)",
+    )
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -86,6 +121,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="PATH",
         help="mpiexec to use (default: the mpich wheel's)",
     )
+    add_host_overhead_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -98,8 +134,15 @@ def run(args: argparse.Namespace) -> int:
     native = args.algo == NATIVE
     if native:
         args.algo = "auto"
-    call = call_from_args(args)
+    elif args.algo == "auto" and load_grid_arg(args.grid).is_single_cluster:
+        native = True  # as gridcoll.Comm's auto: one cluster -> the MPI library's bcast
+    physical = call_from_args(args)
+    emulated = not args.no_emulation and not physical.grid.is_single_cluster
+    overhead = resolve_host_overhead(args.host_overhead, physical.grid.nranks, emulated=emulated)
+    call = dataclasses.replace(physical, grid=effective_grid(physical.grid, overhead))
     result = plan_call(call)
+    bound = broadcast_bound(physical.grid, call.nbytes, call.root).time_s
+    result = dataclasses.replace(result, bound_s=bound)
     simulated = None
     if not native:
         from gridcoll.simulate import simulate
@@ -118,13 +161,15 @@ def run(args: argparse.Namespace) -> int:
         emulate=not args.no_emulation,
         timeout=timeout,
         mpiexec=args.mpiexec,
+        host_overhead=overhead,
     )
     times = list(outcome.result.get("measured_all_s", [])) if outcome.result else []
     measured = statistics.median(times) if times and outcome.ok else None
+    args.host_overhead_s = overhead
     if args.json:
-        _print_json(call, result, simulated, native, outcome, times, measured, args)
+        _print_json(physical, result, simulated, native, outcome, times, measured, args)
     else:
-        _print_text(call, result, simulated, native, outcome, times, measured, args)
+        _print_text(physical, result, simulated, native, outcome, times, measured, args)
     return 0 if outcome.verified else 1
 
 
@@ -140,6 +185,7 @@ def _print_json(call, result, simulated, native, outcome, times, measured, args)
         nranks=call.grid.nranks,
         repeat=args.repeat,
         timing=(outcome.result or {}).get("timing"),
+        host_overhead_s=args.host_overhead_s,
     )
     if not outcome.ok:
         data["error"] = outcome.describe_failure()
@@ -158,9 +204,11 @@ def _print_text(call, result, simulated, native, outcome, times, measured, args)
         f"{call.grid.nclusters} clusters), root {call.root}, {wan}"
     )
     if native:
-        out.print("algorithm: native (the MPI library's MPI_Bcast)")
+        why = "; auto on one cluster" if args.algo == "auto" else ""
+        out.print(f"algorithm: native (the MPI library's MPI_Bcast{why})")
     else:
         out.print(f"algorithm: {result.algorithm} ({format_params(result.params)})")
+        out.print(f"planned and simulated with a host overhead of {describe(args.host_overhead_s)}")
     if not outcome.ok:
         print(f"gridcoll run: failed: {outcome.describe_failure()}", file=sys.stderr)
         return

@@ -24,6 +24,14 @@ FAMILIES = (
     "gridcoll.models.two_layer",
     "gridcoll.models.mpich",
     "gridcoll.models.multitree",
+    "gridcoll.models.heterogeneous",
+    "gridcoll.models.scatter",
+    "gridcoll.models.gather",
+    "gridcoll.models.allgather",
+    "gridcoll.models.alltoall",
+    "gridcoll.models.reduce",
+    "gridcoll.models.allreduce",
+    "gridcoll.models.barrier",
 )
 """The modules whose ``MODELS`` dicts are merged, in this order."""
 

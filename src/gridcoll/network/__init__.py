@@ -4,6 +4,7 @@ from gridcoll.network.bounds import (
     Bound,
     broadcast_bound,
     capacity_graph,
+    collective_bound,
     latency_bound,
     throughput_rate,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "Route",
     "broadcast_bound",
     "capacity_graph",
+    "collective_bound",
     "das2",
     "get_grid",
     "grid_from_dict",

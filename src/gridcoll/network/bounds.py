@@ -15,6 +15,12 @@ The capacity graph has a node per rank, per cluster switch, per gateway side and
 shared link (split into in/out nodes carrying the link's capacity); capacities are the
 asymptotic bandwidths ``1/G`` of the P-LogP gaps. Ranks of one cluster are symmetric in
 it, so one max-flow per cluster suffices: O(P_w) max-flow computations.
+
+The other collectives (:func:`collective_bound`) are bounded by cuts: a set of ranks
+that must receive ``B`` bytes from outside it, all of which cross the max-flow min cut
+between the two sides (:func:`set_flow`), needs at least ``B / flow`` plus the latency
+of a hop into the set; and by the latency of the longest shortest path some byte or
+signal must travel. Each op's cuts are listed in :func:`collective_bound`.
 """
 
 from __future__ import annotations
@@ -29,7 +35,16 @@ from gridcoll.network.grid import Grid
 if TYPE_CHECKING:  # networkx is imported when a bound is first computed (it is slow to load)
     import networkx as nx
 
-__all__ = ["Bound", "broadcast_bound", "capacity_graph", "latency_bound", "throughput_rate"]
+__all__ = [
+    "BOUND_OPS",
+    "Bound",
+    "broadcast_bound",
+    "capacity_graph",
+    "collective_bound",
+    "latency_bound",
+    "set_flow",
+    "throughput_rate",
+]
 
 
 def _add(graph: nx.DiGraph, u: object, v: object, capacity: float) -> None:
@@ -180,3 +195,188 @@ def broadcast_bound(grid: Grid, nbytes: int, root: int = 0) -> Bound:
     flows = _receiver_flows(grid, root)
     streaming = max(nbytes / flow + latency for flow, latency in flows)
     return Bound(min(f for f, _ in flows), latency_bound(grid, root), streaming)
+
+
+# -- the other collectives -------------------------------------------------------------
+BOUND_OPS = (
+    "bcast",
+    "scatter",
+    "gather",
+    "allgather",
+    "alltoall",
+    "reduce",
+    "allreduce",
+    "barrier",
+)
+"""The collectives :func:`collective_bound` knows."""
+
+
+def set_flow(grid: Grid, sources: frozenset[int], sinks: frozenset[int]) -> float:
+    """Max-flow (bytes/s) from the ranks ``sources`` to the ranks ``sinks`` together.
+
+    A super-source feeds every source and every sink drains into a super-sink, both
+    unbounded; memoised on the grid. Infinite when the sets share a rank.
+    """
+    if sources & sinks:
+        return math.inf
+    memo = grid.__dict__.setdefault("_set_flows", {})
+    key = (sources, sinks)
+    if key not in memo:
+        import networkx as nx
+
+        graph = capacity_graph(grid).copy()
+        for r in sources:
+            graph.add_edge("source", ("rank", r))
+        for r in sinks:
+            graph.add_edge(("rank", r), "sink")
+        memo[key] = nx.maximum_flow_value(graph, "source", "sink")
+    return memo[key]
+
+
+def _entry_latency(grid: Grid, cluster: int, inside: bool) -> float:
+    """The least latency of a hop that ends in ``cluster``: its LAN's if the data may
+    come from inside it, else the least over the routes into it."""
+    lan = grid.clusters[cluster].lan.L
+    routes = [r.plogp.L for (a, b), r in grid.routes.items() if b == cluster]
+    if inside or not routes:
+        return min([lan, *routes])
+    return min(routes)
+
+
+def _distances_to(grid: Grid, target: int, hop_cost) -> list[float]:
+    """Least ``sum hop_cost`` from every cluster to cluster ``target`` (Dijkstra on the
+    reversed cluster graph)."""
+    dist = [math.inf] * grid.nclusters
+    dist[target] = 0.0
+    heap = [(0.0, target)]
+    while heap:
+        d, b = heapq.heappop(heap)
+        if d > dist[b]:
+            continue
+        for a in range(grid.nclusters):
+            if a != b and d + hop_cost(grid.wan(a, b)) < dist[a]:
+                dist[a] = d + hop_cost(grid.wan(a, b))
+                heapq.heappush(heap, (dist[a], a))
+    return dist
+
+
+def _latency_to(grid: Grid, root: int) -> float:
+    """The farthest rank's least ``sum (L + os(1))`` to ``root`` (gather, reduce)."""
+    hop = lambda p: p.L + p.os(1)  # noqa: E731
+    dist = _distances_to(grid, grid.cluster_of[root], hop)
+    home = grid.cluster_of[root]
+    lan_hop = hop(grid.clusters[home].lan) if grid.clusters[home].nranks > 1 else 0.0
+    return max(lan_hop if c == home else d for c, d in enumerate(dist))
+
+
+def _latency_all(grid: Grid) -> float:
+    """The largest over ordered pairs of ranks of the least latency between them: every
+    rank must hear from every other (allgather, alltoall, allreduce, barrier)."""
+    return max(latency_bound(grid, ranks[0]) for ranks in grid.members)
+
+
+def _cut(grid: Grid, need: float, sources, sinks, cluster: int, inside: bool):
+    """``(seconds, flow)`` for ``need`` bytes crossing into ``sinks``."""
+    sources, sinks = frozenset(sources), frozenset(sinks)
+    if need <= 0 or not sources or not sinks:
+        return 0.0, math.inf
+    flow = set_flow(grid, sources, sinks)
+    return need / flow + _entry_latency(grid, cluster, inside), flow
+
+
+def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
+    """Lower bound on the completion time of one collective call (seconds).
+
+    ``nbytes`` is what the call's ``--size`` means: the message of a broadcast, the
+    block of one rank per peer for scatter, gather, allgather and all-to-all (MPI's
+    count), the vector of a reduction (ignored by a barrier). The cuts, each needing
+    ``bytes / max-flow`` plus the least latency of a hop into its receiving side:
+
+    =========  ===================================================================
+    bcast      :func:`broadcast_bound` (Edmonds' arborescence packing)
+    scatter    each cluster's non-root ranks receive ``N_c b`` from the root; the
+               ranks outside the root's cluster ``(P - N_root) b``; all others
+               ``(P-1) b`` through the root's NIC
+    gather     the same towards the root
+    allgather  each cluster receives ``(P - N_c) b`` from outside; a rank ``(P-1) b``
+    alltoall   each cluster receives ``N_c (P - N_c) b``; a rank ``(P-1) b``
+    reduce     each cluster without the root, and all of them together, send the
+               root ``M`` (any operation: a partial result is ``M`` bytes); the root
+               receives ``M``
+    allreduce  each cluster receives ``M`` and sends ``M``; a rank receives ``M``
+    barrier    latency only
+    =========  ===================================================================
+
+    The latency part is the farthest rank's shortest path (``sum (L + os(1))``) from the
+    root (scatter), to it (gather, reduce), or between any two ranks (the rest).
+    ``Bound.rate`` is the smallest flow of the cuts (bytes/s; ``inf`` if none).
+    Cost: one max-flow per cluster and cut kind, memoised per grid.
+
+    Raises
+    ------
+    ParameterError
+        For a root out of range or an unknown ``op``.
+
+    Examples
+    --------
+    >>> from gridcoll.network.presets import magpie
+    >>> round(collective_bound(magpie(8, 1), "scatter", 2**20).time_s, 3)  # 1 MB at 1 MB/s + L_w
+    1.059
+    """
+    from gridcoll.errors import ParameterError
+
+    grid.check_rank(root, "root")
+    if op not in BOUND_OPS:
+        raise ParameterError(f"no bound is defined for {op!r}; choose one of {BOUND_OPS}")
+    if op == "bcast":
+        return broadcast_bound(grid, nbytes, root)
+    P = grid.nranks
+    if P == 1:
+        return Bound(math.inf, 0.0, 0.0)
+    everyone = set(range(P))
+    cuts = []
+    home = grid.cluster_of[root]
+    for c, members in enumerate(grid.members):
+        inside = set(members)
+        outside = everyone - inside
+        if op == "scatter":
+            receivers = inside - {root}
+            cuts.append(_cut(grid, len(receivers) * nbytes, {root}, receivers, c, c == home))
+        elif op == "gather":
+            senders = inside - {root}
+            cuts.append(_cut(grid, len(senders) * nbytes, senders, {root}, home, c == home))
+        elif op == "allgather":
+            cuts.append(_cut(grid, len(outside) * nbytes, outside, inside, c, False))
+        elif op == "alltoall":
+            cuts.append(_cut(grid, len(inside) * len(outside) * nbytes, outside, inside, c, False))
+        elif op == "reduce" and c != home:
+            cuts.append(_cut(grid, nbytes, inside, {root}, home, False))
+        elif op == "allreduce" and outside:
+            cuts.append(_cut(grid, nbytes, outside, inside, c, False))
+            for other in range(grid.nclusters):
+                if other != c:
+                    cuts.append(_cut(grid, nbytes, inside, outside, other, False))
+                    break
+    rep = {"scatter": root, "gather": root, "reduce": root}.get(op, grid.members[0][0])
+    need = {"scatter": (P - 1) * nbytes, "gather": (P - 1) * nbytes, "reduce": nbytes}.get(
+        op, (P - 1) * nbytes if op in ("allgather", "alltoall") else nbytes
+    )
+    away = everyone - set(grid.members[home])  # every rank outside the root's cluster
+    if op == "scatter":
+        cuts.append(_cut(grid, need, {rep}, everyone - {rep}, home, True))
+        cuts.append(_cut(grid, len(away) * nbytes, {root}, away, home, False))
+    elif op == "gather":
+        cuts.append(_cut(grid, len(away) * nbytes, away, {root}, home, False))
+    elif op == "reduce":
+        cuts.append(_cut(grid, nbytes if away else 0, away, {root}, home, False))
+    if op in ("gather", "reduce", "allgather", "alltoall", "allreduce"):
+        cuts.append(_cut(grid, need, everyone - {rep}, {rep}, grid.cluster_of[rep], True))
+    if op == "scatter":
+        latency = latency_bound(grid, root)
+    elif op in ("gather", "reduce"):
+        latency = _latency_to(grid, root)
+    else:
+        latency = _latency_all(grid)
+    throughput = max((t for t, _ in cuts), default=0.0)
+    rate = min((f for _, f in cuts), default=math.inf)
+    return Bound(rate, latency, throughput)

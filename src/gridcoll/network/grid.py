@@ -218,6 +218,39 @@ class Grid:
         text = json.dumps(grid_to_dict(self), sort_keys=True)
         return hashlib.sha1(text.encode()).hexdigest()[:16]
 
+    def with_host_overhead(self, seconds: float, receive: float | None = None) -> Grid:
+        """The grid as a software layer with a per-message host cost sees it.
+
+        Every cluster's LAN and every route get :meth:`PLogP.with_overhead`
+        (``seconds`` more send overhead per message, ``receive`` - default ``seconds`` -
+        more receive overhead, the gap raised to cover them); the shared wide-area
+        :class:`Link` resources keep their occupancy (a wire does not slow down because
+        the hosts are slow). The name gets a ``+host<us>us`` suffix and the fingerprint
+        changes, so plans made for the physical grid are never reused for this one.
+        ``seconds == receive == 0`` returns the grid itself.
+
+        This is how :mod:`gridcoll.runtime` plans on the grid it actually runs on: the
+        presets' LAN costs Myrinet's 4 us per message, the Python runtime tens of
+        microseconds (:data:`gridcoll.runtime.comm.DEFAULT_HOST_OVERHEAD`).
+        """
+        receive = seconds if receive is None else receive
+        if seconds == 0 and receive == 0:
+            return self
+        clusters = tuple(
+            Cluster(c.name, c.nranks, c.lan.with_overhead(seconds, receive), c.site)
+            for c in self.clusters
+        )
+        routes = {
+            key: Route(r.plogp.with_overhead(seconds, receive), r.links)
+            for key, r in self.routes.items()
+        }
+        label = (
+            f"{seconds * 1e6:g}us"
+            if receive == seconds
+            else (f"{seconds * 1e6:g}us/{receive * 1e6:g}us")
+        )
+        return Grid(f"{self.name}+host{label}", clusters, routes, dict(self.links), self.placement)
+
     def with_links_scaled(self, factor: float, cluster: int) -> Grid:
         """A copy where the routes to and from ``cluster``, and the links only they cross,
         have their bandwidth multiplied by ``factor`` (0 < factor <= 1: background load,

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import itertools
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -37,17 +38,27 @@ from gridcoll.network.plogp import PiecewiseLinear, PLogP
 from gridcoll.units import parse_bandwidth, parse_time
 
 __all__ = [
+    "ENV_ALLOW_INCOMPLETE",
     "FORMAT",
+    "PLOGP_FORMAT",
+    "check_complete",
     "grid_from_dict",
     "grid_to_dict",
+    "incomplete_tables",
     "load_grid",
+    "load_plogp",
     "plogp_from_dict",
     "plogp_to_dict",
     "save_grid",
+    "save_plogp",
 ]
 
 FORMAT = "gridcoll-grid/1"
 """The format tag written into every grid file."""
+PLOGP_FORMAT = "gridcoll-plogp/1"
+"""The format tag of a P-LogP file (``gridcoll measure --out``)."""
+ENV_ALLOW_INCOMPLETE = "GRIDCOLL_ALLOW_INCOMPLETE"
+"""Environment variable: ``1`` lets grids with incomplete P-LogP tables be used."""
 
 
 def plogp_from_dict(data: Any, where: str) -> PLogP:
@@ -60,16 +71,34 @@ def plogp_from_dict(data: Any, where: str) -> PLogP:
             if not isinstance(points, list) or not points:
                 raise GridError(f"{where}: 'points' must be a non-empty list")
             for i, p in enumerate(points):
+                if not isinstance(p, dict):
+                    raise GridError(f"{where}: point {i} must be an object, got {p!r}")
                 missing = [k for k in ("m", "os", "or", "g") if k not in p]
                 if missing:
                     raise GridError(f"{where}: point {i} lacks {', '.join(missing)}")
+                for k in ("m", "os", "or", "g"):
+                    v = p[k]
+                    if isinstance(v, bool) or not isinstance(v, int | float):
+                        raise GridError(
+                            f"{where}: point {i} (m={p['m']!r}) {k}={v!r} is not a number"
+                        )
+                    if not v >= 0 or v != v or v in (float("inf"), float("-inf")):
+                        raise GridError(
+                            f"{where}: point {i} (m={p['m']!r}) has {k}={v!r}: must be finite "
+                            "and >= 0"
+                        )
+            if "L" not in data:
+                raise GridError(f"{where}: a measured table needs 'L' (seconds)")
+            complete = data.get("complete", True)
+            if not isinstance(complete, bool):
+                raise GridError(f"{where}: 'complete' must be true or false, got {complete!r}")
             return PLogP.from_points(
                 float(data["L"]),
                 [float(p["m"]) for p in points],
                 [float(p["os"]) for p in points],
                 [float(p["or"]) for p in points],
                 [float(p["g"]) for p in points],
-                complete=bool(data.get("complete", True)),
+                complete=complete,
             )
         if "latency" in data and "bandwidth" in data:
             overhead = parse_time(data.get("overhead", 0.0))
@@ -207,8 +236,44 @@ def grid_to_dict(grid: Grid) -> dict[str, Any]:
     return out
 
 
-def load_grid(path: str | Path) -> Grid:
-    """Read a grid file. Raises :class:`GridError` naming the file and the problem."""
+def incomplete_tables(grid: Grid) -> list[str]:
+    """The names of ``grid``'s P-LogP tables marked incomplete (interrupted measurements)."""
+    names = [c.name for c in grid.clusters]
+    out = [f"cluster {c.name!r} lan" for c in grid.clusters if not c.lan.complete]
+    out += [
+        f"route {names[a]!r} -> {names[b]!r}"
+        for (a, b), r in sorted(grid.routes.items())
+        if not r.plogp.complete
+    ]
+    return out
+
+
+def _allowed_by_env() -> bool:
+    return os.environ.get(ENV_ALLOW_INCOMPLETE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def check_complete(grid: Grid, *, allow_incomplete: bool | None = None) -> Grid:
+    """Return ``grid`` if every P-LogP table in it is complete; else raise GridError
+    naming the incomplete ones, unless ``allow_incomplete`` (default: the environment
+    variable ``GRIDCOLL_ALLOW_INCOMPLETE=1``) says to use the partial values anyway."""
+    allow = _allowed_by_env() if allow_incomplete is None else allow_incomplete
+    bad = incomplete_tables(grid)
+    if bad and not allow:
+        raise GridError(
+            f"grid {grid.name!r}: {', '.join(bad)} "
+            f'{"is" if len(bad) == 1 else "are"} marked incomplete ("complete": false: an '
+            "interrupted measurement); measure again, or set GRIDCOLL_ALLOW_INCOMPLETE=1 "
+            "to use the partial values"
+        )
+    return grid
+
+
+def load_grid(path: str | Path, *, allow_incomplete: bool | None = None) -> Grid:
+    """Read a grid file. Raises :class:`GridError` naming the file and the problem.
+
+    A grid holding a P-LogP table marked ``"complete": false`` is refused unless
+    ``allow_incomplete`` (default: ``GRIDCOLL_ALLOW_INCOMPLETE=1``) is true.
+    """
     path = Path(path)
     try:
         data = json.loads(path.read_text())
@@ -217,7 +282,7 @@ def load_grid(path: str | Path) -> Grid:
     except json.JSONDecodeError as err:
         raise GridError(f"grid file {str(path)!r} is not valid JSON: {err}") from err
     try:
-        return grid_from_dict(data)
+        return check_complete(grid_from_dict(data), allow_incomplete=allow_incomplete)
     except GridError as err:
         raise GridError(f"grid file {str(path)!r}: {err}") from err
 
@@ -225,3 +290,63 @@ def load_grid(path: str | Path) -> Grid:
 def save_grid(grid: Grid, path: str | Path) -> None:
     """Write a grid file that :func:`load_grid` reads back to an equal grid."""
     Path(path).write_text(json.dumps(grid_to_dict(grid), indent=2) + "\n")
+
+
+def save_plogp(
+    tables: PLogP | dict[str, PLogP], path: str | Path, extra: dict[str, Any] | None = None
+) -> None:
+    """Write a P-LogP file: one table, or one per direction (``forward``, ``backward``).
+
+    ``extra`` (the measurement's details) is stored under ``"measurement"``;
+    :func:`load_plogp` ignores it.
+    """
+    out: dict[str, Any] = {"format": PLOGP_FORMAT}
+    if isinstance(tables, PLogP):
+        out |= plogp_to_dict(tables)
+        out["complete"] = tables.complete
+    else:
+        for key, table in tables.items():
+            out[key] = plogp_to_dict(table) | {"complete": table.complete}
+    if extra:
+        out["measurement"] = extra
+    Path(path).write_text(json.dumps(out, indent=2) + "\n")
+
+
+def load_plogp(
+    path: str | Path, *, allow_incomplete: bool | None = None
+) -> PLogP | dict[str, PLogP]:
+    """Read a P-LogP file (``gridcoll measure --out``): a table, or a dict of them per
+    direction. Raises GridError naming the file and the entry; a table marked
+    incomplete is refused unless ``allow_incomplete`` (or
+    ``GRIDCOLL_ALLOW_INCOMPLETE=1``)."""
+    path = Path(path)
+    try:
+        data = json.loads(path.read_text())
+    except OSError as err:
+        raise GridError(f"cannot read P-LogP file {str(path)!r}: {err.strerror}") from err
+    except json.JSONDecodeError as err:
+        raise GridError(f"P-LogP file {str(path)!r} is not valid JSON: {err}") from err
+    where = f"P-LogP file {str(path)!r}"
+    if not isinstance(data, dict):
+        raise GridError(f"{where} must hold one JSON object")
+    if data.get("format", PLOGP_FORMAT) != PLOGP_FORMAT:
+        raise GridError(
+            f"{where}: unknown format {data.get('format')!r}; expected {PLOGP_FORMAT!r}"
+        )
+    allow = _allowed_by_env() if allow_incomplete is None else allow_incomplete
+    if "points" in data or "latency" in data:
+        tables = {"": plogp_from_dict(data, where)}
+    else:
+        keys = [k for k in ("forward", "backward") if k in data]
+        if not keys:
+            raise GridError(f"{where}: needs 'L' and 'points', or 'forward'/'backward' tables")
+        tables = {k: plogp_from_dict(data[k], f"{where}: {k}") for k in keys}
+    for key, table in tables.items():
+        if not table.complete and not allow:
+            name = f"{where}: the {key} table" if key else where
+            raise GridError(
+                f'{name} is marked incomplete ("complete": false: an interrupted '
+                "measurement); measure again, or set GRIDCOLL_ALLOW_INCOMPLETE=1 to use "
+                "the partial values"
+            )
+    return tables.get("", tables)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import pairwise
 
 from gridcoll.errors import GridError
 
@@ -69,6 +70,53 @@ class PiecewiseLinear:
     def scaled(self, factor: float) -> PiecewiseLinear:
         """The same function multiplied by ``factor`` (a link slowed down by load)."""
         return PiecewiseLinear(self.sizes, tuple(v * factor for v in self.values))
+
+    def shifted(self, delta: float) -> PiecewiseLinear:
+        """The same function plus the constant ``delta`` (a fixed per-message cost)."""
+        return PiecewiseLinear(self.sizes, tuple(v + delta for v in self.values))
+
+    def maximum(self, other: PiecewiseLinear) -> PiecewiseLinear:
+        """The pointwise maximum of two functions, exactly (again piecewise linear).
+
+        The breakpoints are those of both functions, the sizes where an extrapolated
+        head or tail reaches 0 (where the clamp bends it), and every size where the two
+        cross; each is evaluated at every breakpoint, and a last point past them all
+        pins the slope of the extrapolation. Cost O((n1 + n2) log(n1 + n2)).
+        """
+        points = sorted({0.0, *self.sizes, *other.sizes, *self._kinks(), *other._kinks()})
+        extra = []
+        for lo, hi in pairwise(points):
+            extra += _crossings(self, other, lo, hi)
+        last = points[-1]
+        diff = self(last) - other(last)  # past `last` both are straight lines
+        slope = (self(last + 1.0) - self(last)) - (other(last + 1.0) - other(last))
+        if slope != 0 and diff * slope < 0:
+            last -= diff / slope
+            extra.append(last)
+        sizes = sorted({*points, *extra, 2.0 * last + 1.0})
+        return PiecewiseLinear(tuple(sizes), tuple(max(self(m), other(m)) for m in sizes))
+
+    def _kinks(self) -> list[float]:
+        """Sizes >= 0 outside the points where the extrapolation is clamped at 0."""
+        sizes, values = self.sizes, self.values
+        if len(sizes) < 2:
+            return []
+        out = []
+        head = (values[1] - values[0]) / (sizes[1] - sizes[0])
+        if head > 0 and values[0] > 0 and sizes[0] - values[0] / head > 0:
+            out.append(sizes[0] - values[0] / head)
+        if self.slope < 0 and values[-1] > 0:
+            out.append(sizes[-1] - values[-1] / self.slope)
+        return out
+
+
+def _crossings(f: PiecewiseLinear, h: PiecewiseLinear, lo: float, hi: float) -> list[float]:
+    """Where ``f - h`` changes sign strictly inside ``(lo, hi)`` (both linear there)."""
+    d_lo, d_hi = f(lo) - h(lo), f(hi) - h(hi)
+    if d_lo * d_hi >= 0:
+        return []
+    at = lo + (hi - lo) * d_lo / (d_lo - d_hi)
+    return [at] if lo < at < hi else []
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,9 +264,49 @@ class PLogP:
             G=self.g(m) / m if m > 0 else 0.0,
         )
 
+    def with_overhead(self, os_extra: float, or_extra: float | None = None) -> PLogP:
+        """The same network seen through a software layer that costs ``os_extra``
+        seconds more CPU per sent message and ``or_extra`` (default ``os_extra``) per
+        received one.
+
+        ``os(m)`` and ``or(m)`` are shifted by the extras; the gap is raised where
+        needed so that ``g(m) >= os(m), or(m)`` still holds (seed 000, sec. 2.1: the gap
+        covers the overheads), ``g'(m) = max(g(m), os'(m), or'(m))``, exactly. ``L``
+        does not change. This is P-LogP's own answer to a different software stack:
+        "o and g depend ... on the behavior of the underlying MPI implementation"
+        (seed 000, sec. 2), so they are those of the layer actually used.
+
+        Raises :class:`GridError` for a negative or non-finite extra.
+
+        Examples
+        --------
+        >>> net = PLogP.linear(20e-6, 50e6, g0=8e-6, os0=4e-6, or0=4e-6)
+        >>> slow = net.with_overhead(40e-6)
+        >>> round(slow.os(0) * 1e6, 3), round(slow.g(0) * 1e6, 3), round(slow.g(2**20), 6)
+        (44.0, 44.0, 0.02098)
+        """
+        or_extra = os_extra if or_extra is None else or_extra
+        for name, value in (("os_extra", os_extra), ("or_extra", or_extra)):
+            if not (math.isfinite(value) and value >= 0):
+                raise GridError(f"{name} must be finite and >= 0 seconds, got {value!r}")
+        if os_extra == 0 and or_extra == 0:
+            return self
+        os_fn, or_fn = self.os_fn.shifted(os_extra), self.or_fn.shifted(or_extra)
+        g_fn = _monotone(self.g_fn.maximum(os_fn).maximum(or_fn))
+        return PLogP(self.L, os_fn, or_fn, g_fn, self.complete)
+
     def scaled_bandwidth(self, factor: float) -> PLogP:
         """The same network with its gap multiplied by ``1/factor`` (factor < 1: loaded)."""
         return PLogP(self.L, self.os_fn, self.or_fn, self.g_fn.scaled(1.0 / factor), self.complete)
+
+
+def _monotone(fn: PiecewiseLinear) -> PiecewiseLinear:
+    """``fn`` made non-decreasing at its points (a gap may not fall with ``m``)."""
+    values, top = [], 0.0
+    for v in fn.values:
+        top = max(top, v)
+        values.append(top)
+    return PiecewiseLinear(fn.sizes, tuple(values))
 
 
 def s_w(lan: PLogP, wan: PLogP, m: float) -> float:

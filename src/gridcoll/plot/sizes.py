@@ -27,6 +27,7 @@ def plot_sizes(
     *,
     value: str = "simulated_s",
     title: str | None = None,
+    reference: str | None = None,
 ) -> Path:
     """Draw completion time against message size and save it to ``path``.
 
@@ -42,6 +43,9 @@ def plot_sizes(
         The attribute to plot: ``simulated_s``, ``predicted_s`` or ``measured_s``.
     title : str, optional
         The figure title.
+    reference : str, optional
+        Another attribute (e.g. ``simulated_s`` beside measured values) drawn as a thin
+        dotted line in each algorithm's colour.
 
     Returns
     -------
@@ -49,6 +53,7 @@ def plot_sizes(
         ``path``.
     """
     series: dict[str, dict[str, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
+    refs: dict[str, dict[str, list[tuple[int, float]]]] = defaultdict(lambda: defaultdict(list))
     bounds: dict[str, dict[int, float]] = defaultdict(dict)
     for row in rows:
         seconds = getattr(row, value)
@@ -56,13 +61,16 @@ def plot_sizes(
             continue
         series[row.grid][row.algorithm].append((row.nbytes, seconds))
         bounds[row.grid][row.nbytes] = row.bound_s
+        other = getattr(row, reference) if reference else None
+        if other is not None:
+            refs[row.grid][row.algorithm].append((row.nbytes, other))
     grids = list(series)
     fig = Figure(figsize=(5.5 * max(1, len(grids)), 4.5), layout="constrained")
     axes = fig.subplots(1, max(1, len(grids)), squeeze=False)[0]
     for ax, grid in zip(axes, grids, strict=False):
         for i, (algorithm, points) in enumerate(series[grid].items()):
             xs, ys = zip(*sorted(points), strict=True)
-            ax.plot(
+            (line,) = ax.plot(
                 xs,
                 ys,
                 marker=_MARKERS[i % len(_MARKERS)],
@@ -71,13 +79,19 @@ def plot_sizes(
                 alpha=0.7 if algorithm == "auto" else 1.0,
                 label=algorithm,
             )
+            if refs[grid].get(algorithm):
+                rx, ry = zip(*sorted(refs[grid][algorithm]), strict=True)
+                ax.plot(rx, ry, linestyle=":", linewidth=1.0, color=line.get_color())
         xs, ys = zip(*sorted(bounds[grid].items()), strict=True)
         ax.plot(xs, ys, linestyle="--", color="black", label="bound")
         ax.set_xscale("log", base=2)
         ax.set_yscale("log")
         ax.set_xticks(xs, [format_size(x) for x in xs])
         ax.set_xlabel("message size")
-        ax.set_ylabel(f"completion time, s ({value.removesuffix('_s')})")
+        what = value.removesuffix("_s")
+        if reference:
+            what += f"; dotted: {reference.removesuffix('_s')}"
+        ax.set_ylabel(f"completion time, s ({what})")
         ax.set_title(grid)
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize="small")

@@ -8,33 +8,40 @@
 * :mod:`~gridcoll.runtime.launcher` starts ``mpiexec`` on a grid (``gridcoll run``,
   ``gridcoll mpirun``); :mod:`~gridcoll.runtime.worker` is what ``gridcoll run`` starts.
 
-Importing this package needs mpi4py (it initialises MPI).
+* :mod:`~gridcoll.runtime.host` is the runtime's per-message host overhead, which the
+  runtime adds to the grid it plans and simulates on.
+
+Importing :mod:`~gridcoll.runtime.comm` or :mod:`~gridcoll.runtime.executor` (or using
+``gridcoll.runtime.Comm``) needs mpi4py and initialises MPI; the launcher, the emulation
+and the host-overhead module do not.
 """
 
-from gridcoll.runtime.comm import Comm, FixedPlan
-from gridcoll.runtime.emulation import Emulator, LinkState, create_link_state, subgrid
-from gridcoll.runtime.executor import (
-    CallInfo,
-    CollectiveError,
-    CollectiveTimeout,
-    MismatchError,
-    Program,
-    compile_program,
-    execute,
-)
+import importlib as _importlib
 
-__all__ = [
-    "CallInfo",
-    "CollectiveError",
-    "CollectiveTimeout",
-    "Comm",
-    "Emulator",
-    "FixedPlan",
-    "LinkState",
-    "MismatchError",
-    "Program",
-    "compile_program",
-    "create_link_state",
-    "execute",
-    "subgrid",
-]
+_EXPORTS = {
+    "CallInfo": "executor",
+    "CollectiveError": "executor",
+    "CollectiveTimeout": "executor",
+    "Comm": "comm",
+    "Emulator": "emulation",
+    "FixedPlan": "comm",
+    "LinkState": "emulation",
+    "MismatchError": "executor",
+    "Program": "executor",
+    "compile_program": "executor",
+    "create_link_state": "emulation",
+    "execute": "executor",
+    "subgrid": "emulation",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    # Loaded on first use (PEP 562): importing mpi4py.MPI initialises MPI, which the
+    # launcher, the host-overhead calibration and the emulation's link state do not need
+    # (gridcoll run and gridcoll demo start mpiexec without becoming MPI processes).
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'gridcoll.runtime' has no attribute {name!r}")
+    return getattr(_importlib.import_module(f"gridcoll.runtime.{module}"), name)

@@ -30,9 +30,11 @@ from gridcoll.errors import GridcollError, GridError, ParameterError
 from gridcoll.network.grid import Grid
 from gridcoll.network.presets import get_grid, lan
 from gridcoll.runtime import emulation as _emu
+from gridcoll.runtime import host as _host
 from gridcoll.runtime.doorbell import Doorbells
 from gridcoll.runtime.executor import (
     DEFAULT_TIMEOUT,
+    YIELD_POLL_S,
     CallInfo,
     CollectiveError,
     MismatchError,
@@ -95,6 +97,8 @@ class FixedPlan:
 
 
 def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
+    """The plan of one call, made on the effective grid (``state.plan_grid``: the grid
+    plus the runtime's per-message host overhead, :mod:`gridcoll.runtime.host`)."""
     algo = state.algo
     if algo == NATIVE or state.params is not None:
         reason = (
@@ -104,7 +108,7 @@ def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
         )
         return FixedPlan(
             "bcast",
-            state.grid.name,
+            state.plan_grid.name,
             nbytes,
             root,
             itemsize,
@@ -113,10 +117,37 @@ def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
             int((state.params or {}).get("segment_size", nbytes)),
             reason=reason,
         )
+    if algo == "auto" and state.grid.is_single_cluster:
+        # One cluster, no wide-area link: gridcoll knows nothing of this network that
+        # the MPI library does not, and the library's broadcast runs its tuned algorithms
+        # in C with per-message costs below a microsecond, where a schedule executed from
+        # Python pays the host overhead (several us per message, more when ranks share
+        # cores) on every segment. No model of this machine's shared memory says
+        # otherwise, so auto hands the call to MPI_Ibcast (bench/native.py measures it).
+        return FixedPlan(
+            "bcast",
+            state.plan_grid.name,
+            nbytes,
+            root,
+            itemsize,
+            NATIVE,
+            {},
+            nbytes,
+            reason=(
+                "the communicator is one cluster (no wide-area link to plan around): the "
+                "MPI library's own broadcast is faster than any schedule run from Python"
+            ),
+        )
     if state.plan_cache is None:
         state.plan_cache = _shared_cache()
     return plan(
-        state.grid, "bcast", nbytes, root, algo=algo, itemsize=itemsize, cache=state.plan_cache
+        state.plan_grid,
+        "bcast",
+        nbytes,
+        root,
+        algo=algo,
+        itemsize=itemsize,
+        cache=state.plan_cache,
     )
 
 
@@ -143,12 +174,14 @@ class _Prepared:
 
 @dataclass
 class _State:
-    grid: Grid
+    grid: Grid  # the physical grid: the emulator's links and latencies
     base_grid: Grid  # the grid the launch's link state describes
     algo: str
     params: dict | None
     timeout: float
     link_state: list  # [LinkState | None], shared by a Comm and its duplicates
+    host_overhead: float = 0.0
+    plan_grid: Grid | None = None  # grid + host overhead: what plans and builds use
     private: MPI.Intracomm | None = None
     emulator: _emu.Emulator | None = None
     bells: Doorbells | None = None
@@ -236,6 +269,7 @@ def _init_state(
     params: dict | None,
     timeout: float | None,
     link_state: list | None = None,
+    host_overhead: float | str | None = None,
 ) -> None:
     algo = algo or _os.environ.get(ENV_ALGO, "").strip() or "auto"
     if algo not in ("auto", NATIVE):
@@ -245,8 +279,19 @@ def _init_state(
     timeout = _env_timeout() if timeout is None else float(timeout)
     if not timeout > 0:
         raise ParameterError(f"timeout must be > 0 seconds, got {timeout!r}")
+    emulated = _emu.emulation_requested() and not grid.is_single_cluster
+    overhead = _host.resolve_host_overhead(
+        host_overhead, _host.local_ranks(MPI.COMM_WORLD.Get_size()), emulated=emulated
+    )
     state = _State(
-        grid, base, algo, dict(params) if params else params, timeout, link_state or [None]
+        grid,
+        base,
+        algo,
+        dict(params) if params else params,
+        timeout,
+        link_state or [None],
+        overhead,
+        _host.effective_grid(grid, overhead),
     )
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
     comm._gc = state
@@ -358,6 +403,13 @@ def _message(buf: Any, root_side: bool) -> tuple[_np.ndarray | None, int]:
     mpi4py's own: the spec first goes through ``MPI.COMM_SELF.Bcast``, a no-op on one
     process that raises exactly what mpi4py raises for a bad buffer.
     """
+    if (
+        type(buf) is _np.ndarray  # the common case, first: a plain contiguous array
+        and buf.flags.c_contiguous
+        and (root_side or buf.flags.writeable)
+        and not buf.dtype.hasobject
+    ):
+        return buf.reshape(-1).view(_np.uint8), max(buf.itemsize, 1)
     MPI.COMM_SELF.Bcast(buf, 0)
     data, count, displ, dtype = buf, None, 0, None
     if isinstance(buf, list | tuple):
@@ -424,7 +476,7 @@ def _prepare(state: _State, rank: int, nbytes: int, root: int, itemsize: int) ->
     plan = _tuned_plan(state, nbytes, root, itemsize)
     program = None
     if plan.algorithm != NATIVE:
-        schedule = plan.build(state.grid)
+        schedule = plan.build(state.plan_grid)
         call = CallInfo.of(schedule, itemsize=itemsize, grid_id=state.grid_id)
         program = compile_program(schedule, rank, emulator=state.emulator, call=call)
     prepared = _Prepared(plan, program)
@@ -443,7 +495,13 @@ def _bcast(comm: Comm, buf: Any, root: int) -> None:
     state = _ready(comm)
     if view is None:
         state.last_plan = FixedPlan(
-            "bcast", state.grid.name, 0, root, 1, NATIVE, reason="its datatype is not contiguous"
+            "bcast",
+            state.plan_grid.name,
+            0,
+            root,
+            1,
+            NATIVE,
+            reason="its datatype is not contiguous",
         )
         _run(state, lambda: wait(state.private.Ibcast(buf, root), state.timeout, what="Ibcast"))
         return
@@ -451,9 +509,22 @@ def _bcast(comm: Comm, buf: Any, root: int) -> None:
     state.last_plan = prepared.plan
     if prepared.program is None:
         req = state.private.Ibcast([view, MPI.BYTE], root)
-        _run(state, lambda: wait(req, state.timeout, what=f"native broadcast from root {root}"))
+        poll = _native_poll(view.size, comm.Get_size())
+        what = f"native broadcast from root {root}"
+        _run(state, lambda: wait(req, state.timeout, what=what, poll=poll))
         return
     _execute(state, prepared.program, view)
+
+
+NATIVE_POLL_BYTES_S = 2e-9
+"""Seconds per byte and tree level a native broadcast's wait keeps testing (and yielding)
+before it sleeps: MPI moves a non-blocking collective's data only while the ranks are
+inside MPI, so a sleeping rank would stall the transfer (1 MiB among 8 ranks: 6 ms)."""
+
+
+def _native_poll(nbytes: int, size: int) -> float:
+    levels = max(1, (size - 1).bit_length())
+    return max(YIELD_POLL_S, NATIVE_POLL_BYTES_S * nbytes * levels)
 
 
 def _execute(state: _State, program: Program, view: _np.ndarray, reduce=None) -> None:
@@ -583,7 +654,14 @@ def _derived(comm: Comm, new: MPI.Intracomm) -> MPI.Intracomm:
     grid = _emu.subgrid(state.grid, ranks)
     out = Comm.__new__(type(comm), new)
     _init_state(
-        out, grid, state.base_grid, state.algo, state.params, state.timeout, state.link_state
+        out,
+        grid,
+        state.base_grid,
+        state.algo,
+        state.params,
+        state.timeout,
+        state.link_state,
+        state.host_overhead,
     )
     return out
 
@@ -609,14 +687,20 @@ class Comm(MPI.Intracomm):
         ``gridcoll mpirun``; for a sub-communicator of ``COMM_WORLD`` its sub-grid),
         else ``lan(size)``, a single cluster.
     algo : str, optional
-        ``"auto"`` (the tuner chooses per call), a builder name (the tuner chooses only
-        its parameters), or ``"native"`` (the MPI library's broadcast). Default
-        ``GRIDCOLL_ALGO`` or ``"auto"``.
+        ``"auto"`` (the tuner chooses per call; on a one-cluster communicator, the MPI
+        library's broadcast), a builder name (the tuner chooses only its parameters),
+        or ``"native"`` (the MPI library's broadcast). Default ``GRIDCOLL_ALGO`` or
+        ``"auto"``.
     params : dict, optional
         With a builder name: its parameters, fixed (``{"segment_size": 8192}``).
     timeout : float, optional
         Seconds a rank waits for one message before raising
         :class:`~gridcoll.runtime.CollectiveTimeout`. Default ``GRIDCOLL_TIMEOUT`` or 60.
+    host_overhead : float or str, optional
+        This runtime's CPU cost per message and side, in seconds (or ``"40us"``): the
+        tuner plans on ``grid.with_host_overhead(host_overhead)``, so segments are not
+        cut finer than the software can push. Default ``GRIDCOLL_HOST_OVERHEAD``, else
+        the calibrated :func:`gridcoll.runtime.host.default_host_overhead`.
 
     Notes
     -----
@@ -657,11 +741,12 @@ class Comm(MPI.Intracomm):
         algo: str | None = None,
         params: dict | None = None,
         timeout: float | None = None,
+        host_overhead: float | str | None = None,
     ):
         if comm is None or self == MPI.COMM_NULL:
             return
         resolved, base = _resolve_grid(self, grid)
-        _init_state(self, resolved, base, algo, params, timeout)
+        _init_state(self, resolved, base, algo, params, timeout, host_overhead=host_overhead)
 
     # gridcoll's collectives
     def Bcast(self, buf: Any, root: int = 0) -> None:
@@ -713,6 +798,7 @@ class Comm(MPI.Intracomm):
             state.params,
             state.timeout,
             state.link_state,
+            state.host_overhead,
         )
         return out, req
 
@@ -755,16 +841,30 @@ class Comm(MPI.Intracomm):
         return _state(self).grid
 
     @property
+    def host_overhead(self) -> float:
+        """The per-message host overhead (seconds) this communicator plans with."""
+        return _state(self).host_overhead
+
+    @property
+    def plan_grid(self) -> Grid:
+        """The grid plans are made on: :attr:`grid` plus :attr:`host_overhead`."""
+        return _state(self).plan_grid
+
+    @property
     def last_plan(self) -> Any:
         """The plan of the last gridcoll collective (``None`` before the first)."""
         return _state(self).last_plan
 
     def explain(self) -> str:
         """Why the last gridcoll collective chose its algorithm."""
-        plan = _state(self).last_plan
+        state = _state(self)
+        plan = state.last_plan
         if plan is None:
             return "no gridcoll collective has run on this communicator yet"
-        return plan.explain()
+        return (
+            f"{plan.explain()}\n(planned on {state.plan_grid.name}: the grid plus this "
+            f"runtime's host overhead of {_host.describe(state.host_overhead)})"
+        )
 
     def __repr__(self) -> str:
         state = self.__dict__.get("_gc")

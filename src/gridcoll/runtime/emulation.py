@@ -21,12 +21,21 @@ then (it sleeps; see :mod:`gridcoll.runtime.executor`). Two messages on one link
 queue behind each other exactly as in the simulator, whichever ranks send them.
 
 The link free-times live in a small shared-memory file (:class:`LinkState`, an ``mmap``
-of a file in ``/dev/shm`` named per launch) updated under ``fcntl.flock``, so every rank
-of the machine sees one link. The sender also pays the WAN send overhead: after the
-``Isend`` of a cross-cluster message it stays busy for ``max(0, os_w(m) - os_l(m))``
-(the presets' ``os_w(m)`` rises to ``g_w(m)`` above 128 KiB: MPICH's rendezvous makes
-``MPI_Isend`` block for the whole transfer on a slow link, seed 000 sec. 3.1). LAN
-messages are not touched. With emulation off none of this runs.
+of a file in ``/dev/shm`` named per launch) updated under POSIX record locks, one per
+link (``fcntl.lockf`` on the link's 8 bytes, taken in index order), so every rank of the
+machine sees one link, and senders on different links never wait for each other (a
+whole-file lock made every sender of ``magpie:8,1`` queue behind whichever rank the
+oversubscribed scheduler had just preempted while holding it).
+
+The sender also pays the WAN send overhead: after the ``Isend`` of a cross-cluster
+message its CPU stays busy for ``os_w(m)`` on top of its own work (the presets' ``os_w``
+rises to ``g_w(m)`` above 128 KiB: MPICH's rendezvous makes ``MPI_Isend`` block for the
+whole transfer on a slow link, seed 000 sec. 3.1). It used to be ``max(0, os_w(m) -
+os_l(m))``, assuming the host had spent the LAN's ``os_l``; this machine's shared memory
+does not spend Myrinet's 4 us + m/150 MB/s, so a 64 KiB WAN send cost 0.44 ms less than
+in the simulator. The runtime's own per-message work is the host overhead it plans
+with (:mod:`gridcoll.runtime.host`). LAN messages are not touched. With emulation off
+none of this runs.
 
 Environment (set by the launcher, ``gridcoll run`` and ``gridcoll mpirun``):
 
@@ -111,7 +120,7 @@ class LinkState:
     """The free-times of a grid's links, shared by every process of the machine.
 
     Opened on a file made by :func:`create_link_state`; :meth:`reserve` applies the
-    cut-through FIFO rule atomically (under ``fcntl.flock``).
+    cut-through FIFO rule atomically (under a record lock per link).
     """
 
     def __init__(self, path: str | Path, grid: Grid):
@@ -136,11 +145,17 @@ class LinkState:
             )
         self.index = {name: i for i, name in enumerate(names)}
         self._free = memoryview(self._mm)[_DATA_OFFSET : _DATA_OFFSET + 8 * len(names)].cast("d")
+        self._order: dict[tuple[int, ...], tuple[int, ...]] = {}
 
     def reserve(self, links: tuple[int, ...], costs: tuple[float, ...], now: float) -> float:
         """Reserve ``links`` in order for a message starting at ``now``; return when its
         tail leaves the last link (``e_last``)."""
-        _fcntl.flock(self._fd, _fcntl.LOCK_EX)
+        order = self._order.get(links)
+        if order is None:  # lock in increasing index order: no deadlock between routes
+            order = self._order[links] = tuple(_DATA_OFFSET + 8 * i for i in sorted(set(links)))
+        fd, lockf = self._fd, _fcntl.lockf
+        for offset in order:
+            lockf(fd, _fcntl.LOCK_EX, 8, offset)
         try:
             free = self._free
             head, tail = now, now
@@ -151,7 +166,8 @@ class LinkState:
                 tail = max(head + cost, tail)
             return tail
         finally:
-            _fcntl.flock(self._fd, _fcntl.LOCK_UN)
+            for offset in reversed(order):
+                lockf(fd, _fcntl.LOCK_UN, 8, offset)
 
     def free_times(self) -> dict[str, float]:
         """A snapshot of every link's free-time (for tests and debugging)."""
@@ -199,6 +215,8 @@ class Emulator:
         self.state = state
         self._routes: dict[tuple[int, int], _Route] = {}
         self._costs: dict[tuple[int, int, int], tuple] = {}
+        self._busy: dict[tuple[int, int, int], float] = {}
+        self._os_w: dict[tuple[int, int, int], float] = {}
 
     def crosses(self, a: int, b: int) -> bool:
         """True when a message from rank a to rank b leaves its cluster (is emulated)."""
@@ -234,11 +252,27 @@ class Emulator:
         links, costs, latency = cached
         return self.state.reserve(links, costs, now) + latency
 
+    def send_busy(self, a: int, b: int, nbytes: int) -> float:
+        """The WAN send overhead ``os_w(m)`` of a cross-cluster message: the emulated
+        sender's CPU is busy this long on top of the runtime's own work for it (which is
+        the host overhead the runtime plans with, :mod:`gridcoll.runtime.host`)."""
+        cluster = self.grid.cluster_of
+        key = (cluster[a], cluster[b], nbytes)
+        busy = self._os_w.get(key)
+        if busy is None:
+            busy = self._os_w[key] = self._route(a, b).os_wan(nbytes)
+        return busy
+
     def send_overhead(self, a: int, b: int, nbytes: int) -> float:
         """Extra time the sender of a cross-cluster message stays busy after ``Isend``:
         ``max(0, os_w(m) - os_l(m))``."""
-        route = self._route(a, b)
-        return max(0.0, route.os_wan(nbytes) - route.os_lan(nbytes))
+        cluster = self.grid.cluster_of
+        key = (cluster[a], cluster[b], nbytes)
+        busy = self._busy.get(key)
+        if busy is None:
+            route = self._route(a, b)
+            busy = self._busy[key] = max(0.0, route.os_wan(nbytes) - route.os_lan(nbytes))
+        return busy
 
     def for_subgrid(self, grid: Grid) -> Emulator:
         """The emulator of a sub-communicator: same links, ranks renumbered by ``grid``."""

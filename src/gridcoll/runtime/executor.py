@@ -37,22 +37,28 @@ machine the sleep is on a doorbell (:mod:`gridcoll.runtime.doorbell`): a sender 
 its receiver after each ``Isend`` (and a receiver rings the sender of a large message
 when it has taken it), so a sleeping rank wakes as soon as there is something to do.
 While it has sends in flight a rank tests them at every wake-up (MPICH moves a message
-only while one of its ends is inside MPI). A wait longer than ``timeout`` seconds
-raises :class:`CollectiveTimeout` naming the peer and operation.
+only while one of its ends is inside MPI). :func:`wait` (native calls, barriers, the
+set-up) first tests and yields the CPU (``sched_yield``) for up to
+:data:`YIELD_POLL_S`, so a short request completes without a sleep's latency while any
+runnable peer gets the core. A wait longer than ``timeout`` seconds raises
+:class:`CollectiveTimeout` naming the peer and operation.
 
 Rule 6: the WAN emulation (:mod:`gridcoll.runtime.emulation`) sits below all of this:
 a cross-cluster send reserves the emulated links and carries ``deliver_at`` in its
-inline header; the receive does not complete before then, and the sender stays busy for the
-WAN send overhead. Without an emulator nothing of this runs.
+inline header; the receive does not complete before then, and the sender's CPU is
+busy for the WAN send overhead ``os_w(m)`` of each such message on top of its own work
+(a debt paid by sleeping once it exceeds :data:`BUSY_SLACK`, so short messages cost no
+sleep each). Without an emulator nothing of this runs.
 """
 
 from __future__ import annotations
 
+import os as _os
 import struct as _struct
 import time as _time
 import zlib as _zlib
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from mpi4py import MPI
@@ -66,6 +72,7 @@ __all__ = [
     "BACKOFF_MAX",
     "BACKOFF_START",
     "DEFAULT_TIMEOUT",
+    "YIELD_POLL_S",
     "CallInfo",
     "CollectiveError",
     "CollectiveTimeout",
@@ -81,8 +88,12 @@ BACKOFF_START = 20e-6
 """First sleep (seconds) of a wait that found its request not yet complete."""
 BACKOFF_MAX = 1e-3
 """Longest sleep (seconds) between two tests of a request."""
+YIELD_POLL_S = 200e-6
+"""How long :func:`wait` tests and yields the CPU before it starts sleeping."""
 DEFAULT_TIMEOUT = 60.0
 """Seconds a rank waits for one message before it gives up (``GRIDCOLL_TIMEOUT``)."""
+BUSY_SLACK = 100e-6
+"""The emulated WAN send overhead a sender owes before it sleeps it off (seconds)."""
 RING_BACK_BYTES = 8192
 """A receiver rings the sender of a message larger than this when it has taken it
 (MPICH sends such messages by rendezvous: the send completes only then)."""
@@ -113,6 +124,8 @@ class MismatchError(CollectiveError, ValueError):
 
 # -- waiting without spinning --------------------------------------------------------
 
+_sched_yield = getattr(_os, "sched_yield", lambda: _time.sleep(0))
+
 
 def wait(
     request: MPI.Request,
@@ -120,14 +133,28 @@ def wait(
     *,
     what: str = "an MPI request",
     status: MPI.Status | None = None,
+    poll: float = YIELD_POLL_S,
 ) -> None:
-    """Complete ``request`` by testing it with sleeps in between (never spinning).
+    """Complete ``request`` without spinning: test it, yielding the CPU in between, for
+    ``poll`` seconds, then with sleeps that back off.
 
-    Raises :class:`CollectiveTimeout` naming ``what`` after ``timeout`` seconds.
+    The yielding phase (``os.sched_yield`` between two tests) lets a short request (a
+    small native broadcast, a barrier among ranks that are all there) complete without
+    a sleep's tens of microseconds, and lets an MPI-driven collective progress at every
+    test; it hands the core to any runnable peer, so on an oversubscribed machine it
+    does not take time from the ranks that have work. Raises
+    :class:`CollectiveTimeout` naming ``what`` after ``timeout`` seconds.
     """
     if request.Test(status):
         return
-    deadline = None if timeout is None else _time.monotonic() + timeout
+    now = _time.monotonic()
+    deadline = None if timeout is None else now + timeout
+    until = now + poll
+    while now < until:
+        _sched_yield()
+        if request.Test(status):
+            return
+        now = _time.monotonic()
     delay = BACKOFF_START
     while True:
         _time.sleep(delay)
@@ -155,6 +182,9 @@ def sleep_until(deadline: float, poke: Callable[[], object] | None = None) -> No
 _HEADER = _struct.Struct("<4sIQqQIIQd24s")
 _MAGIC = b"GCH1"
 HEADER_BYTES = _HEADER.size
+_DELIVER_AT = 48  # offset of deliver_at in the header; the algorithm name follows it
+_NAME_AT = 56
+_DOUBLE = _struct.Struct("<d")
 
 
 def _crc(text: str) -> int:
@@ -172,6 +202,8 @@ class CallInfo:
     algorithm: str
     algo_id: int
     grid_id: int
+    _expect: dict = field(default_factory=dict, compare=False, repr=False)
+    """Per message size: the header bytes a matching message carries (fast check)."""
 
     @classmethod
     def of(
@@ -207,9 +239,24 @@ class CallInfo:
         return np.frombuffer(raw, dtype=np.uint8).copy()
 
     def check(self, raw: np.ndarray, step: _Step, rank: int) -> float:
-        """Check a received header against this call; return its ``deliver_at``."""
+        """Check a received header against this call; return its ``deliver_at``.
+
+        Fast path (every emulated message carries a header): the bytes of a matching
+        header are known but for ``deliver_at``, so one comparison accepts it; only a
+        mismatch is unpacked field by field to say what differs.
+        """
+        data = raw.tobytes()
+        expect = self._expect.get(step.nbytes)
+        if expect is None:
+            packed = self.pack(step.nbytes, 0.0).tobytes()
+            expect = self._expect[step.nbytes] = (packed[:_DELIVER_AT], packed[_NAME_AT:])
+        if data[:_DELIVER_AT] == expect[0] and data[_NAME_AT:] == expect[1]:
+            return _DOUBLE.unpack_from(data, _DELIVER_AT)[0]
+        return self._check_fields(data, step, rank)
+
+    def _check_fields(self, data: bytes, step: _Step, rank: int) -> float:
         magic, grid_id, seq, root, nbytes, itemsize, algo_id, msg_nbytes, deliver_at, name = (
-            _HEADER.unpack(raw.tobytes())
+            _HEADER.unpack(data)
         )
         theirs = {
             "call number": seq & 0xFFFFFFFF,
@@ -434,6 +481,7 @@ class _Run:
         self.sends: list[MPI.Request] = []
         self.keep: list[np.ndarray] = []  # send buffers that must outlive their Isend
         self.oldest = 0  # first send not known to be complete
+        self.busy_until = 0.0  # the emulated WAN send overhead owed (Rule 6)
         self.control = np.zeros(CONTROL_BYTES, dtype=np.uint8)
 
     def run(self) -> None:
@@ -508,9 +556,11 @@ class _Run:
         if self.bells is not None:
             self.bells.ring(step.peer)
         if step.wan:
-            busy = self.emulator.send_overhead(self.rank, step.peer, step.nbytes)
-            if busy > 0:
-                self._sleep_until(_time.monotonic() + busy)
+            now = _time.monotonic()
+            busy = self.emulator.send_busy(self.rank, step.peer, step.nbytes)
+            self.busy_until = max(self.busy_until, now) + busy
+            if self.busy_until - now > BUSY_SLACK:
+                self._sleep_until(self.busy_until)
 
     def _recv(self, step: _Step, posted: _Posted) -> None:
         deadline = _time.monotonic() + self.timeout
@@ -612,8 +662,10 @@ class _Run:
             if self._progress():
                 delay = BACKOFF_START
             elif self.oldest >= len(self.sends):
-                self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)  # incoming traffic
-                delay = min(2 * delay, BACKOFF_MAX)
+                # nothing of ours to push: only incoming traffic to drain, so no backoff
+                # from 20 us (a dozen wake-ups per emulated message), one nap per ms
+                self.comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
+                delay = BACKOFF_MAX
             else:
                 delay = min(2 * delay, BACKOFF_MAX)
             _time.sleep(min(delay, left))

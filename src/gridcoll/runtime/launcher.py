@@ -2,12 +2,15 @@
 
 A launch writes the grid file and the shared link state (:mod:`~gridcoll.runtime.emulation`)
 into fresh places, sets the environment every :class:`gridcoll.Comm` reads
-(``GRIDCOLL_GRID``, ``GRIDCOLL_EMULATE``, ``GRIDCOLL_LINK_STATE``, ``GRIDCOLL_TIMEOUT``),
+(``GRIDCOLL_GRID``, ``GRIDCOLL_EMULATE``, ``GRIDCOLL_LINK_STATE``, ``GRIDCOLL_TIMEOUT``,
+and ``GRIDCOLL_HOST_OVERHEAD`` when the caller fixed the per-message host overhead the
+ranks plan with, :mod:`~gridcoll.runtime.host`),
 starts ``mpiexec -n <grid.nranks> ...`` and removes the files afterwards.
 
 * :func:`launch` runs any command (``gridcoll mpirun``);
 * :func:`run_worker` runs :mod:`gridcoll.runtime.worker` and collects its result and
-  every rank's fate (``gridcoll run``); :func:`measure_schedule` runs one schedule.
+  every rank's fate (``gridcoll run``); :func:`measure_schedule` runs one schedule,
+  :func:`measure_schedules` several in one launch (``gridcoll demo``, the benchmarks).
 
 The embedded default is the ``mpiexec`` of the ``mpich`` wheel (next to the Python
 executable); any other can be named. Oversubscription is allowed (Open MPI needs to be
@@ -35,7 +38,7 @@ import sys
 import sysconfig
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -43,6 +46,7 @@ from gridcoll.errors import GridcollError
 from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import load_grid, save_grid
 from gridcoll.runtime import emulation as _emu
+from gridcoll.runtime.host import ENV_HOST_OVERHEAD
 from gridcoll.runtime.worker import ENV_STATUS_DIR, ERROR_PREFIX, RESULT_PREFIX
 
 __all__ = [
@@ -52,6 +56,7 @@ __all__ = [
     "default_mpiexec",
     "launch",
     "measure_schedule",
+    "measure_schedules",
     "mpiexec_command",
     "run_worker",
 ]
@@ -116,7 +121,14 @@ def mpiexec_command(
 
 
 @contextlib.contextmanager
-def _session(grid: Grid, *, emulate: bool, timeout: float | None, status: bool):
+def _session(
+    grid: Grid,
+    *,
+    emulate: bool,
+    timeout: float | None,
+    status: bool,
+    host_overhead: float | None = None,
+):
     """A temporary directory with the grid file (and status dir), the link state, the env."""
     workdir = Path(tempfile.mkdtemp(prefix="gridcoll-launch-"))
     link_state = None
@@ -134,6 +146,8 @@ def _session(grid: Grid, *, emulate: bool, timeout: float | None, status: bool):
             env[_emu.ENV_LINK_STATE] = str(link_state)
         if timeout is not None:
             env[ENV_TIMEOUT] = repr(float(timeout))
+        if host_overhead is not None:
+            env[ENV_HOST_OVERHEAD] = repr(float(host_overhead))
         env.pop(ENV_STATUS_DIR, None)
         if status:
             (workdir / "status").mkdir()
@@ -154,16 +168,19 @@ def launch(
     emulate: bool = True,
     timeout: float | None = None,
     mpiexec: str | None = None,
+    host_overhead: float | None = None,
 ) -> int:
     """Run ``program`` under ``mpiexec`` on ``grid`` (output goes to this terminal).
 
     Every ``gridcoll.Comm(MPI.COMM_WORLD)`` inside finds the grid and the emulation by
-    itself. Returns mpiexec's exit status.
+    itself (and plans with ``host_overhead`` if given). Returns mpiexec's exit status.
     """
     n = grid.nranks if nprocs is None else nprocs
     if n != grid.nranks:
         raise LaunchError(f"grid {grid.name!r} has {grid.nranks} ranks; cannot start {n}")
-    with _session(grid, emulate=emulate, timeout=timeout, status=False) as (_, env):
+    with _session(
+        grid, emulate=emulate, timeout=timeout, status=False, host_overhead=host_overhead
+    ) as (_, env):
         cmd = mpiexec_command(n, program, mpiexec=mpiexec)
         try:
             return subprocess.run(cmd, env=env, check=False).returncode
@@ -313,14 +330,21 @@ def _kill(proc: subprocess.Popen) -> None:
 
 
 def _supervise(
-    proc: subprocess.Popen, status_dir: Path, nranks: int, grace: float, wall: float
+    proc: subprocess.Popen,
+    status_dir: Path,
+    nranks: int,
+    grace: float,
+    wall: float,
+    on_progress: Callable[[int], None] | None = None,
 ) -> tuple[bool, set[int]]:
     """Wait for the job; kill it if ranks hang after an error, or at the wall limit.
 
+    ``on_progress(n)`` is called whenever rank 0 has finished ``n`` repetitions in all.
     Returns (killed, ranks alive when killed).
     """
     deadline = time.monotonic() + wall
     first_error = None
+    done = 0
     while proc.poll() is None:
         time.sleep(0.1)
         now = time.monotonic()
@@ -328,6 +352,10 @@ def _supervise(
             status = _read_status(status_dir, nranks)
             if any(e.get("event") == "error" for ev in status.values() for e in ev):
                 first_error = now
+            reps = sum(1 for e in status.get(0, ()) if e.get("event") == "rep")
+            if on_progress is not None and reps != done:
+                done = reps
+                on_progress(done)
         if now > deadline or (first_error is not None and now - first_error > grace):
             status = _read_status(status_dir, nranks)
             alive = {
@@ -348,7 +376,7 @@ def run_worker(
     itemsize: int = 1,
     algo: str = "auto",
     params: dict | None = None,
-    schedule_file: str | Path | None = None,
+    schedule_file: str | Path | Sequence[str | Path] | None = None,
     repeat: int = 1,
     emulate: bool = True,
     timeout: float = 60.0,
@@ -356,17 +384,26 @@ def run_worker(
     mpiexec: str | None = None,
     fail_rank: int | None = None,
     fail_mode: str = "exit",
+    host_overhead: float | None = None,
+    on_progress: Callable[[int], None] | None = None,
 ) -> LaunchResult:
     """Run the broadcast ``repeat`` times on ``grid`` with :mod:`gridcoll.runtime.worker`.
 
     ``timeout`` bounds each rank's wait for any one message; ``wall_timeout`` (default:
     a startup allowance plus ``repeat * timeout``) bounds the whole job. ``fail_rank``
     makes that rank exit (``fail_mode="exit"``) or never join (``"hang"``), to test the
-    failure behaviour.
+    failure behaviour. ``host_overhead`` (seconds per message) is what the ranks plan
+    with (``GRIDCOLL_HOST_OVERHEAD``); default: theirs (:mod:`gridcoll.runtime.host`).
+    ``schedule_file`` may be a list: the schedules run one after the other in this one
+    launch (the default wall limit then allows ``repeat * timeout`` for each).
+    ``on_progress(n)`` is called as rank 0 completes its ``n``-th repetition in all.
     """
     program = [sys.executable, "-m", "gridcoll.runtime.worker", "--repeat", str(repeat)]
+    files = []
     if schedule_file is not None:
-        program += ["--schedule", str(schedule_file)]
+        files = [schedule_file] if isinstance(schedule_file, str | Path) else list(schedule_file)
+        for path in files:
+            program += ["--schedule", str(path)]
     else:
         program += ["--size", str(nbytes), "--root", str(root), "--algo", algo]
         program += ["--itemsize", str(itemsize)]
@@ -376,8 +413,11 @@ def run_worker(
     if fail_rank is not None:
         program += ["--fail-rank", str(fail_rank), "--fail-mode", fail_mode]
     n = grid.nranks
-    wall = wall_timeout if wall_timeout is not None else STARTUP_S + 2 * n + repeat * timeout
-    with _session(grid, emulate=emulate, timeout=timeout, status=True) as (workdir, env):
+    runs = repeat * max(1, len(files))
+    wall = wall_timeout if wall_timeout is not None else STARTUP_S + 2 * n + runs * timeout
+    with _session(
+        grid, emulate=emulate, timeout=timeout, status=True, host_overhead=host_overhead
+    ) as (workdir, env):
         cmd = mpiexec_command(n, program, mpiexec=mpiexec, keep_going=True)
         out_path, err_path = workdir / "stdout", workdir / "stderr"
         with open(out_path, "w") as out, open(err_path, "w") as err:
@@ -388,7 +428,9 @@ def run_worker(
             except OSError as error:
                 raise LaunchError(f"cannot run {cmd[0]!r}: {error.strerror}") from error
             try:
-                killed, alive = _supervise(proc, workdir / "status", n, timeout + 5.0, wall)
+                killed, alive = _supervise(
+                    proc, workdir / "status", n, timeout + 5.0, wall, on_progress
+                )
             except BaseException:
                 _kill(proc)
                 raise
@@ -418,25 +460,54 @@ def measure_schedule(
 ) -> list[float]:
     """Run one broadcast schedule for real on ``grid``; return the measured seconds of
     each repetition. Raises :class:`LaunchError` if it failed or was not verified.
+    """
+    return measure_schedules(
+        grid, [schedule], repeat=repeat, emulate=emulate, timeout=timeout, mpiexec=mpiexec
+    )[0]
 
-    Suits ``gridcoll demo``'s ``measure(grid, schedule)`` hook (take the median).
+
+def measure_schedules(
+    grid: Grid,
+    schedules: Sequence,
+    *,
+    repeat: int = 3,
+    emulate: bool = True,
+    timeout: float = 60.0,
+    mpiexec: str | None = None,
+    wall_timeout: float | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[list[float]]:
+    """Run several broadcast schedules for real on ``grid`` in one launch, one after
+    the other, each ``repeat`` times; return each one's measured seconds.
+
+    One ``mpiexec`` start-up (seconds of Python imports on an oversubscribed machine)
+    serves them all. ``on_progress(n)``: ``n`` repetitions done in all. Raises
+    :class:`LaunchError` unless every run of every schedule was verified.
     """
     from gridcoll.schedule import schedule_to_json
 
+    if not schedules:
+        return []
     with tempfile.TemporaryDirectory(prefix="gridcoll-schedule-") as tmp:
-        path = Path(tmp) / "schedule.json"
-        path.write_text(schedule_to_json(schedule))
+        paths = []
+        for i, schedule in enumerate(schedules):
+            path = Path(tmp) / f"schedule-{i}.json"
+            path.write_text(schedule_to_json(schedule))
+            paths.append(path)
         outcome = run_worker(
             grid,
-            schedule_file=path,
+            schedule_file=paths,
             repeat=repeat,
             emulate=emulate,
             timeout=timeout,
+            wall_timeout=wall_timeout,
             mpiexec=mpiexec,
+            on_progress=on_progress,
         )
     if not outcome.verified:
+        names = ", ".join(sorted({s.algorithm for s in schedules}))
         raise LaunchError(
-            f"running {schedule.algorithm} on {grid.name}: "
+            f"running {names} on {grid.name}: "
             f"{outcome.describe_failure() or 'the bytes were not verified'}"
         )
-    return list(outcome.result["measured_all_s"])
+    return [list(case["measured_all_s"]) for case in outcome.result["cases"]]

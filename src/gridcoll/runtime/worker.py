@@ -20,11 +20,16 @@ ranks span several hosts the clocks are not comparable, and the time is rank 0's
 its barrier exit to the exit of a second barrier after the broadcast (an upper bound
 including one barrier). The result says which (``"timing"``).
 
+Several ``--schedule`` files run one after the other in one launch (the demo and the
+benchmarks: one ``mpiexec`` start-up per grid instead of one per row); the result has a
+row per schedule in ``cases``, the first one's fields also at the top level.
+
 Output: rank 0 prints one line ``GRIDCOLL-RESULT {json}`` on stdout. A rank that fails
 prints ``GRIDCOLL-ERROR {json}`` on stderr and exits with status 1 without finalizing
 MPI. With ``GRIDCOLL_STATUS_DIR`` set, every rank also appends its progress to
-``rank-R`` there (``joined``, ``rep``, ``done`` or ``error``), which lets the launcher
-name a rank that died without a word.
+``rank-R`` there (``joined``, ``rep`` with its case and repetition, ``done`` or
+``error``), which lets the launcher name a rank that died without a word and report
+progress while the job runs.
 """
 
 from __future__ import annotations
@@ -57,7 +62,12 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--itemsize", type=int, default=1, help="bytes per datatype element")
     p.add_argument("--algo", default="auto")
     p.add_argument("--params", default=None, help="JSON object of fixed builder parameters")
-    p.add_argument("--schedule", default=None, help="run this schedule file (JSON) instead")
+    p.add_argument(
+        "--schedule",
+        action="append",
+        default=None,
+        help="run this schedule file (JSON) instead; repeat to run several in one launch",
+    )
     p.add_argument("--repeat", type=int, default=1)
     p.add_argument("--timeout", type=float, default=None)
     p.add_argument("--fail-rank", type=int, default=None, help=argparse.SUPPRESS)
@@ -138,37 +148,74 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
     from mpi4py import MPI
 
     import gridcoll
-    from gridcoll.runtime.comm import _prepare, _ready, params_from_json
+    from gridcoll.runtime.comm import _ready, params_from_json
+    from gridcoll.runtime.executor import wait
 
     world = MPI.COMM_WORLD
-    rank = world.Get_rank()
     params = params_from_json(args.params)
     comm = gridcoll.Comm(world, algo=args.algo, params=params, timeout=args.timeout)
     timeout = comm._gc.timeout
-    ctl = MPI.Intracomm(world)
-    ctl, req = ctl.Idup()
-    from gridcoll.runtime.executor import wait
-
+    ctl, req = MPI.Intracomm(world).Idup()
     wait(req, timeout, what="duplicating COMM_WORLD")
     status.write("joined")
-    schedule = None
-    if args.schedule:
-        from gridcoll.schedule import schedule_from_json
-
-        schedule = schedule_from_json(Path(args.schedule).read_text())
-        nbytes, root = schedule.nbytes, schedule.root
-    else:
-        nbytes, root = args.size, args.root
     state = _ready(comm)  # private communicator, emulator: outside the timed runs
-    if schedule is None:
-        prepared = _prepare(state, rank, nbytes, root, args.itemsize)  # plan before timing
-        plan = prepared.plan
     one_host = _one_host(ctl, timeout)
+    cases = _cases(args)
+    results = [
+        _run_case(comm, ctl, state, case, index, args, status, one_host)
+        for index, case in enumerate(cases)
+    ]
+    comm.Barrier()
+    ctl.Free()
+    state.close()  # the private communicator; COMM_WORLD itself is not ours to free
+    if world.Get_rank() != 0:
+        return None
+    result = dict(results[0])  # the first (usually only) case at the top level
+    result.update(
+        op=args.op,
+        nranks=world.Get_size(),
+        grid=comm.grid.name,
+        emulated=state.emulator is not None,
+        host_overhead_s=state.host_overhead,
+        plan_grid=state.plan_grid.name,
+        timing="shared-clock" if one_host else "barrier",
+        verified=all(r["verified"] for r in results),
+        cases=results,
+    )
+    return result
 
+
+def _cases(args: argparse.Namespace) -> list[dict]:
+    """What to run: one entry per schedule file, or the one planned call."""
+    if not args.schedule:
+        return [{"schedule": None, "nbytes": args.size, "root": args.root, "file": None}]
+    from gridcoll.schedule import schedule_from_json
+
+    cases = []
+    for path in args.schedule:
+        schedule = schedule_from_json(Path(path).read_text())
+        cases.append(
+            {"schedule": schedule, "nbytes": schedule.nbytes, "root": schedule.root, "file": path}
+        )
+    return cases
+
+
+def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
+    """``--repeat`` verified, timed runs of one case; rank 0 gets the result row."""
+    from mpi4py import MPI
+
+    from gridcoll.runtime.comm import _prepare
+
+    rank = comm.Get_rank()
+    schedule, nbytes, root = case["schedule"], case["nbytes"], case["root"]
+    plan = None
+    if schedule is None:
+        plan = _prepare(state, rank, nbytes, root, args.itemsize).plan  # plan before timing
+    timeout = state.timeout
     times, verified, late_starts = [], True, 0
     buf = np.empty(nbytes, dtype=np.uint8)
     message = buf
-    if args.itemsize > 1:  # whole elements of an itemsize-byte contiguous datatype
+    if args.itemsize > 1 and schedule is None:  # whole elements of a contiguous datatype
         element = MPI.BYTE.Create_contiguous(args.itemsize).Commit()
         message = [buf, nbytes // args.itemsize, element]
     for rep in range(args.repeat):
@@ -193,45 +240,31 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
             comm.Barrier()
             end = time.monotonic()
         ok = bool(np.array_equal(buf, expected))
-        status.write("rep", rep=rep, ok=ok)
+        status.write("rep", case=index, rep=rep, ok=ok)
         table = _ctl_gather(ctl, [start, end, float(ok), float(late)], timeout)
         if rank == 0:
             late_starts += int(table[:, 3].sum())
-            if one_host:
-                times.append(float(table[:, 1].max() - start))
-            else:
-                times.append(end - start)
+            times.append(float(table[:, 1].max() - start) if one_host else end - start)
             verified = verified and bool(table[:, 2].all())
-    comm.Barrier()
-    result = None
-    if rank == 0:
-        if schedule is not None:
-            algorithm, params_out = schedule.algorithm, dict(schedule.params)
-            segment = schedule.segment_size
-            explanation = f"schedule file {args.schedule}"
-        else:
-            algorithm, params_out = plan.algorithm, dict(plan.params)
-            segment, explanation = plan.segment_size, plan.explain()
-        result = {
-            "op": args.op,
-            "size": nbytes,
-            "root": root,
-            "nranks": world.Get_size(),
-            "grid": comm.grid.name,
-            "algorithm": algorithm,
-            "params": params_out,
-            "segment_size": segment,
-            "emulated": state.emulator is not None,
-            "timing": "shared-clock" if one_host else "barrier",
-            "measured_all_s": times,
-            "verified": verified and len(times) == args.repeat,
-            "repetitions": args.repeat,
-            "late_starts": late_starts,
-            "explanation": explanation,
-        }
-    ctl.Free()
-    state.close()  # the private communicator; COMM_WORLD itself is not ours to free
-    return result
+    if schedule is not None:
+        algorithm, params_out = schedule.algorithm, dict(schedule.params)
+        segment = schedule.segment_size
+        explanation = f"schedule file {case['file']}"
+    else:
+        algorithm, params_out = plan.algorithm, dict(plan.params)
+        segment, explanation = plan.segment_size, plan.explain()
+    return {
+        "size": nbytes,
+        "root": root,
+        "algorithm": algorithm,
+        "params": params_out,
+        "segment_size": segment,
+        "measured_all_s": times,
+        "verified": verified and len(times) == args.repeat,
+        "repetitions": args.repeat,
+        "late_starts": late_starts,
+        "explanation": explanation,
+    }
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,13 +15,30 @@ Programs
 
     * :class:`Send` ``(peer, segments)``: start sending those segments to ``peer``. It
       does not wait for delivery (``MPI_Isend``); the CPU is busy ``os(m)``.
-    * :class:`Recv` ``(peer, segments, combine)``: wait until the next message from
-      ``peer`` has arrived and take it (``MPI_Irecv`` posted early, waited on here).
-      With ``combine`` the incoming data is reduced into the data held (reductions).
+    * :class:`Recv` ``(peer, segments, combine, incoming_first)``: wait until the next
+      message from ``peer`` has arrived and take it (``MPI_Irecv`` posted early, waited
+      on here). With ``combine`` the incoming data is reduced into the data held
+      (reductions): ``held = held (op) incoming`` by default, ``held = incoming (op)
+      held`` with ``incoming_first`` (see *Reductions* below).
 
     A send with no segments is a *control message* of :data:`CONTROL_BYTES` bytes (the
     rendezvous handshakes of seed 002, Table 1). Messages between one pair of ranks are
     matched in program order, as MPI's non-overtaking rule guarantees.
+
+Reductions
+    Every rank starts with its own contribution in every segment. A combining receive
+    applies the operation with the data already held as the *left* operand and the
+    incoming data as the *right* one (``held = held (op) incoming``); with
+    ``incoming_first`` the incoming data is the left operand (``held = incoming (op)
+    held``). For a commutative operation the side does not matter. For a
+    non-commutative one (``params["commutative"] is False``) the builders order every
+    combine so that the result is ``x_0 (op) x_1 (op) ... (op) x_{P-1}`` in rank order,
+    and :func:`gridcoll.schedule.validate` proves it: each held value is the reduction
+    of a contiguous interval of ranks, and a combine joins two adjacent intervals, the
+    lower one on the left. In MPI terms, ``MPI_Reduce_local(inbuf, inoutbuf)`` computes
+    ``inoutbuf = inbuf (op) inoutbuf``: an ``incoming_first`` receive is
+    ``Reduce_local(incoming, held)``; a default one is ``Reduce_local(held, incoming)``
+    followed by copying ``incoming`` into ``held``.
 
 Executing the program in order is the semantics all three executors share: a rank
 that receives segment ``s`` and then sends it on forwards each segment as soon as it
@@ -65,11 +82,16 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Recv:
-    """Receive the next message from rank ``peer``; it carries ``segments``."""
+    """Receive the next message from rank ``peer``; it carries ``segments``.
+
+    With ``combine`` the message is reduced into the data held: ``held = held (op)
+    incoming``, or ``held = incoming (op) held`` with ``incoming_first``.
+    """
 
     peer: int
     segments: tuple[int, ...]
     combine: bool = False
+    incoming_first: bool = False
 
 
 Op = Send | Recv

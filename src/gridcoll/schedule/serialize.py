@@ -3,7 +3,8 @@
 ``{"format": "gridcoll-schedule/1", "op", "algorithm", "nranks", "root", "nbytes",
 "params", "segments": [[offset, length], ...], "programs": [[op, ...], ...]}`` where an
 op is ``["send", peer, [segments]]`` or ``["recv", peer, [segments]]`` (a fourth
-element ``true`` marks a combining receive).
+element ``true`` marks a combining receive, a fifth ``true`` one whose incoming data is
+the left operand: :attr:`Recv.incoming_first`).
 """
 
 from __future__ import annotations
@@ -25,6 +26,8 @@ def _op_to_list(op: Send | Recv) -> list[Any]:
     out: list[Any] = ["recv", op.peer, list(op.segments)]
     if op.combine:
         out.append(True)
+        if op.incoming_first:
+            out.append(True)
     return out
 
 
@@ -57,7 +60,9 @@ def schedule_from_json(text: str) -> Schedule:
                 if kind == "send":
                     ops.append(Send(int(peer), tuple(segments)))
                 elif kind == "recv":
-                    ops.append(Recv(int(peer), tuple(segments), bool(rest and rest[0])))
+                    combine = bool(rest and rest[0])
+                    first = bool(len(rest) > 1 and rest[1])
+                    ops.append(Recv(int(peer), tuple(segments), combine, first))
                 else:
                     raise ScheduleError(f"unknown schedule op {kind!r}")
             programs.append(tuple(ops))

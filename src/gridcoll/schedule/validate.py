@@ -6,11 +6,20 @@ messages of each ordered pair of ranks first-in first-out. Instead of bytes it t
 for every rank and segment, *whose data* the rank holds: the set of ranks whose
 contribution the held value is made of (one rank for a copy, several after reductions).
 
+Non-commutative reductions (``schedule.params["commutative"] is False``) must also
+combine in rank order: every held value must then be the reduction of a contiguous
+interval of ranks ``[lo, hi]``, and a combining receive must join two adjacent
+intervals with the lower one on the left: the held data's interval just before the
+incoming one for a default receive (``held = held (op) incoming``), just after it for
+an :attr:`~gridcoll.schedule.ir.Recv.incoming_first` one (``held = incoming (op)
+held``). The replay names the first combine that would reorder operands.
+
 It raises :class:`~gridcoll.errors.ScheduleError` naming the first rank and segment at
 fault when a rank sends a segment it does not hold, a receive expects other segments
 than the matched send carries, a reduction would count a contribution twice, the
-programs deadlock, a message is never received, or a rank ends without exactly the
-data the collective defines. Cost: O(total operations x segments per message).
+programs deadlock, a message is never received, a non-commutative reduction combines
+out of rank order, or a rank ends without exactly the data the collective defines.
+Cost: O(total operations x segments per message).
 """
 
 from __future__ import annotations
@@ -20,7 +29,7 @@ from collections import deque
 from gridcoll.errors import ScheduleError
 from gridcoll.schedule.ir import Recv, Schedule, Send
 
-__all__ = ["expected_holdings", "initial_holdings", "validate"]
+__all__ = ["expected_holdings", "initial_holdings", "is_ordered", "validate"]
 
 Holdings = list[dict[int, frozenset[int]]]
 
@@ -84,11 +93,17 @@ def expected_holdings(schedule: Schedule) -> Holdings:
     return want
 
 
+def is_ordered(schedule: Schedule) -> bool:
+    """True if the schedule reduces with a non-commutative operation (rank order)."""
+    return schedule.op in ("reduce", "allreduce") and not schedule.params.get("commutative", True)
+
+
 def validate(schedule: Schedule) -> None:
     """Replay ``schedule``; return None if every rank ends with exactly the right data.
 
     A barrier is checked by causality instead of data: every rank must, before it
-    leaves, have heard (directly or through others) from every rank.
+    leaves, have heard (directly or through others) from every rank. A reduction with
+    ``params["commutative"] is False`` must also combine in rank order (module notes).
 
     Raises
     ------
@@ -103,6 +118,7 @@ def validate(schedule: Schedule) -> None:
     waiting: dict[tuple[int, int], int] = {}  # channel -> rank blocked on it
     ready = deque(range(P))
     programs = schedule.programs
+    ordered = is_ordered(schedule)
 
     while ready:
         rank = ready.popleft()
@@ -144,7 +160,7 @@ def validate(schedule: Schedule) -> None:
                     rank=rank,
                     segment=(op.segments or segments or (None,))[0],
                 )
-            _deliver(held[rank], payload, op, rank)
+            _deliver(held[rank], payload, op, rank, ordered)
             heard[rank] = heard[rank] | knowledge
             pc[rank] += 1
 
@@ -174,7 +190,9 @@ def validate(schedule: Schedule) -> None:
     _check_final(held, expected_holdings(schedule))
 
 
-def _deliver(held: dict[int, frozenset[int]], payload: dict, op: Recv, rank: int) -> None:
+def _deliver(
+    held: dict[int, frozenset[int]], payload: dict, op: Recv, rank: int, ordered: bool
+) -> None:
     for s, contributors in payload.items():
         if op.combine:
             mine = held.get(s, frozenset())
@@ -185,9 +203,36 @@ def _deliver(held: dict[int, frozenset[int]], payload: dict, op: Recv, rank: int
                     rank=rank,
                     segment=s,
                 )
+            if ordered:
+                _check_order(mine, contributors, op, rank, s)
             held[s] = mine | contributors
         else:
             held[s] = contributors
+
+
+def _interval(ranks: frozenset[int]) -> str:
+    if not ranks:
+        return "nothing"
+    if max(ranks) - min(ranks) + 1 == len(ranks):
+        return f"[{min(ranks)}..{max(ranks)}]"
+    return f"ranks {sorted(ranks)}"
+
+
+def _check_order(
+    mine: frozenset[int], incoming: frozenset[int], op: Recv, rank: int, s: int
+) -> None:
+    """A non-commutative combine must join adjacent rank intervals, lower on the left."""
+    left, right = (incoming, mine) if op.incoming_first else (mine, incoming)
+    contiguous = all(part and max(part) - min(part) + 1 == len(part) for part in (left, right))
+    if not contiguous or max(left) + 1 != min(right):
+        side = "incoming first" if op.incoming_first else "held first"
+        raise ScheduleError(
+            f"rank {rank} combines segment {s} out of rank order ({side}): "
+            f"{_interval(left)} (op) {_interval(right)} is not x_lo (op) ... (op) x_hi of "
+            f"adjacent rank intervals, as a non-commutative operation needs",
+            rank=rank,
+            segment=s,
+        )
 
 
 def _check_final(held: Holdings, want: Holdings) -> None:

@@ -5,10 +5,22 @@ collective (or the one named by ``algo``) it searches the tunable parameters wit
 000's heuristics (:func:`gridcoll.tune.search.heuristic_search`) on the builder's model
 (:data:`gridcoll.models.MODELS`), and returns a :class:`Plan` holding every candidate,
 fastest first, and the physical bound of the call for comparison.
+
+Planning budget (``budget_s``). Without one, ``auto`` considers every builder except the
+*anytime* ones (simulated annealing, :attr:`Builder.anytime`), whose time has no natural
+end; they are listed in :attr:`Plan.skipped`. With one, the anytime tree families share
+:data:`ANYTIME_SHARE` of it, and every other builder that declares a nominal planning
+cost (:attr:`Builder.cost`) is skipped once the costs so far would exceed the rest.
+Both are *nominal* seconds, functions of the grid's size, never wall-clock readings:
+the annealing gets ``evaluations = share / cost-per-evaluation`` cost evaluations, so a
+plan depends only on its arguments and every MPI rank of a communicator makes the same
+choice. A named anytime builder gets the whole budget (and the paper's fixed run count,
+50 + 25 annealings, without one).
 """
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -18,15 +30,23 @@ from gridcoll.algorithms.registry import Builder, get_builder, list_builders
 from gridcoll.errors import GridcollError, ParameterError, Unfeasible, UnknownAlgorithm
 from gridcoll.models.registry import MODELS
 from gridcoll.models.single_layer import check_model_call
-from gridcoll.network.bounds import broadcast_bound
+from gridcoll.network.bounds import collective_bound
 from gridcoll.network.grid import Grid
+from gridcoll.network.gridfile import check_complete
 from gridcoll.network.presets import get_grid
 from gridcoll.schedule.ir import Schedule
 from gridcoll.tune.cache import PlanCache
 from gridcoll.tune.search import heuristic_search
 from gridcoll.units import format_size, format_time
 
-__all__ = ["Candidate", "Plan", "plan"]
+__all__ = ["ANYTIME_SHARE", "MIN_EVALUATIONS", "Candidate", "Plan", "plan"]
+
+ANYTIME_SHARE = 0.5
+"""Share of a planning budget that ``auto`` gives the anytime builders, split evenly
+among their tree families."""
+
+MIN_EVALUATIONS = 1000
+"""An anytime builder that the budget would give fewer cost evaluations is skipped."""
 
 
 @dataclass(frozen=True)
@@ -63,6 +83,8 @@ class Plan:
     bound_s: float
     candidates: tuple[Candidate, ...]
     skipped: tuple[tuple[str, str], ...] = ()
+    budget_s: float | None = None
+    """The planning budget the plan was made with (None: no anytime builders)."""
 
     def build(self, grid: Grid | str | Path) -> Schedule:
         """The schedule of the chosen algorithm with the chosen parameters.
@@ -94,6 +116,8 @@ class Plan:
             lines.append("runners-up:")
             for rank, other in enumerate(self.candidates[1:], start=2):
                 lines.append(f"  {rank}. {_describe(other)}: {_loss(other, best)}")
+        if self.budget_s is not None:
+            lines.append(f"planning budget: {format_time(self.budget_s)} (nominal)")
         if self.skipped:
             lines.append("skipped:")
             lines += [f"  {name}: {reason}" for name, reason in self.skipped]
@@ -137,27 +161,125 @@ def _builders(op: str, algo: str) -> list[Builder]:
     return builders
 
 
-def _candidate(builder: Builder, grid: Grid, nbytes: int, root: int, itemsize: int) -> Candidate:
-    """The builder's best parameters; raises GridcollError if it cannot be modelled."""
+REDUCTIONS = ("reduce", "allreduce")
+"""The collectives that combine data and take ``commutative``."""
+
+
+def _for_operation(op: str, algo: str, builders: list[Builder], commutative: bool) -> list[Builder]:
+    """The builders that can serve the operation: commutative-only trees are dropped for
+    a non-commutative one, and refused by name (before anything is built)."""
+    if not isinstance(commutative, bool):
+        raise ParameterError(f"commutative must be True or False, got {commutative!r}")
+    if commutative or op not in REDUCTIONS:
+        return builders
+    if algo != "auto" and builders[0].commutative_only:
+        ordered = [b.name for b in list_builders(op) if not b.commutative_only]
+        raise ParameterError(
+            f"{op} algorithm {algo!r} reorders operands and needs a commutative operation; "
+            f"for a non-commutative one use one of: {', '.join(ordered)}"
+        )
+    return [b for b in builders if not b.commutative_only]
+
+
+def _check_call(grid: Grid, op: str, nbytes: int, root: int, itemsize: int) -> int:
+    """The call's checks (:func:`check_model_call`); a barrier's size is ignored (0)."""
+    if op != "barrier":
+        check_model_call(grid, nbytes, root, itemsize)
+        return nbytes
+    grid.check_rank(root, "root")
+    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
+        raise ParameterError(f"a barrier's size must be 0 (it is ignored), got {nbytes!r}")
+    return 0
+
+
+def _candidate(
+    builder: Builder,
+    grid: Grid,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    fixed: dict[str, Any] | None = None,
+) -> Candidate:
+    """The builder's best parameters (``fixed`` ones passed through, e.g. an annealing
+    budget); raises GridcollError if it cannot be modelled."""
     model = MODELS.get((builder.op, builder.name))
     if model is None:
         raise Unfeasible("no model is registered")
+    if fixed:
+        model = functools.partial(model, **fixed)
+    if builder.op == "barrier":  # no size, no parameters: one evaluation
+        seconds = model(grid, 0, root, itemsize=itemsize)
+        return Candidate(builder.name, dict(fixed or {}), 0, seconds, "one model evaluation")
     found = heuristic_search(
         grid, nbytes, root, model=model, params=builder.params, itemsize=itemsize
     )
     if not math.isfinite(found.predicted_s):
         raise Unfeasible(f"the model predicts {found.predicted_s!r}")
-    m = _segment_of(found.params, nbytes)
-    return Candidate(builder.name, found.params, m, found.predicted_s, found.reasoning)
+    params = {**(fixed or {}), **found.params}
+    m = _segment_of(params, nbytes)
+    return Candidate(builder.name, params, m, found.predicted_s, found.reasoning)
+
+
+def _allowances(
+    builders: list[Builder], grid: Grid, budget_s: float | None, named: bool
+) -> list[tuple[Builder, dict[str, Any] | None, str]]:
+    """Per builder: the fixed parameters the budget gives it, or None and the reason it
+    is skipped (module docstring). Nominal costs only: deterministic."""
+    families = list(dict.fromkeys(b.anytime for b in builders if b.anytime))
+    if budget_s is None or not families:
+        anytime_total = 0.0
+    elif all(b.anytime for b in builders):
+        anytime_total = budget_s
+    else:
+        anytime_total = ANYTIME_SHARE * budget_s
+    left = None if budget_s is None else budget_s - anytime_total
+    out: list[tuple[Builder, dict[str, Any] | None, str]] = []
+    for b in builders:
+        if b.anytime:
+            if budget_s is None:
+                if named:  # the paper's fixed run count
+                    out.append((b, {}, ""))
+                else:
+                    out.append((b, None, "anytime builder: auto runs it only with a budget_s"))
+                continue
+            share = anytime_total / len(families)
+            evaluations = int(share / b.cost(grid)) if b.cost else MIN_EVALUATIONS
+            if evaluations < MIN_EVALUATIONS:
+                why = f"planning budget: {share:.3g} s buys {evaluations} evaluations"
+                out.append((b, None, f"{why} (< {MIN_EVALUATIONS})"))
+            else:
+                out.append((b, {"evaluations": evaluations}, ""))
+            continue
+        if left is not None and b.cost is not None:
+            cost = b.cost(grid)
+            if cost > left:
+                why = f"planning budget: needs about {cost:.3g} s, {max(left, 0.0):.3g} s left"
+                out.append((b, None, why))
+                continue
+            left -= cost
+        out.append((b, {}, ""))
+    return out
 
 
 def _make_plan(
-    grid: Grid, op: str, nbytes: int, root: int, itemsize: int, builders: list[Builder]
+    grid: Grid,
+    op: str,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    builders: list[Builder],
+    budget_s: float | None = None,
+    named: bool = False,
+    call_params: dict[str, Any] | None = None,
 ) -> Plan:
     candidates, skipped = [], []
-    for builder in builders:
+    for builder, fixed, why in _allowances(builders, grid, budget_s, named):
+        if fixed is None:
+            skipped.append((builder.name, why))
+            continue
+        fixed = {**fixed, **(call_params or {})}
         try:
-            candidates.append(_candidate(builder, grid, nbytes, root, itemsize))
+            candidates.append(_candidate(builder, grid, nbytes, root, itemsize, fixed))
         except GridcollError as err:
             skipped.append((builder.name, str(err)))
     if not candidates:
@@ -165,7 +287,7 @@ def _make_plan(
         raise Unfeasible(f"no {op} algorithm could be modelled on {grid.name!r}: {reasons}")
     candidates.sort(key=lambda c: c.predicted_s)  # stable: registry order breaks ties
     best = candidates[0]
-    bound = broadcast_bound(grid, nbytes, root).time_s if op == "bcast" else math.nan
+    bound = collective_bound(grid, op, nbytes, root).time_s
     return Plan(
         op,
         grid.name,
@@ -179,6 +301,7 @@ def _make_plan(
         bound,
         tuple(candidates),
         tuple(skipped),
+        budget_s,
     )
 
 
@@ -191,6 +314,8 @@ def plan(
     algo: str = "auto",
     itemsize: int = 1,
     cache: PlanCache | None = None,
+    budget_s: float | None = None,
+    commutative: bool = True,
 ) -> Plan:
     """Choose the algorithm and parameters for one collective call.
 
@@ -199,16 +324,30 @@ def plan(
     grid : Grid, preset name or grid file
         Pass a :class:`Grid` object on hot paths: a name is parsed on every call.
     op : str
-        The collective (``"bcast"``).
+        The collective: ``"bcast"``, ``"scatter"``, ``"gather"``, ``"allgather"``,
+        ``"alltoall"``, ``"reduce"``, ``"allreduce"`` or ``"barrier"``.
     nbytes, root : int
-        The call: ``M`` bytes from ``root``.
+        The call: ``M`` bytes from ``root``. For scatter, gather, allgather and
+        all-to-all ``nbytes`` is the count of one rank per peer in bytes (MPI's
+        ``sendcount`` times the extent); for a reduction the vector; a barrier
+        ignores it (its plan has ``nbytes = 0``). Rootless collectives check ``root``
+        and otherwise ignore it.
     algo : str
         ``"auto"`` searches every builder of ``op``; a builder name only that one.
     itemsize : int
         The datatype extent: segment sizes are multiples of it.
     cache : PlanCache, optional
-        A repeated call with the same grid, op, size, root, itemsize and algo returns
-        the cached :class:`Plan` object.
+        A repeated call with the same grid, op, size, root, itemsize, algo and budget
+        returns the cached :class:`Plan` object.
+    budget_s : float, optional
+        Planning budget in nominal seconds (module docstring): lets ``auto`` run the
+        simulated annealing builders, and bounds the others' declared costs. The
+        plan depends on it deterministically (never on the wall clock).
+    commutative : bool
+        Reductions only: False for a non-commutative operation. ``auto`` then leaves
+        out the builders whose trees reorder operands (:attr:`Builder.commutative_only`),
+        every candidate combines in rank order, and the chosen parameters carry
+        ``commutative`` to the builder. Ignored by the other collectives.
 
     Returns
     -------
@@ -219,7 +358,8 @@ def plan(
     UnknownAlgorithm
         For an ``op`` without builders or an unknown ``algo``.
     ParameterError
-        For a root out of range, a size <= 0 or not a multiple of ``itemsize``.
+        For a root out of range, a size <= 0 or not a multiple of ``itemsize``, or a
+        commutative-only algorithm named for a non-commutative operation.
     Unfeasible
         If no builder could be modelled (the reasons are listed).
 
@@ -235,14 +375,23 @@ def plan(
     >>> p.params["degree"], round(p.predicted_s, 2)
     (7, 1.06)
     """
-    grid = get_grid(grid)
-    builders = _builders(op, algo)
-    check_model_call(grid, nbytes, root, itemsize)
+    grid = check_complete(get_grid(grid))  # partial (interrupted) measurements: refused
+    builders = _for_operation(op, algo, _builders(op, algo), commutative)
+    nbytes = _check_call(grid, op, nbytes, root, itemsize)
+    if budget_s is not None and not (
+        isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0
+    ):
+        raise ParameterError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
+    call_params = {"commutative": commutative} if op in REDUCTIONS else None
+    args = (grid, op, nbytes, root, itemsize, builders, budget_s, algo != "auto", call_params)
     if cache is None:
-        return _make_plan(grid, op, nbytes, root, itemsize, builders)
-    key = PlanCache.key(grid, op, nbytes, root, itemsize, algo)
+        return _make_plan(*args)
+    key_algo = algo if budget_s is None else f"{algo}@{budget_s!r}s"
+    if op in REDUCTIONS and not commutative:
+        key_algo += "|non-commutative"
+    key = PlanCache.key(grid, op, nbytes, root, itemsize, key_algo)
     found = cache.get(key)
     if found is None:
-        found = _make_plan(grid, op, nbytes, root, itemsize, builders)
+        found = _make_plan(*args)
         cache.put(key, found)
     return found

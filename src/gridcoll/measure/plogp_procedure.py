@@ -1,0 +1,734 @@
+"""Seed 000's efficient P-LogP measurement (sec. 2.2, figure 4), without I/O.
+
+Theory of operation
+-------------------
+Two processes take part: *measure* and *mirror*. This module is the brain of *measure*:
+a :class:`PLogPProcedure` decides the next *probe* from the results so far, and a
+transport (:mod:`gridcoll.measure.transport` over MPI, or a synthetic network in the
+tests) carries it out and feeds the result back::
+
+    proc = PLogPProcedure()
+    while (probe := proc.next_probe()) is not None:
+        proc.feed(transport.run(probe))
+    result = proc.measurement()
+
+Rule 1: there are two probes. :class:`GapProbe` ``n``: n empty messages in a row and
+one empty reply; its result is ``RTT_n(0)`` in seconds. :class:`SizeProbe` ``(m, reps)``:
+``reps`` repetitions of figure 4's two roundtrips for ``m`` bytes; its result is one
+:class:`Sample` per repetition: ``os`` (the time of the send call), ``rtt`` (m bytes
+there, an empty message back) and ``or_`` (the time of the receive of an m-byte message
+that has been waiting ``Delta > RTT(m)``).
+
+Rule 2: the steps are the paper's, in its order (seed 000, sec. 2.2):
+
+1. ``g(0)``: ``n = 1``, then ``n = 10``, then doubling; ``n g(0) = RTT_n(0) - RTT_1(0)/2``;
+   stop when the gap per message changes by less than ``epsilon`` *and*
+   ``RTT_1(0) < epsilon RTT_n(0)``; take the gap of the largest ``n``. (Ours, for a
+   shared machine: a run whose gap *rose* is repeated, up to twice, and the smallest
+   kept -- the gap can only fall as n grows, delays only add; the spread of such
+   repeats, up to 5%, widens epsilon in the settling test; and doubling stops once a
+   run takes 10 s, with a note.)
+2. every size ``m = 0`` and ``2^k``, ``k = 0 .. k_m``: the repetitions grow until the
+   90% confidence interval of ``RTT(m)``, ``os(m)`` and ``or(m)`` is small enough, or
+   the cap is reached (60 for small messages, 15 for large ones).
+   ``g(m) = RTT(m) - RTT(0) + g(0)``, ``L = (RTT(0) - 2 g(0)) / 2``.
+3. ``k_m`` is raised while ``g(2^k_m)`` is not within ``epsilon`` of the value
+   extrapolated from ``g(2^(k_m-2))`` and ``g(2^(k_m-1))``.
+4. non-linearities: for consecutive sizes ``a < b < c``, if ``os``, ``or`` or ``g`` at
+   ``c`` differs from the extrapolation from ``a`` and ``b`` by more than ``epsilon``,
+   measure ``(b + c) / 2``, and repeat on the new intervals until the extrapolations
+   match or ``c - b <= max(32 B, epsilon c)``.
+
+Rule 3 (our reading of "small enough" and "within epsilon", which the paper leaves
+open): a quantity is known well enough when its 90% half-width is at most
+``epsilon * max(|value|, RTT(0))``: within 1% of itself, and never finer than 1% of the
+round trip, the time scale at which the model uses it (an overhead of 15 us need not be
+known to 0.15 us on a 20 ms link). A message is *large* when ``RTT(m) > 2 RTT(0)``: its
+transfer, not the latency, dominates each repetition. Two values "match" when they
+differ by at most ``epsilon * max(|value|, RTT(0))`` plus both confidence half-widths:
+a difference inside the noise is not a non-linearity.
+
+Rule 4: any exception inside the procedure moves it to ``ERROR`` (h11's rule); the
+measurement so far stays readable (:meth:`PLogPProcedure.measurement`, marked
+incomplete), so an interrupted run keeps what it found.
+
+References
+----------
+T. Kielmann, H. E. Bal, S. Gorlatch, K. Verstoep, R. Hofman. Network performance-aware
+collective communication for clustered wide-area systems. Parallel Computing 27 (2001),
+sec. 2.2 (seed 000). T. Kielmann, H. E. Bal, K. Verstoep. Fast measurement of LogP
+parameters for message passing platforms. IPDPS workshops 2000 (its ref. [28]).
+"""
+
+from __future__ import annotations
+
+import enum
+import math
+from collections.abc import Generator, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from gridcoll.errors import GridcollError
+from gridcoll.measure.stats import Summary, summarize
+from gridcoll.network.plogp import PLogP
+
+__all__ = [
+    "Cost",
+    "GapProbe",
+    "MeasurementError",
+    "PLogPMeasurement",
+    "PLogPProcedure",
+    "Point",
+    "ProcedureState",
+    "Sample",
+    "Settings",
+    "SizeProbe",
+    "run_procedure",
+    "saturation_cost",
+    "table_from_dict",
+]
+
+
+class MeasurementError(GridcollError):
+    """A measurement failed (a rank was lost, it was interrupted, bad results).
+
+    ``partial`` holds what was measured before (a :class:`PLogPMeasurement` marked
+    incomplete, or a dict of them per direction), or None if nothing was.
+    """
+
+    def __init__(self, message: str, *, partial: Any = None):
+        super().__init__(message)
+        self.partial = partial
+
+
+# -- probes and their results ---------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class GapProbe:
+    """Send ``n`` empty messages in a row; the mirror answers the last one with one
+    empty reply. The result is ``RTT_n(0)`` in seconds."""
+
+    n: int
+
+
+@dataclass(frozen=True, slots=True)
+class SizeProbe:
+    """``reps`` repetitions of figure 4's two roundtrips for ``m`` bytes.
+
+    The result is a list of ``reps`` :class:`Sample`. ``delta_factor``: the transport
+    waits ``Delta = delta_factor * RTT(m)`` (that repetition's, plus its own margin)
+    before receiving in the second roundtrip.
+    """
+
+    m: int
+    reps: int
+    delta_factor: float = 1.25
+    with_or: bool = True
+    """False: only the first roundtrip (``os``, ``RTT``); ``or_`` is then 0 (matrices)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Sample:
+    """One repetition of figure 4 for one size, in seconds.
+
+    ``owd`` is the one-way time of the m-byte message when both ends share a clock
+    (one machine), else None.
+    """
+
+    os: float
+    rtt: float
+    or_: float
+    owd: float | None = None
+
+
+Probe = GapProbe | SizeProbe
+
+
+# -- settings and results -------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Settings:
+    """The procedure's constants (seed 000, sec. 2.2, unless marked ours)."""
+
+    epsilon: float = 0.01
+    """Relative tolerance of every test ("epsilon = 1%")."""
+    k_max: int = 18
+    """Initial largest size ``2^k_m`` ("we used k_m = 18")."""
+    k_limit: int = 26
+    """Largest ``k_m`` the settling test may raise it to (ours: 64 MiB)."""
+    initial_reps: int = 4
+    """Repetitions of every size at first ("a small number of times"; ours: 4)."""
+    max_reps_small: int = 60
+    max_reps_large: int = 15
+    large_factor: float = 2.0
+    """A size is large when ``RTT(m) > large_factor * RTT(0)`` (ours)."""
+    rtt1_reps: int = 3
+    """``RTT_1(0)`` is the median of this many single-message runs (ours)."""
+    gap_n_limit: int = 1 << 22
+    """Give up doubling ``n`` beyond this (ours); the result says so."""
+    gap_time_limit: float = 10.0
+    """Stop doubling ``n`` once one run takes this many seconds (ours); noted."""
+    gap_noise_limit: float = 0.05
+    """Largest run-to-run noise (relative) the settling test may widen epsilon to (ours)."""
+    gap_retries: int = 2
+    """Run an ``n`` again (at most this often) when its gap per message rose above the
+    previous one by more than epsilon: a disturbance, since delays only add (ours)."""
+    min_interval: int = 32
+    """Halving stops at ``max(min_interval, epsilon * m)`` bytes ("32 bytes")."""
+    max_sizes: int = 160
+    """Measure at most this many sizes (ours: a guard against a pathological network)."""
+    latency: str = "auto"
+    """``"round-trip"``: ``L = (RTT(0) - 2 g(0))/2`` as the paper; ``"one-way"``: from the
+    one-way time when both ends share a clock (then asymmetric latency is measurable);
+    ``"auto"``: one-way when the samples carry it."""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.epsilon < 1:
+            raise ValueError(f"epsilon must be in (0, 1), got {self.epsilon!r}")
+        if not 1 <= self.k_max <= self.k_limit <= 40:
+            raise ValueError(f"need 1 <= k_max <= k_limit <= 40, got {self.k_max}, {self.k_limit}")
+        if self.initial_reps < 2:
+            raise ValueError(f"initial_reps must be >= 2, got {self.initial_reps!r}")
+        if self.latency not in ("auto", "round-trip", "one-way"):
+            raise ValueError(f"latency must be auto, round-trip or one-way, not {self.latency!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class Point:
+    """The measured parameters at one size (seconds), with 90% half-widths."""
+
+    m: int
+    os: float
+    or_: float
+    rtt: float
+    g: float
+    os_ci: float
+    or_ci: float
+    rtt_ci: float
+    reps: int
+    large: bool
+    owd: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "m": self.m,
+            "os_s": self.os,
+            "or_s": self.or_,
+            "g_s": self.g,
+            "rtt_s": self.rtt,
+            "ci_s": {"os": self.os_ci, "or": self.or_ci, "rtt": self.rtt_ci},
+            "reps": self.reps,
+        }
+        if self.owd is not None:
+            out["owd_s"] = self.owd
+        return out
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """What a measurement sent: messages, payload bytes, and the time it kept the link
+    busy (``sum g(m)`` over its messages)."""
+
+    messages: int = 0
+    bytes: int = 0
+    link_s: float = 0.0
+
+    def __add__(self, other: Cost) -> Cost:
+        return Cost(
+            self.messages + other.messages, self.bytes + other.bytes, self.link_s + other.link_s
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"messages": self.messages, "bytes": self.bytes, "link_s": self.link_s}
+
+
+@dataclass(frozen=True)
+class PLogPMeasurement:
+    """The outcome of a :class:`PLogPProcedure` (complete or not).
+
+    ``L`` follows :attr:`Settings.latency`; ``L_rtt`` is always the paper's
+    ``(RTT(0) - 2 g(0)) / 2``. ``points`` are sorted by size; ``g`` is as measured
+    (:meth:`plogp` makes it non-decreasing). ``gap_runs`` lists ``(n, RTT_n(0), gap)``.
+    """
+
+    L: float
+    L_rtt: float
+    g0: float
+    rtt0: float
+    points: tuple[Point, ...]
+    complete: bool
+    latency_method: str
+    gap_runs: tuple[tuple[int, float, float], ...]
+    k_max: int
+    cost: Cost
+    notes: tuple[str, ...] = ()
+
+    def plogp(self) -> PLogP:
+        """The P-LogP table (``complete`` carried over).
+
+        Noise can make a measured ``g`` dip by a few microseconds between two sizes; the
+        table takes the running maximum, since ``g`` must not decrease with ``m``
+        (seed 000: a larger message never occupies the link for less time).
+        """
+        return _table(
+            self.L,
+            [(p.m, p.os, p.or_, p.g) for p in self.points],
+            self.complete,
+        )
+
+    def saturation_cost(self) -> Cost:
+        """What a saturation-based method would have sent for the same sizes."""
+        return saturation_cost(self.points, self.g0, self.rtt0)
+
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON object of ``gridcoll measure --json``: ``L_s`` and ``points``."""
+        ours, sat = self.cost, self.saturation_cost() if self.points else Cost()
+        return _clean(
+            {
+                "L_s": self.L,
+                "points": [p.to_dict() for p in self.points],
+                "complete": self.complete,
+                "L_rtt_s": self.L_rtt,
+                "latency_method": self.latency_method,
+                "g0_s": self.g0,
+                "rtt0_s": self.rtt0,
+                "k_max": self.k_max,
+                "gap_runs": [{"n": n, "rtt_s": r, "gap_s": g} for n, r, g in self.gap_runs],
+                "cost": ours.to_dict(),
+                "saturation_cost": sat.to_dict(),
+                "savings": _savings(ours, sat),
+                "notes": list(self.notes),
+            }
+        )
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe: non-finite floats become None."""
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def _table(L: float, points: list[tuple[float, float, float, float]], complete: bool) -> PLogP:
+    if not points or not math.isfinite(L):
+        raise MeasurementError("no size has been measured yet: there is no table")
+    g, top = [], 0.0
+    for p in points:
+        top = max(top, p[3], 0.0)
+        g.append(top)
+    if len(points) >= 2 and g[-1] <= g[-2]:
+        # a flat last piece would mean infinite bandwidth beyond the largest size: take
+        # the average slope of the whole table there instead (at least 1 ps/B)
+        span = points[-1][0] - points[0][0]
+        slope = max((g[-1] - g[0]) / span if span > 0 else 0.0, 1e-12)
+        g[-1] = g[-2] + slope * (points[-1][0] - points[-2][0])
+    return PLogP.from_points(
+        max(L, 0.0),
+        [p[0] for p in points],
+        [max(p[1], 0.0) for p in points],
+        [max(p[2], 0.0) for p in points],
+        g,
+        complete=complete,
+    )
+
+
+def table_from_dict(data: dict[str, Any], complete: bool | None = None) -> PLogP:
+    """The P-LogP table of a :meth:`PLogPMeasurement.to_dict` object (``--json``)."""
+    try:
+        points = [(p["m"], p["os_s"], p["or_s"], p["g_s"]) for p in data["points"]]
+        L = data["L_s"]
+        L = math.nan if L is None else float(L)
+    except (KeyError, TypeError) as err:
+        raise MeasurementError(f"not a measurement object: missing {err}") from err
+    return _table(L, points, bool(data.get("complete", True)) if complete is None else complete)
+
+
+def _savings(ours: Cost, sat: Cost) -> dict[str, float | None]:
+    def frac(a: float, b: float) -> float | None:
+        return None if b <= 0 else 1.0 - a / b
+
+    return {
+        "messages": frac(ours.messages, sat.messages),
+        "bytes": frac(ours.bytes, sat.bytes),
+        "link_s": frac(ours.link_s, sat.link_s),
+    }
+
+
+# -- the saturation baseline ------------------------------------------------------------
+
+
+def _saturation_n(g: float, rtt1: float, g0: float, rtt0: float, eps: float, limit: int):
+    """The ``n`` sequence a saturation run at one size goes through (noise-free)."""
+    ns, prev, n = [1], None, 10
+    while True:
+        ns.append(n)
+        rtt_n = rtt1 + (n - 1) * g  # the first message costs RTT_1, each further one g
+        gap = (rtt_n - rtt0 / 2) / n
+        if prev is not None and abs(gap - prev) <= eps * prev and rtt1 < eps * rtt_n:
+            return ns
+        if n >= limit:
+            return ns
+        prev, n = gap, 2 * n
+
+
+def saturation_cost(
+    points: Sequence[Point], g0: float, rtt0: float, *, epsilon: float = 0.01
+) -> Cost:
+    """The cost of measuring ``g(m)`` by saturation at every size of ``points``.
+
+    A saturation-based benchmark (Culler et al.'s LogP micro-benchmark, which seed 000's
+    ref. [28] compares against) finds each ``g(m)`` as we find ``g(0)``: ``n = 1, 10``,
+    then doubling, until the gap per message settles and ``RTT_1(m) < epsilon
+    RTT_n(m)``. Here each run is replayed noise-free on the measured ``g(m)`` and
+    ``RTT(m)`` (``RTT_n(m) = RTT_1(m) + (n - 1) g(m)``), and every message of every
+    step is counted, plus one empty reply per step. Its repetitions and its overhead
+    measurements are *not* counted, so this is a lower bound on what it sends.
+    """
+    cost = Cost()
+    for p in points:
+        g = max(p.g, 1e-9)
+        for n in _saturation_n(g, p.rtt, g0, rtt0, epsilon, 1 << 24):
+            cost += Cost(n + 1, n * p.m, n * g + g0)
+    return cost
+
+
+# -- the procedure ----------------------------------------------------------------------
+
+
+class ProcedureState(enum.Enum):
+    """Where a :class:`PLogPProcedure` is."""
+
+    RUNNING = "running"
+    DONE = "done"
+    ERROR = "error"
+
+
+@dataclass
+class _Acc:
+    """Samples of one size."""
+
+    m: int
+    samples: list[Sample] = field(default_factory=list)
+
+
+class PLogPProcedure:
+    """The measure side of seed 000's procedure, sans I/O (see the module docstring).
+
+    Examples
+    --------
+    >>> from gridcoll.measure.synthetic import SyntheticTransport
+    >>> from gridcoll.network import PLogP
+    >>> link = PLogP.linear(10e-3, 1e6, g0=8e-6, os0=4e-6, or0=4e-6)
+    >>> result = run_procedure(PLogPProcedure(Settings(k_max=12)), SyntheticTransport(link))
+    >>> round(result.L * 1e3, 3), round(result.plogp().g(4096) * 1e3, 3)
+    (10.0, 4.104)
+    """
+
+    def __init__(self, settings: Settings | None = None):
+        self.settings = settings or Settings()
+        self.state = ProcedureState.RUNNING
+        self._acc: dict[int, _Acc] = {}
+        self._gap_runs: list[tuple[int, float, float]] = []
+        self._rtt1: float | None = None
+        self._g0: float | None = None
+        self._k_max = self.settings.k_max
+        self._notes: list[str] = []
+        self._cost = Cost()
+        self._pending: Probe | None = None
+        self._gen = self._run()
+        self._advance(None, first=True)
+
+    # -- the driver's API ---------------------------------------------------------------
+    def next_probe(self) -> Probe | None:
+        """The probe to run next, or None when the procedure is done."""
+        if self.state is ProcedureState.ERROR:
+            raise MeasurementError("the procedure failed earlier; start a new one")
+        return self._pending
+
+    def feed(self, result: Any) -> None:
+        """Give the result of :meth:`next_probe`'s probe."""
+        if self._pending is None:
+            raise MeasurementError(f"no probe is pending (state {self.state.value})")
+        probe = self._pending
+        try:
+            self._check(probe, result)
+        except MeasurementError:
+            self.state = ProcedureState.ERROR
+            raise
+        self._account(probe, result)
+        self._advance(result)
+
+    def measurement(self) -> PLogPMeasurement:
+        """What has been measured so far (``complete`` only once the procedure is done)."""
+        return self._result(complete=self.state is ProcedureState.DONE)
+
+    @property
+    def sizes_done(self) -> int:
+        """How many sizes have their repetitions (for progress displays)."""
+        return len(self._acc)
+
+    # -- internals ----------------------------------------------------------------------
+    def _advance(self, result: Any, first: bool = False) -> None:
+        try:
+            self._pending = next(self._gen) if first else self._gen.send(result)
+        except StopIteration:
+            self._pending = None
+            self.state = ProcedureState.DONE
+        except BaseException:
+            self._pending = None
+            self.state = ProcedureState.ERROR
+            raise
+
+    @staticmethod
+    def _check(probe: Probe, result: Any) -> None:
+        if isinstance(probe, GapProbe):
+            if not isinstance(result, int | float) or not result > 0 or not math.isfinite(result):
+                raise MeasurementError(f"RTT_{probe.n}(0) must be a time > 0, got {result!r}")
+            return
+        if not isinstance(result, list | tuple) or len(result) != probe.reps:
+            raise MeasurementError(f"{probe!r} needs {probe.reps} samples, got {result!r}")
+        for s in result:
+            values = (s.os, s.rtt, s.or_)
+            if not all(math.isfinite(v) and v >= 0 for v in values) or s.rtt <= 0:
+                raise MeasurementError(f"sample {s!r} of m={probe.m} is not a set of times")
+
+    def _account(self, probe: Probe, result: Any) -> None:
+        g0 = self._g0 or 0.0
+        if isinstance(probe, GapProbe):
+            # n empty messages and one empty reply
+            self._cost += Cost(probe.n + 1, 0, (probe.n + 1) * g0)
+            return
+        rtt = math.fsum(x.rtt for x in result) / len(result)
+        rtt0 = self._rtt0() if self._acc.get(0) and self._acc[0].samples else rtt
+        g = max(rtt - rtt0 + g0, g0)
+        # per repetition: m bytes there, empty back; empty there, m bytes back
+        self._cost += Cost(4 * probe.reps, 2 * probe.m * probe.reps, probe.reps * (2 * g + 2 * g0))
+
+    def _run(self) -> Generator[Probe, Any, None]:
+        s = self.settings
+        yield from self._measure_g0()
+        for m in [0] + [1 << k for k in range(s.k_max + 1)]:
+            yield from self._measure_size(m)
+        yield from self._settle_k_max()
+        yield from self._find_nonlinearities()
+
+    # step 1: g(0) by saturation
+    def _measure_g0(self) -> Generator[Probe, Any, None]:
+        s = self.settings
+        rtt1s = []
+        for _ in range(s.rtt1_reps):
+            rtt1s.append((yield GapProbe(1)))
+        rtt1 = sorted(rtt1s)[len(rtt1s) // 2]
+        self._rtt1 = rtt1
+        self._gap_runs.append((1, rtt1, rtt1 / 2))
+        prev, n, noise = None, 10, 0.0
+        while True:
+            runs = [(yield GapProbe(n))]
+            gap = max((runs[0] - rtt1 / 2) / n, 0.0)
+            # the gap per message can only fall as n grows (L/n shrinks); a rise is a
+            # disturbance (delays only add): run the same n again, keep the smallest,
+            # and learn the run-to-run noise from the spread
+            while prev is not None and gap > prev * (1 + s.epsilon) and len(runs) <= s.gap_retries:
+                runs.append((yield GapProbe(n)))
+                gaps = [max((r - rtt1 / 2) / n, 0.0) for r in runs]
+                gap = min(gaps)
+                if gap > 0:
+                    noise = min(max(noise, (max(gaps) - gap) / gap), s.gap_noise_limit)
+            rtt_n = min(runs)
+            self._gap_runs.append((n, rtt_n, gap))
+            tolerance = max(s.epsilon, noise)
+            settled = prev is not None and abs(gap - prev) <= tolerance * prev
+            if settled and rtt1 < s.epsilon * rtt_n:
+                break
+            if n >= s.gap_n_limit or rtt_n >= s.gap_time_limit:
+                self._notes.append(
+                    f"g(0) did not settle by n = {n} (gap {gap:.3g} s, previous "
+                    f"{prev if prev is not None else math.nan:.3g} s, RTT_n {rtt_n:.3g} s): "
+                    "taken as is"
+                )
+                break
+            prev, n = gap, 2 * n
+        self._g0 = gap
+
+    # step 2: one size, repetitions until the 90% interval is small enough
+    def _measure_size(self, m: int) -> Generator[Probe, Any, None]:
+        s = self.settings
+        if len(self._acc) >= s.max_sizes:
+            if not any("max_sizes" in n for n in self._notes):
+                self._notes.append(f"stopped adding sizes at max_sizes = {s.max_sizes}")
+            return
+        acc = self._acc.setdefault(m, _Acc(m))
+        want = s.initial_reps
+        while True:
+            acc.samples.extend((yield SizeProbe(m, want)))
+            n = len(acc.samples)
+            cap = self._cap(acc)
+            if n >= cap:
+                return
+            need = self._reps_needed(acc)
+            if need <= n:
+                return
+            want = min(cap, max(need, n + 1)) - n
+
+    def _summaries(self, acc: _Acc) -> tuple[Summary, Summary, Summary]:
+        return (
+            summarize([x.rtt for x in acc.samples]),
+            summarize([x.os for x in acc.samples]),
+            summarize([x.or_ for x in acc.samples]),
+        )
+
+    def _rtt0(self) -> float:
+        acc = self._acc.get(0)
+        if acc is None or not acc.samples:
+            return self._rtt1 or 0.0
+        return summarize([x.rtt for x in acc.samples]).mean
+
+    def _cap(self, acc: _Acc) -> int:
+        s = self.settings
+        rtt = summarize([x.rtt for x in acc.samples]).mean
+        large = acc.m > 0 and rtt > s.large_factor * self._rtt0()
+        return s.max_reps_large if large else s.max_reps_small
+
+    def _tolerance(self, value: float) -> float:
+        return self.settings.epsilon * max(abs(value), self._rtt0())
+
+    def _reps_needed(self, acc: _Acc) -> int:
+        """Repetitions after which every half-width should be within tolerance
+        (half-widths shrink as 1/sqrt(n))."""
+        n, need = len(acc.samples), 0
+        for summary in self._summaries(acc):
+            tol = self._tolerance(summary.mean)
+            if summary.half <= tol:
+                continue
+            ratio = summary.half / tol if tol > 0 else math.inf
+            need = max(need, math.ceil(n * min(ratio, 1e3) ** 2))
+        return need
+
+    # step 3: raise k_m until g(2^k_m) is on the line through the two sizes below
+    def _settle_k_max(self) -> Generator[Probe, Any, None]:
+        s = self.settings
+        while True:
+            a, b, c = (1 << (self._k_max - 2)), (1 << (self._k_max - 1)), (1 << self._k_max)
+            if self._matches(a, b, c, "g"):
+                return
+            if self._k_max >= s.k_limit:
+                self._notes.append(f"g(m)/m had not settled at k_m = {self._k_max}")
+                return
+            self._k_max += 1
+            yield from self._measure_size(1 << self._k_max)
+
+    # step 4: halve intervals where os, or or g leave the extrapolated line
+    def _find_nonlinearities(self) -> Generator[Probe, Any, None]:
+        s = self.settings
+        while len(self._acc) < s.max_sizes:
+            sizes = sorted(self._acc)
+            for a, b, c in zip(sizes, sizes[1:], sizes[2:], strict=False):
+                if c - b <= max(s.min_interval, s.epsilon * c):
+                    continue
+                if all(self._matches(a, b, c, q) for q in ("os", "or", "g")):
+                    continue
+                yield from self._measure_size((b + c) // 2)
+                break
+            else:
+                return
+        self._notes.append(f"stopped halving at max_sizes = {s.max_sizes}")
+
+    def _value(self, m: int, quantity: str) -> tuple[float, float]:
+        rtt, os, or_ = self._summaries(self._acc[m])
+        if quantity == "os":
+            return os.mean, os.half
+        if quantity == "or":
+            return or_.mean, or_.half
+        return rtt.mean - self._rtt0() + (self._g0 or 0.0), rtt.half
+
+    def _matches(self, a: int, b: int, c: int, quantity: str) -> bool:
+        """Does ``quantity`` at ``c`` lie on the line through ``a`` and ``b``?"""
+        if any(m not in self._acc for m in (a, b, c)):
+            return True
+        (ya, ha), (yb, hb), (yc, hc) = (self._value(m, quantity) for m in (a, b, c))
+        r = (c - b) / (b - a)
+        predicted = yb + (yb - ya) * r
+        h_pred = _finite(hb) * (1 + r) + _finite(ha) * r
+        return abs(yc - predicted) <= self._tolerance(yc) + _finite(hc) + h_pred
+
+    def _result(self, complete: bool) -> PLogPMeasurement:
+        s = self.settings
+        g0 = self._g0 if self._g0 is not None else math.nan
+        points = []
+        rtt0 = self._rtt0() if 0 in self._acc else math.nan
+        for m in sorted(self._acc):
+            acc = self._acc[m]
+            if not acc.samples:
+                continue
+            rtt, os, or_ = self._summaries(acc)
+            owds = [x.owd for x in acc.samples if x.owd is not None]
+            points.append(
+                Point(
+                    m=m,
+                    os=os.mean,
+                    or_=or_.mean,
+                    rtt=rtt.mean,
+                    g=rtt.mean - rtt0 + g0,
+                    os_ci=os.half,
+                    or_ci=or_.half,
+                    rtt_ci=rtt.half,
+                    reps=rtt.n,
+                    large=m > 0 and rtt.mean > s.large_factor * rtt0,
+                    owd=summarize(owds).mean if len(owds) == len(acc.samples) else None,
+                )
+            )
+        L_rtt = (rtt0 - 2 * g0) / 2
+        L, method = L_rtt, "round-trip"
+        first = points[0] if points else None
+        one_way = first is not None and first.m == 0 and first.owd is not None
+        if s.latency == "one-way" and not one_way:
+            self._notes.append("one-way latency asked for but the ends share no clock")
+        if one_way and s.latency in ("auto", "one-way"):
+            L, method = first.owd - g0, "one-way"
+        return PLogPMeasurement(
+            L=L,
+            L_rtt=L_rtt,
+            g0=g0,
+            rtt0=rtt0,
+            points=tuple(points),
+            complete=complete,
+            latency_method=method,
+            gap_runs=tuple(self._gap_runs),
+            k_max=self._k_max,
+            cost=self._cost,
+            notes=tuple(self._notes),
+        )
+
+
+def _finite(x: float) -> float:
+    return x if math.isfinite(x) else 0.0
+
+
+def run_procedure(procedure: PLogPProcedure, transport: Any, progress=None) -> PLogPMeasurement:
+    """Drive ``procedure`` with ``transport`` (``transport.run(probe)``) to the end.
+
+    ``progress(procedure, probe)`` is called before each probe. Raises
+    :class:`MeasurementError` with the partial measurement if the transport fails.
+    """
+    while (probe := procedure.next_probe()) is not None:
+        if progress is not None:
+            progress(procedure, probe)
+        try:
+            result = transport.run(probe)
+        except MeasurementError as err:
+            if err.partial is None:
+                err.partial = procedure.measurement()
+            raise
+        procedure.feed(result)
+    return procedure.measurement()
+
+
+def with_cost(measurement: PLogPMeasurement, extra: Cost) -> PLogPMeasurement:
+    """The same measurement with ``extra`` added to its cost (control messages)."""
+    return replace(measurement, cost=measurement.cost + extra)

@@ -1,0 +1,430 @@
+"""Heterogeneous tree builders (seeds 001, 003, 004 and their baselines), their models,
+the planning budget of ``auto``, and ``gridcoll compare``."""
+
+from __future__ import annotations
+
+import itertools
+import json
+import math
+import random
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridcoll.algorithms import get_builder, list_builders
+from gridcoll.algorithms.annealing import (
+    TreeCost,
+    basic_sa,
+    clustered_sa,
+    driver_sa,
+    form_pool_sets,
+    random_tree,
+)
+from gridcoll.algorithms.edge_costs import EdgeCosts, edge_costs
+from gridcoll.algorithms.heuristics import grow
+from gridcoll.algorithms.hlot import hlot_tree
+from gridcoll.algorithms.mpich_g2 import mpich_g2_tree
+from gridcoll.algorithms.phoenix import latency_tree, list_order
+from gridcoll.algorithms.tps import bottleneck_set, tps_schedule
+from gridcoll.algorithms.trees import Tree, flat_tree
+from gridcoll.cli.compare import schedule_tree, without_links
+from gridcoll.cli.main import main
+from gridcoll.errors import ParameterError, Unfeasible
+from gridcoll.models import MODELS, tree_time
+from gridcoll.models.heterogeneous import TREES, tree_of
+from gridcoll.network import Cluster, Grid, Link, Route, get_grid, magpie, teragrid
+from gridcoll.network.plogp import PLogP
+from gridcoll.network.presets import lan_plogp, transit_stub, wan_plogp
+from gridcoll.schedule import validate
+from gridcoll.simulate import simulate
+from gridcoll.tune import plan
+
+FAMILIES = [
+    "fef",
+    "ecef",
+    "look-ahead",
+    "hlot",
+    "tps",
+    "mateescu",
+    "sa",
+    "sa-clustered",
+    "phoenix-latency",
+    "phoenix-bandwidth",
+    "mpich-g2",
+]
+NAMES = FAMILIES + [f"{f}-segmented" for f in FAMILIES] + ["list"]
+SA_EVALUATIONS = 400  # keeps the property tests fast; the annealing is exercised below
+
+
+def fast(name: str) -> dict:
+    """Builder keyword arguments that keep the annealing short."""
+    return {"evaluations": SA_EVALUATIONS} if name.startswith("sa") else {}
+
+
+def is_spanning(tree: Tree, nranks: int, root: int) -> bool:
+    nodes = tree.nodes()
+    return tree.root == root and sorted(nodes) == list(range(nranks))
+
+
+# -- random grids ------------------------------------------------------------------------
+@st.composite
+def grids(draw) -> Grid:
+    """Pair-link grids with random per-pair latency and bandwidth (asymmetric), some
+    routes also crossing one shared backbone link; or a small transit-stub grid."""
+    if draw(st.booleans()):
+        return transit_stub(draw(st.integers(2, 9)), draw(st.integers(0, 10**6)))
+    sizes = draw(st.lists(st.integers(1, 4), min_size=1, max_size=4))
+    lan = lan_plogp()
+    clusters = tuple(Cluster(f"c{i}", n, lan) for i, n in enumerate(sizes))
+    links = {"core": Link("core", PLogP.linear(0.0, 2e6, g0=8e-6).g_fn)}
+    routes = {}
+    for a, b in itertools.permutations(range(len(sizes)), 2):
+        latency = draw(st.floats(1e-4, 0.3))
+        bandwidth = draw(st.floats(1e4, 1e8))
+        wan = wan_plogp(latency, bandwidth, lan)
+        links[f"{a}>{b}"] = Link(f"{a}>{b}", wan.g_fn)
+        shared = ("core",) if draw(st.booleans()) else ()
+        routes[(a, b)] = Route(wan, (f"{a}>{b}", *shared))
+    return Grid("random", clusters, routes, links)
+
+
+def test_every_name_is_registered_with_a_model():
+    names = {b.name for b in list_builders("bcast")}
+    assert set(NAMES) <= names
+    for name in NAMES:
+        assert ("bcast", name) in MODELS
+        builder = get_builder("bcast", name)
+        assert ("segment_size" in builder.params) == (name.endswith("-segmented") or name == "list")
+    assert {b.anytime for b in list_builders("bcast") if b.anytime} == {"sa", "sa-clustered"}
+
+
+@settings(max_examples=30)
+@given(grid=grids(), root_seed=st.integers(0, 10**6), nbytes=st.integers(1, 300_000))
+def test_property_every_builder_spans_the_grid_from_the_root(grid, root_seed, nbytes):
+    root = root_seed % grid.nranks
+    segment = max(1, nbytes // 3)
+    for name in NAMES:
+        tree = tree_of(name, grid, nbytes, root, **fast(name))
+        assert is_spanning(tree, grid.nranks, root), name
+        params = {"segment_size": segment} if get_builder("bcast", name).params else {}
+        schedule = get_builder("bcast", name).build(grid, nbytes, root, **params, **fast(name))
+        validate(schedule)
+        assert schedule.algorithm == name and schedule.root == root
+        assert schedule_tree(schedule) == Tree(tree.root, dict(tree.children)), name
+
+
+@settings(max_examples=25)
+@given(grid=grids(), root_seed=st.integers(0, 10**6), nbytes=st.integers(1, 2**20))
+def test_property_tps_puts_the_bottleneck_nodes_at_the_leaves(grid, root_seed, nbytes):
+    root = root_seed % grid.nranks
+    costs = edge_costs(grid, nbytes)
+    result = tps_schedule(costs, root)
+    assert set(result.bottleneck) == set(bottleneck_set(costs, root))
+    for v in result.bottleneck:
+        assert v != root and not result.tree.children.get(v)
+    assert is_spanning(result.tree, grid.nranks, root)
+
+
+@settings(max_examples=25)
+@given(grid=grids(), root_seed=st.integers(0, 10**6), nbytes=st.integers(1, 2**20))
+def test_property_heuristic_times_are_the_per_edge_model_without_links(grid, root_seed, nbytes):
+    """ECEF's ready-time arithmetic is seed 000's per-edge lam on a per-pair network."""
+    root = root_seed % grid.nranks
+    bare = without_links(grid)
+    for rule in ("fef", "ecef", "look-ahead"):
+        growth = grow(edge_costs(grid, nbytes), root, rule)
+        assert tree_time(bare, growth.tree, nbytes) == pytest.approx(growth.completion)
+
+
+@settings(max_examples=25)
+@given(grid=grids(), seed=st.integers(0, 10**6), nbytes=st.integers(1, 2**20))
+def test_property_annealing_cost_is_the_per_edge_model(grid, seed, nbytes):
+    rng = random.Random(seed)
+    root = rng.randrange(grid.nranks)
+    tree = random_tree(list(range(grid.nranks)), root, rng)
+    cost = TreeCost(grid, nbytes)
+    start, value = basic_sa(cost, tree, rng, evaluations=1)
+    assert start == tree and value == pytest.approx(tree_time(grid, tree, nbytes))
+
+
+# -- seed 003's two phases, by hand ------------------------------------------------------
+# Six nodes A..F (0..5), root A, stated in seed 003's terms: C[i][j] is the completion
+# time of a message from i to j, latency + size/bandwidth (sec. 4); a sender is busy for
+# the whole transfer (Bhat et al.'s model: S = C), so its ready time grows with each send.
+# Every edge not listed costs 1000. Fastest incoming edges: B 10 (from C), C 10 (from
+# B), D 20 (from B), E 100 (from A), F 30 (from D); their average is 170/5 = 34, so the
+# bottleneck set is {E} (seed 003: "nodes whose completion time is above the average of
+# minimum completion time").
+#
+# ECEF picks the earliest completing edge each time:
+#   A->E at 0+100 = 100 (A->B would complete at 150); A is ready at 100.
+#   E->F at 100+140 = 240 (A->B: 100+150 = 250).
+#   A->B at 250. B->C at 250+10 = 260. B->D at 260+20 = 280.
+#   Tree A->(E, B), E->(F), B->(C, D); completion 280: E, slow to reach, relays to F and
+#   delays A's send to B.
+# TPS, first phase, ECEF without E: A->B at 150, B->C at 160, B->D at 180, D->F at 210.
+#   Second phase: E below the node of V-B where it completes earliest: A (ready at 150)
+#   +100 = 250, every other node +1000. Tree A->(B, E), B->(C, D), D->(F); completion
+#   250 (seed 003's figure 5: "TPS attach node E to node H", a leaf).
+A, B, C, D, E, F = range(6)
+HAND_EDGES = {(A, E): 100, (A, B): 150, (C, B): 10, (B, C): 10, (B, D): 20, (D, F): 30, (E, F): 140}
+
+
+def hand_costs() -> EdgeCosts:
+    matrix = np.full((6, 6), 1000.0)
+    for (i, j), value in HAND_EDGES.items():
+        matrix[i, j] = value
+    return EdgeCosts(matrix, matrix)
+
+
+def test_ecef_reproduces_the_hand_worked_example():
+    growth = grow(hand_costs(), A, "ecef")
+    assert growth.order == [A, E, F, B, C, D]
+    assert growth.tree == Tree(A, {A: (E, B), E: (F,), B: (C, D)})
+    assert list(growth.arrival) == [0, 250, 260, 280, 100, 240]
+    assert growth.completion == 280
+
+
+def test_tps_reproduces_the_hand_worked_example():
+    costs = hand_costs()
+    assert bottleneck_set(costs, A) == [E]
+    result = tps_schedule(costs, A)
+    assert result.tree == Tree(A, {A: (B, E), B: (C, D), D: (F,)})
+    assert list(result.arrival) == [0, 150, 160, 180, 250, 210]
+    assert result.completion == 250 < grow(costs, A, "ecef").completion
+
+
+def test_without_bottlenecks_tps_is_ecef():
+    grid = get_grid("lan:6")  # every incoming edge alike: nobody is above the average
+    costs = edge_costs(grid, 4096)
+    assert bottleneck_set(costs, 0) == []
+    assert tps_schedule(costs, 0).tree == grow(costs, 0, "ecef").tree
+
+
+def test_fef_and_look_ahead_by_hand():
+    costs = hand_costs()
+    assert grow(costs, A, "fef").tree == Tree(A, {A: (E, B), E: (F,), B: (C, D)})
+    # look-ahead: LA(B) = 10 makes A->B (150 + 10) beat A->E (100 + 140)
+    assert grow(costs, A, "look-ahead").order[:2] == [A, B]
+
+
+# -- seed 001: annealing -----------------------------------------------------------------
+def test_annealing_is_reproducible_and_never_worse_than_its_start():
+    grid = teragrid()
+    cost = TreeCost(grid, 2**20)
+    start = flat_tree(list(range(grid.nranks)))
+    start_cost = tree_time(grid, start, 2**20)
+    first = basic_sa(cost, start, random.Random(7))
+    again = basic_sa(cost, start, random.Random(7))
+    assert first == again
+    assert first[1] <= start_cost and first[1] == pytest.approx(tree_time(grid, first[0], 2**20))
+    tree, value = driver_sa(cost, 0, random.Random(3), evaluations=3000, initial=[start])
+    assert value <= start_cost and is_spanning(tree, grid.nranks, 0)
+    for name in ("sa", "sa-clustered"):
+        one = get_builder("bcast", name).build(grid, 2**20, 8, seed=5, evaluations=2000)
+        fresh = teragrid()  # no tree cache shared
+        two = get_builder("bcast", name).build(fresh, 2**20, 8, seed=5, evaluations=2000)
+        assert one == two
+        warm = tree_time(grid, mpich_g2_tree(grid, 8), 2**20)
+        assert tree_time(grid, schedule_tree(one), 2**20) <= warm  # warm start: never worse
+
+
+@settings(max_examples=15)
+@given(grid=grids(), seed=st.integers(0, 10**6), nbytes=st.integers(1, 2**20))
+def test_property_basic_sa_never_returns_a_worse_tree(grid, seed, nbytes):
+    rng = random.Random(seed)
+    root = rng.randrange(grid.nranks)
+    start = random_tree(list(range(grid.nranks)), root, rng)
+    tree, value = basic_sa(TreeCost(grid, nbytes), start, random.Random(seed), evaluations=500)
+    assert value <= tree_time(grid, start, nbytes) and is_spanning(tree, grid.nranks, root)
+
+
+def test_budgets_are_kept_and_checked():
+    grid = teragrid()
+    cost = TreeCost(grid, 2**20)
+    driver_sa(cost, 8, random.Random(0), evaluations=700)
+    assert cost.evaluations <= 700 + 1  # the initial tree's evaluation may be the last
+    cost = TreeCost(grid, 2**20)
+    clustered_sa(cost, 8, random.Random(0), evaluations=1500)
+    assert cost.evaluations <= 1500 + 20  # + one evaluation per joined candidate
+    with pytest.raises(ParameterError, match="not both"):
+        get_builder("bcast", "sa").build(grid, 1024, 0, evaluations=10, time_budget_s=1.0)
+    with pytest.raises(ParameterError, match="evaluations"):
+        get_builder("bcast", "sa").build(grid, 1024, 0, evaluations=0)
+
+
+def test_pool_sets_reproduce_seed_001_table_1():
+    h1, h2, h3, h4, h5, h6, h7, h8 = range(8)
+    rows = [
+        [100, 80, 80, 60, 60, 20, 10, 10],
+        [80, 100, 80, 60, 60, 20, 10, 10],
+        [80, 80, 100, 60, 60, 20, 10, 10],
+        [60, 60, 60, 100, 80, 40, 50, 50],
+        [60, 60, 60, 80, 100, 40, 50, 50],
+        [20, 20, 20, 40, 40, 100, 30, 30],
+        [10, 10, 10, 50, 50, 30, 100, 80],
+        [10, 10, 10, 50, 50, 30, 80, 100],
+    ]
+    nodes = list(range(8))
+    assert form_pool_sets(rows, nodes, 20) == [[h1, h2, h3, h4, h5, h6], [h7, h8]]
+    assert form_pool_sets(rows, nodes, 70) == [[h1, h2, h3], [h4, h5], [h6], [h7, h8]]
+
+
+def test_clustered_sa_pools_the_teragrid_by_site():
+    grid = teragrid()
+    tree, value = clustered_sa(TreeCost(grid, 2**20), 8, random.Random(1), evaluations=4000)
+    assert is_spanning(tree, grid.nranks, 8) and value == pytest.approx(
+        tree_time(grid, tree, 2**20)
+    )
+    # one wide-area edge into each other site: the pools are the sites (16 nodes each)
+    site = {r: grid.clusters[grid.cluster_of[r]].site for r in range(grid.nranks)}
+    crossings = [(v, c) for v, kids in tree.children.items() for c in kids if site[v] != site[c]]
+    assert len(crossings) == 3
+
+
+# -- seed 004 and the baselines ----------------------------------------------------------
+def test_phoenix_latency_tree_keeps_few_wide_area_edges():
+    grid = magpie(3, 4)
+    tree = latency_tree(grid, 0, seed=2, extra=60)
+    assert is_spanning(tree, 12, 0)
+    wan = [
+        (v, c)
+        for v, kids in tree.children.items()
+        for c in kids
+        if grid.cluster_of[v] != grid.cluster_of[c]
+    ]
+    assert len(wan) == 2  # property I of sec. IV-B, once enough probes found the LANs
+    assert latency_tree(grid, 0, seed=2, extra=60) == tree  # seeded: reproducible
+
+
+def test_list_order_maximises_the_narrowest_hop():
+    grid = get_grid("das2:2")
+    order = list_order(grid, 0)
+    clusters = list(dict.fromkeys(grid.cluster_of[r] for r in order))
+
+    def narrowest(path):
+        return min(grid.wan(a, b).bandwidth for a, b in itertools.pairwise(path))
+
+    best = max(narrowest([0, *p]) for p in itertools.permutations([1, 2, 3]))
+    assert clusters[0] == 0 and narrowest(clusters) == best
+    assert order[:2] == [0, 1]  # the root's cluster first, root first
+
+
+def test_mpich_g2_tree_is_seed_001_figure_7():
+    grid = teragrid()  # C1..C8, two per site: SDSC, ANL, NCSA, PSC; root in C2
+    tree = mpich_g2_tree(grid, 8)
+    assert tree.children[8][:4] == (16, 32, 48, 0)  # ANL, NCSA, PSC; then C1 of SDSC
+    for rep, partner in ((16, 24), (32, 40), (48, 56)):  # C3 -> C4, C5 -> C6, C7 -> C8
+        assert tree.children[rep][0] == partner
+
+
+def test_hlot_relays_only_when_the_detour_is_faster():
+    lan = lan_plogp()
+    clusters = tuple(Cluster(f"c{i}", 2, lan) for i in range(3))
+    latency = {(0, 1): 0.01, (1, 0): 0.01, (1, 2): 0.01, (2, 1): 0.01, (0, 2): 0.1, (2, 0): 0.1}
+    routes = {key: Route(wan_plogp(lat, 1e6, lan), ()) for key, lat in latency.items()}
+    grid = Grid("detour", clusters, routes, {})
+    assert hlot_tree(grid, 0).children[0] == (2, 1)  # c1 first, then the LAN
+    assert hlot_tree(grid, 0).children[2][0] == 4  # c2 through c1: 20 ms < 100 ms
+    assert hlot_tree(teragrid(), 8).children[8][:7] == (0, 16, 24, 32, 40, 48, 56)  # flat
+
+
+def test_mateescu_overloads_the_wide_area_links():
+    """Seed 001, sec. 3 (figure 9): shortest paths send many messages from the root's
+    cluster over the same WAN links; its per-pair belief is far below the simulation."""
+    grid, nbytes = teragrid(), 2**15  # eager: the root's sends overlap on the links
+    schedule = get_builder("bcast", "mateescu").build(grid, nbytes, 8)
+    tree = schedule_tree(schedule)
+    believed = tree_time(without_links(grid), tree, nbytes)
+    simulated = simulate(schedule, grid).total_s
+    assert len(tree.children[8]) == 63 and simulated > 1.5 * believed
+    g2 = get_builder("bcast", "mpich-g2").build(grid, nbytes, 8)
+    assert simulate(g2, grid).total_s < simulated / 3
+    ecef = get_builder("bcast", "ecef").build(grid, 2**20, 8)  # one WAN link, many copies
+    believed = tree_time(without_links(grid), schedule_tree(ecef), 2**20)
+    assert simulate(ecef, grid).total_s > 3 * believed
+
+
+# -- planning budget ---------------------------------------------------------------------
+def test_auto_skips_annealing_without_a_budget_and_runs_it_with_one():
+    grid = magpie(3, 3)
+    plain = plan(grid, "bcast", 2**16)
+    skipped = dict(plain.skipped)
+    assert set(skipped) >= {"sa", "sa-segmented", "sa-clustered", "sa-clustered-segmented"}
+    assert "budget" in skipped["sa"]
+    budgeted = plan(grid, "bcast", 2**16, budget_s=0.5)
+    sa = [c for c in budgeted.candidates if c.algorithm.startswith("sa")]
+    assert len(sa) == 4 and all(c.params["evaluations"] >= 1000 for c in sa)
+    again = plan(magpie(3, 3), "bcast", 2**16, budget_s=0.5)  # deterministic: same choice
+    assert [(c.algorithm, c.params, c.predicted_s) for c in again.candidates] == [
+        (c.algorithm, c.params, c.predicted_s) for c in budgeted.candidates
+    ]
+    best = min(budgeted.candidates, key=lambda c: c.predicted_s)
+    assert budgeted.predicted_s == best.predicted_s <= plain.predicted_s
+    validate(budgeted.build(grid))
+    tiny = plan(grid, "bcast", 2**16, budget_s=1e-3)
+    assert "evaluations" in dict(tiny.skipped)["sa"]
+    with pytest.raises(ParameterError, match="budget_s"):
+        plan(grid, "bcast", 2**16, budget_s=-1.0)
+
+
+def test_named_annealing_gets_the_whole_budget():
+    grid = magpie(2, 2)
+    named = plan(grid, "bcast", 4096, algo="sa", budget_s=0.2)
+    auto = plan(grid, "bcast", 4096, budget_s=0.2)
+    sa_auto = next(c for c in auto.candidates if c.algorithm == "sa")
+    assert abs(named.params["evaluations"] - 4 * sa_auto.params["evaluations"]) <= 4
+    with pytest.raises(Unfeasible, match="evaluations"):
+        plan(grid, "bcast", 4096, algo="sa", budget_s=1e-4)
+
+
+def test_budget_skips_expensive_builders_on_large_grids():
+    grid = magpie(4, 16)  # 64 ranks: a segment-size search costs about 15 ms nominal
+    result = plan(grid, "bcast", 2**16, budget_s=0.01)
+    reasons = dict(result.skipped)
+    assert "look-ahead-segmented" in reasons and "needs about" in reasons["look-ahead-segmented"]
+    assert result.candidates  # the builders without a declared cost are still there
+
+
+def test_trees_table_covers_every_family():
+    assert set(TREES) == set(FAMILIES) | {"list"}
+
+
+# -- gridcoll compare --------------------------------------------------------------------
+def test_compare_json_fields(capsys, tmp_path):
+    plot = tmp_path / "cmp.png"
+    argv = ["compare", "--grid", "magpie:3,2", "--sizes", "1KB,64KB", "--algos", "ecef,tps,sa"]
+    code = main([*argv, "--budget", "0.2", "--json", "--plot", str(plot)])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["sizes"] == [1024, 65536] and plot.exists()
+    rows = data["results"]
+    assert {(r["algorithm"], r["size"]) for r in rows} == {
+        (a, s) for a in ("ecef", "tps", "sa", "auto") for s in (1024, 65536)
+    }
+    for row in rows:
+        assert {"algorithm", "size", "predicted_s", "simulated_s", "plan_time_s"} <= set(row)
+        assert row["simulated_s"] > 0 and row["plan_time_s"] >= 0 and row["ratio_to_best"] >= 1
+    for size in (1024, 65536):
+        assert min(r["ratio_to_best"] for r in rows if r["size"] == size) == 1.0
+    code = main([*argv[:5], "--algos", "nope"])
+    assert code == 2 and "unknown bcast algorithm 'nope'" in capsys.readouterr().err
+
+
+def test_compare_table_runs(capsys):
+    code = main(["compare", "--grid", "das2:2", "--sizes", "4KB", "--algos", "list,mpich-g2"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert "auto" in out and "no contention" in out and "/ best" in out
+
+
+def test_schedule_tree_rejects_non_tree_schedules():
+    grid = magpie(2, 2)
+    assert schedule_tree(get_builder("bcast", "flat-rendezvous").build(grid, 64)) is None
+    assert schedule_tree(get_builder("bcast", "binomial").build(grid, 64)) is not None
+    assert math.isfinite(
+        tree_time(grid, schedule_tree(get_builder("bcast", "binomial").build(grid, 64)), 64)
+    )
