@@ -4,7 +4,8 @@ Runs schedules whose completion time is bound by the per-message cost of this ru
 (small segments, many messages per rank), measures each over MPI (median of
 ``--repeat`` verified runs), and finds by bisection the host overhead ``h`` at which the
 simulator on ``grid.with_host_overhead(h)`` gives the measured time. Dividing by the
-oversubscription ``max(1, P / cpus)`` gives the CPU cost per message and side ``c``; the
+oversubscription ``max(1, (P + load) / cpus)`` (``load``: the load average before the
+first launch) gives the CPU cost per message and side ``c``; the
 median over the cases, WAN emulated and not, is what
 :data:`~gridcoll.runtime.host.HOST_COST_EMULATED_S` and
 :data:`~gridcoll.runtime.host.HOST_COST_PLAIN_S` should be on this machine. Cases whose
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     bench.parser.add_argument("--repeat", type=int, default=5, help="runs per case")
     bench.parse()
     cpus = host.cpus()
+    load = host.external_load()  # before any of our ranks run
     cases = [CASES[i] for i in QUICK] if bench.quick else list(CASES)
     for spec, name, nbytes, params, emulated in cases:
         grid = get_grid(spec)
@@ -76,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         )
         measured = statistics.median(runs)
         h, informative = fit(schedule, grid, measured)
-        stretch = max(1.0, grid.nranks / cpus)
+        stretch = max(1.0, (grid.nranks + load) / cpus)
         bench.add(
             grid=spec,
             nranks=grid.nranks,
@@ -94,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             informative=informative,
         )
     rows = bench.rows
-    summary = {"cpus": cpus}
+    summary = {"cpus": cpus, "load_at_start": load}
     for emulated, key, current in (
         (True, "emulated", host.HOST_COST_EMULATED_S),
         (False, "plain", host.HOST_COST_PLAIN_S),
@@ -107,7 +109,8 @@ def main(argv: list[str] | None = None) -> int:
     out = console()
     out.print(
         table(
-            f"host overhead fitted per case ({cpus} cpus): simulate(grid + h) == measured",
+            f"host overhead fitted per case ({cpus} cpus, load {load:.1f}): "
+            "simulate(grid + h) == measured",
             [
                 {**r, "h_us": r["fitted_h_s"] * 1e6, "c_us": r["cost_per_message_s"] * 1e6}
                 for r in rows
@@ -120,8 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("measured", "measured_s", seconds),
                 ("sim (h=0)", "simulated_h0_s", seconds),
                 ("fitted h", "h_us", lambda x: f"{x:.1f} us"),
-                ("P/cpus", "oversubscription", lambda x: f"{x:.1f}"),
-                ("c = h/(P/cpus)", "c_us", lambda x: f"{x:.1f} us"),
+                ("(P+load)/cpus", "oversubscription", lambda x: f"{x:.1f}"),
+                ("c", "c_us", lambda x: f"{x:.1f} us"),
                 ("informative", "informative", None),
             ],
         )

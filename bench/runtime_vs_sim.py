@@ -31,7 +31,7 @@ from _common import Bench, console, percent, seconds, table, times
 from gridcoll.algorithms import list_builders
 from gridcoll.errors import GridcollError
 from gridcoll.network import broadcast_bound, get_grid
-from gridcoll.runtime.host import default_host_overhead
+from gridcoll.runtime.host import default_host_overhead, external_load
 from gridcoll.runtime.launcher import measure_schedules
 from gridcoll.simulate import simulate
 from gridcoll.tune import PlanCache, plan
@@ -47,10 +47,10 @@ LONG_S = 1.5
 """Schedules simulated longer than this run once."""
 
 
-def planned_cases(spec: str, nbytes: int, names, cache) -> list[dict]:
+def planned_cases(spec: str, nbytes: int, names, cache, load: float) -> list[dict]:
     """Plan and simulate every named builder on the effective grid."""
     grid = get_grid(spec)
-    overhead = default_host_overhead(grid.nranks, emulated=True)
+    overhead = default_host_overhead(grid.nranks, emulated=True, load=load)
     eff = grid.with_host_overhead(overhead)
     bound = broadcast_bound(grid, nbytes, 0).time_s
     cases = []
@@ -133,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     repeat = 1 if bench.quick else bench.args.repeat
     cache = PlanCache()
+    load = external_load()  # before any of our ranks run: the others' load
     out = console()
     progress = Progress(
         TextColumn("{task.description}"),
@@ -146,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
         for spec in GRIDS:
             for nbytes, names in plan_cases.items():
                 task = progress.add_task(f"{spec} {format_size(nbytes)}: planning", total=None)
-                cases = planned_cases(spec, nbytes, names, cache)
+                cases = planned_cases(spec, nbytes, names, cache, load)
                 runs = sum(
                     (repeat if c["simulated_s"] < LONG_S else 1) for c in cases if "_schedule" in c
                 )
@@ -168,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         "goal": f"|measured - simulated| / simulated <= {TOLERANCE:.0%} for sizes >= 64 KiB",
         "cases": len(rows),
         "measured_cases": len(ok),
+        "load_at_start": load,
         "failed_cases": [f"{r['grid']} {r['algorithm']} {r['size']}" for r in rows if "error" in r],
         "share_within_5pct": sum(r["within_5pct"] for r in big) / len(big) if big else None,
         "share_within_10pct": (

@@ -145,6 +145,11 @@ def test_default_host_overhead_scales_with_oversubscription():
     assert host.default_host_overhead(2, emulated=True, ncpus=2) == pytest.approx(c)
     assert host.default_host_overhead(8, emulated=True, ncpus=2) == pytest.approx(4 * c)
     assert host.default_host_overhead(1, emulated=False, ncpus=8) == host.HOST_COST_PLAIN_S
+    # other processes on the machine count like ranks
+    loaded = host.default_host_overhead(8, emulated=True, ncpus=2, load=4.0)
+    assert loaded == pytest.approx(6 * c)
+    assert host.default_host_overhead(1, emulated=True, ncpus=8, load=3.0) == pytest.approx(c)
+    assert host.external_load() >= 0.0
     assert host.HOST_COST_PLAIN_S < host.HOST_COST_EMULATED_S
 
 
@@ -212,13 +217,15 @@ def test_gridcoll_run_json_reports_the_host_overhead(capsys, monkeypatch):
     from gridcoll.cli.main import main
 
     monkeypatch.delenv(host.ENV_HOST_OVERHEAD, raising=False)
+    monkeypatch.setattr("gridcoll.cli.run.external_load", lambda: 3.0)
     argv = ["run", "--grid", "magpie:2,1", "--size", "4KiB", "--repeat", "1", "--json"]
     assert main([*argv, "--host-overhead", "100us"]) == 0
     fixed = json.loads(capsys.readouterr().out)
     assert fixed["host_overhead_s"] == pytest.approx(100e-6) and fixed["verified"]
     assert main(argv) == 0
     default = json.loads(capsys.readouterr().out)
-    assert default["host_overhead_s"] == pytest.approx(host.default_host_overhead(2, emulated=True))
+    expected = host.default_host_overhead(2, emulated=True, load=3.0)
+    assert default["host_overhead_s"] == pytest.approx(expected)
 
 
 @pytest.mark.slow

@@ -52,7 +52,12 @@ from gridcoll.cli.run import add_host_overhead_argument
 from gridcoll.errors import GridcollError, ParameterError, UnknownAlgorithm
 from gridcoll.network import Grid
 from gridcoll.network.bounds import broadcast_bound
-from gridcoll.runtime.host import default_host_overhead, describe, host_overhead_from_env
+from gridcoll.runtime.host import (
+    default_host_overhead,
+    describe,
+    external_load,
+    host_overhead_from_env,
+)
 from gridcoll.schedule import Schedule
 from gridcoll.units import format_size, format_time, parse_size
 
@@ -218,10 +223,11 @@ def demo_rows(
 
     cache = PlanCache()
     rows = []
+    load = external_load() if real else 0.0  # before any of our ranks run
     for spec in grids:
         grid = load_grid_arg(spec)
         grid.check_rank(root, "root")
-        overhead = _overhead_for(grid, real, host_overhead)
+        overhead = _overhead_for(grid, real, host_overhead, load)
         planned = []
         for nbytes in sizes:
             for algorithm in algorithms:
@@ -237,7 +243,7 @@ def demo_rows(
     return _with_speedups(rows)
 
 
-def _overhead_for(grid: Grid, real: bool, explicit: float | None) -> float:
+def _overhead_for(grid: Grid, real: bool, explicit: float | None, load: float) -> float:
     if explicit is not None:
         return explicit
     if not real:
@@ -245,7 +251,7 @@ def _overhead_for(grid: Grid, real: bool, explicit: float | None) -> float:
     from_env = host_overhead_from_env()
     if from_env is not None:
         return from_env
-    return default_host_overhead(grid.nranks, emulated=not grid.is_single_cluster)
+    return default_host_overhead(grid.nranks, emulated=not grid.is_single_cluster, load=load)
 
 
 def _measure_grid(grid, spec, planned, repeat, on_run):

@@ -37,6 +37,7 @@ from gridcoll.network.bounds import broadcast_bound
 from gridcoll.runtime.host import (
     describe,
     effective_grid,
+    external_load,
     parse_host_overhead,
     resolve_host_overhead,
 )
@@ -84,7 +85,8 @@ def add_host_overhead_argument(parser: argparse.ArgumentParser) -> None:
         metavar="TIME",
         help="the runtime's CPU cost per message and side (e.g. 40us) added to the grid "
         "for planning and simulation (default: $GRIDCOLL_HOST_OVERHEAD, else calibrated: "
-        "50 us with the WAN emulated, 8 us without, times ranks/cores if above 1)",
+        "45 us with the WAN emulated, 8 us without, times (ranks + load average) / cores "
+        "if above 1)",
     )
 
 
@@ -138,7 +140,9 @@ def run(args: argparse.Namespace) -> int:
         native = True  # as gridcoll.Comm's auto: one cluster -> the MPI library's bcast
     physical = call_from_args(args)
     emulated = not args.no_emulation and not physical.grid.is_single_cluster
-    overhead = resolve_host_overhead(args.host_overhead, physical.grid.nranks, emulated=emulated)
+    overhead = resolve_host_overhead(
+        args.host_overhead, physical.grid.nranks, emulated=emulated, load=external_load()
+    )
     call = dataclasses.replace(physical, grid=effective_grid(physical.grid, overhead))
     result = plan_call(call)
     bound = broadcast_bound(physical.grid, call.nbytes, call.root).time_s

@@ -382,7 +382,9 @@ def pairwise_matrices(
     are measured in ``P - 1`` rounds of disjoint pairs at once (the circle method), the
     lower rank measuring: pairs of one round that share an emulated link slow each
     other down, so the bandwidths are lower bounds -- good enough to see which ranks
-    share a LAN, not to describe the WAN (:func:`discover` measures that afterwards,
+    share a LAN, not to describe the WAN. Each pair takes the fastest of 5 empty round
+    trips and of 3 with a 16 KiB message (delays only add: with many ranks on few cores
+    a median can be a scheduling delay) (:func:`discover` measures that afterwards,
     one pair at a time). The matrices are filled symmetrically.
     """
     from gridcoll.measure.link import share
@@ -404,7 +406,7 @@ def pairwise_matrices(
                     if rank == a:
                         transport = MPITransport(ep, b)
                         mine[(a, b)] = probe_link(
-                            transport, size=size or PAIR_SIZE, reps0=3, reps=2
+                            transport, size=size or PAIR_SIZE, reps0=5, reps=3, estimator="min"
                         )
                         transport.close()
                     elif rank == b:

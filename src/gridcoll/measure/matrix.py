@@ -14,7 +14,9 @@ empty message ``RTT(0)`` (median of 5), the latency ``RTT(0)/2`` (or the one-way
 when both ranks share a clock, so asymmetric latencies show), and the bandwidth
 ``m / (RTT(m) - RTT(0))`` for a message ``m`` from i to j grown by 4x from 64 KiB until
 its transfer takes at least 3 round trips (so latency noise is under a third of it;
-at most 4 MiB). The entries are measured one pair at a time, so no two share a link.
+at most 4 MiB); a transfer shorter than ``RTT(0)`` (a fast LAN probed with a fixed small
+message) gives the lower bound ``m / RTT(0)`` instead of noise. The entries are
+measured one pair at a time, so no two share a link.
 """
 
 from __future__ import annotations
@@ -51,23 +53,41 @@ class LinkEstimate:
 
 
 def probe_link(
-    transport: Any, *, size: int | None = None, reps0: int = 5, reps: int = 3
+    transport: Any,
+    *,
+    size: int | None = None,
+    reps0: int = 5,
+    reps: int = 3,
+    estimator: str = "median",
 ) -> LinkEstimate:
-    """Latency and bandwidth over ``transport`` (anything with ``run(SizeProbe)``)."""
+    """Latency and bandwidth over ``transport`` (anything with ``run(SizeProbe)``).
+
+    ``estimator``: ``"median"`` of the repetitions, or ``"min"`` (ping's choice: delays
+    only add, so the fastest repetition is the least disturbed; for ranks sharing
+    overloaded cores).
+    """
+    if estimator not in ("median", "min"):
+        raise ParameterError(f"estimator must be median or min, not {estimator!r}")
+
+    def est(xs: list[float]) -> float:
+        return min(xs) if estimator == "min" else summarize(xs).mean
+
     zero = transport.run(SizeProbe(0, reps0, with_or=False))
-    rtt0 = summarize([s.rtt for s in zero]).mean
-    os0 = summarize([s.os for s in zero]).mean
+    rtt0 = est([s.rtt for s in zero])
+    os0 = est([s.os for s in zero])
     owds = [s.owd for s in zero if s.owd is not None]
     one_way = len(owds) == len(zero)
-    latency = summarize(owds).mean if one_way else rtt0 / 2
+    latency = est(owds) if one_way else rtt0 / 2
     m = size or START_SIZE
     while True:
         samples = transport.run(SizeProbe(m, reps, with_or=False))
-        transfer = summarize([s.rtt for s in samples]).mean - rtt0
+        transfer = est([s.rtt for s in samples]) - rtt0
         if size is not None or transfer >= 3 * rtt0 or m >= MAX_SIZE:
             break
         m *= 4
-    bandwidth = m / transfer if transfer > 0 else math.inf
+    # a transfer shorter than a round trip is lost in the latency's noise (a LAN probed
+    # with a small message): report the lower bound m / RTT(0) rather than noise
+    bandwidth = m / max(transfer, rtt0) if rtt0 > 0 else math.inf
     return LinkEstimate(latency, bandwidth, m, rtt0, os0, one_way)
 
 

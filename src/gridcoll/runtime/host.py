@@ -23,9 +23,14 @@ plans on the same grid as the command that started them), else the calibrated de
 
 Calibration (the default's numbers)
 -----------------------------------
-``h = c * max(1, P / cpus)``: ``c`` seconds of CPU per message and side, stretched by
-the oversubscription when ``P`` ranks share ``cpus`` cores (every rank of a pipelined
-broadcast is busy at once, so each gets ``cpus / P`` of a core). ``c`` is
+``h = c * max(1, (P + load) / cpus)``: ``c`` seconds of CPU per message and side,
+stretched by the oversubscription when ``P`` ranks share ``cpus`` cores with ``load``
+other runnable processes (every rank of a pipelined broadcast is busy at once, so each
+gets about ``cpus / (P + load)`` of a core, and wakes up that much later after each
+emulated delivery). ``load`` is the machine's one-minute load average when the
+launcher plans (``gridcoll run``, ``gridcoll demo``, the benchmarks: read before their
+ranks start, :func:`external_load`); a ``gridcoll.Comm`` computing its own default
+inside a job counts no load (its own ranks are the load by then). ``c`` is
 :data:`HOST_COST_EMULATED_S` when the WAN is emulated (cross-cluster messages carry the
 emulation's work) and :data:`HOST_COST_PLAIN_S` when it is not.
 
@@ -35,17 +40,22 @@ segments on ``magpie:4,1``, ``magpie:2,2``, ``magpie:8,1``, ``magpie:4,2``,
 ``magpie:16,1`` with the WAN emulated; flat and chain trees of 256-byte segments on
 ``lan:2``, ``lan:4``, ``lan:8`` without), measure each (median of 5 verified runs), find
 by bisection the ``h`` at which the simulator on ``grid.with_host_overhead(h)`` gives the
-measured time, divide by ``max(1, P / cpus)``, and take the median over the cases.
+measured time, divide by ``max(1, (P + load) / cpus)``, and take the median over the
+cases.
 
-Figures, on the 2-core development machine (Python 3.11, mpi4py 4, the ``mpich`` 4.3
-wheel): with the machine otherwise idle, ``c`` = 21-103 us per case with the WAN
-emulated, median 45 us, and 0-7 us without (median 4 us); with other jobs loading it
-(load average 5-8 on 2 cores), 49-157 us, median 64 us, and 6-12 us, median 9.5 us.
-The defaults sit between the two, on the high side, because the two errors do not cost
-the same: an overhead planned too high makes segments somewhat coarser than needed (on
-``magpie:8,1`` at 1 MiB, 200 us instead of 0 makes multitree's segments 4 KiB instead of
-1 KiB, predicted 177 ms instead of 172 ms), one planned too low cuts segments the
-runtime cannot push (1 KiB measured 0.4-0.8 s instead of 0.17 s).
+Figures, on the 2-core development machine (Python 3.11, mpi4py 4.1, the ``mpich`` 5.0
+wheel). Otherwise idle: ``c`` = 21-103 us per case with the WAN emulated, median
+45 us; 0-7 us without, median 4 us. Shared with other jobs (load average 5-8 before the
+first launch): median 64 us and 9.5 us counting only our ranks, 99 us and 12 us with
+the load term (the others' load grew during that run). The defaults take the idle
+figure with the WAN emulated (45 us; the load term covers a shared machine, in part)
+and a plain cost a little above it (8 us). The two errors do not cost the same: an
+overhead planned too high makes segments coarser than needed (on ``magpie:8,1`` at
+1 MiB, 180 us instead of 0 makes multitree's segments 4 KiB instead of 1 KiB,
+predicted 177 ms instead of 172 ms); one planned too low cuts segments the runtime
+cannot push (1 KiB segments measured 0.4-0.8 s instead of 0.17 s). On a busy machine
+pass a larger ``--host-overhead`` (800 us brought multitree on ``magpie:8,1`` and
+``magpie:4,2`` at 1 MiB within 2-5% of its simulation at load average 4.6).
 """
 
 from __future__ import annotations
@@ -64,6 +74,7 @@ __all__ = [
     "default_host_overhead",
     "describe",
     "effective_grid",
+    "external_load",
     "host_overhead_from_env",
     "local_ranks",
     "parse_host_overhead",
@@ -74,7 +85,7 @@ ENV_HOST_OVERHEAD = "GRIDCOLL_HOST_OVERHEAD"
 """Environment variable: the per-message host overhead the runtime plans with
 (a duration such as ``40us``; ``auto`` or empty: the calibrated default)."""
 
-HOST_COST_EMULATED_S = 50e-6
+HOST_COST_EMULATED_S = 45e-6
 """CPU seconds per message and side with the WAN emulated (calibrated, see above)."""
 
 HOST_COST_PLAIN_S = 8e-6
@@ -99,19 +110,33 @@ def local_ranks(world_size: int) -> int:
     return world_size
 
 
-def default_host_overhead(nranks: int, *, emulated: bool, ncpus: int | None = None) -> float:
-    """The calibrated per-message host overhead for ``nranks`` ranks on one machine.
+def external_load() -> float:
+    """The machine's one-minute load average (0 where unknown): the other runnable
+    processes our ranks will share the cores with, if read before they start."""
+    try:
+        return max(0.0, _os.getloadavg()[0])
+    except (AttributeError, OSError):  # pragma: no cover - not Unix
+        return 0.0
 
-    ``c * max(1, nranks / ncpus)`` with ``c`` = :data:`HOST_COST_EMULATED_S` if the WAN
-    is emulated, else :data:`HOST_COST_PLAIN_S`.
+
+def default_host_overhead(
+    nranks: int, *, emulated: bool, ncpus: int | None = None, load: float = 0.0
+) -> float:
+    """The calibrated per-message host overhead for ``nranks`` ranks on one machine
+    that runs ``load`` other processes.
+
+    ``c * max(1, (nranks + load) / ncpus)`` with ``c`` = :data:`HOST_COST_EMULATED_S` if
+    the WAN is emulated, else :data:`HOST_COST_PLAIN_S`.
 
     >>> round(default_host_overhead(8, emulated=True, ncpus=2) * 1e6, 3)
-    200.0
+    180.0
+    >>> round(default_host_overhead(8, emulated=True, ncpus=2, load=2.0) * 1e6, 3)
+    225.0
     >>> round(default_host_overhead(2, emulated=False, ncpus=4) * 1e6, 3)
     8.0
     """
     cost = HOST_COST_EMULATED_S if emulated else HOST_COST_PLAIN_S
-    return cost * max(1.0, nranks / (ncpus or cpus()))
+    return cost * max(1.0, (nranks + max(0.0, load)) / (ncpus or cpus()))
 
 
 def parse_host_overhead(text: str | float | None) -> float | None:
@@ -138,13 +163,16 @@ def host_overhead_from_env() -> float | None:
         raise ParameterError(f"{ENV_HOST_OVERHEAD}={text!r}: {err}") from err
 
 
-def resolve_host_overhead(explicit: float | str | None, nranks: int, *, emulated: bool) -> float:
-    """The overhead to plan with: ``explicit``, else the environment, else the default."""
+def resolve_host_overhead(
+    explicit: float | str | None, nranks: int, *, emulated: bool, load: float = 0.0
+) -> float:
+    """The overhead to plan with: ``explicit``, else the environment, else the default
+    (for ``load`` other processes on the machine)."""
     value = parse_host_overhead(explicit)
     if value is None:
         value = host_overhead_from_env()
     if value is None:
-        value = default_host_overhead(nranks, emulated=emulated)
+        value = default_host_overhead(nranks, emulated=emulated, load=load)
     return value
 
 
