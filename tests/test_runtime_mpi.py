@@ -73,7 +73,7 @@ def clean_env(**extra: str) -> dict:
     return env
 
 
-def mpirun(n: int, script: str, *args: str, env: dict | None = None, timeout: float = 180):
+def mpirun(n: int, script: str, *args: str, env: dict | None = None, timeout: float = 600):
     cmd = mpiexec_command(n, [sys.executable, str(HERE / script), *args])
     return subprocess.run(
         cmd, env=env or clean_env(), capture_output=True, text=True, timeout=timeout, check=False
@@ -122,7 +122,7 @@ def test_every_builder_on_16_emulated_ranks(tmp_path):
     grid = write_grid(tmp_path, fast_grid(clusters, placement))
     env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_EMULATE="1")
     args = ["--seed", "3", "--max-cases-per-builder", "1", "--sizes", "1,777,20000"]
-    check_matrix(mpirun(16, "bcast_matrix.py", *args, env=env, timeout=300), 16, emulated=True)
+    check_matrix(mpirun(16, "bcast_matrix.py", *args, env=env, timeout=900), 16, emulated=True)
 
 
 # -- the drop-in promise and mismatched arguments --------------------------------------
