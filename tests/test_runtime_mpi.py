@@ -224,6 +224,30 @@ def test_a_rank_that_never_joins_is_named():
     assert {r.rank: r.state for r in result.ranks}[1] == "hung"
 
 
+def test_a_root_that_never_joins_a_native_broadcast_is_named():
+    """One cluster: auto calls the MPI library's blocking broadcast; the watchdog ends
+    the job after the timeout and the waiting ranks say why."""
+    start = time.monotonic()
+    result = run_worker(
+        get_grid("lan:3"),
+        1000,
+        algo="auto",
+        repeat=1,
+        emulate=False,
+        timeout=2.0,
+        fail_rank=0,
+        fail_mode="hang",
+    )
+    assert time.monotonic() - start < 60
+    assert not result.ok and not result.verified
+    assert result.failed_ranks == [0]
+    waiting = {r.rank: r.message for r in result.ranks if r.state == "error"}
+    assert set(waiting) == {1, 2}
+    assert all(
+        "native broadcast from root 0 did not complete within 2 s" in m for m in waiting.values()
+    )
+
+
 # -- the launch commands ----------------------------------------------------------------
 
 

@@ -300,3 +300,28 @@ def test_fixed_plan_explains_itself():
     assert "chain() because forced" in plan.explain()
     assert math.isnan(plan.predicted_s)
     assert plan.build(get_grid("lan:4")).algorithm == "chain"
+
+
+# -- the watchdog of blocking native calls -------------------------------------------------
+
+
+def test_watchdog_ends_a_call_past_its_deadline_and_spares_a_finished_one():
+    import threading
+
+    from gridcoll.runtime.watchdog import Watchdog
+
+    fired = threading.Event()
+    reasons: list[str] = []
+    dog = Watchdog(abort=lambda reason: (reasons.append(reason), fired.set()), period=0.02)
+    dog.last_words.append(lambda reason: reasons.append("last words: " + reason))
+
+    dog.arm(0.05, "a quick call")
+    dog.disarm()
+    assert not fired.wait(0.2)  # disarmed in time: nothing happens
+
+    dog.arm(0.1, "native broadcast from root 3")
+    assert fired.wait(5.0)
+    assert reasons == [
+        "last words: native broadcast from root 3 did not complete within 0.1 s",
+        "native broadcast from root 3 did not complete within 0.1 s",
+    ]

@@ -34,7 +34,6 @@ from gridcoll.runtime import host as _host
 from gridcoll.runtime.doorbell import Doorbells
 from gridcoll.runtime.executor import (
     DEFAULT_TIMEOUT,
-    YIELD_POLL_S,
     CallInfo,
     CollectiveError,
     MismatchError,
@@ -43,6 +42,7 @@ from gridcoll.runtime.executor import (
     execute,
     wait,
 )
+from gridcoll.runtime.watchdog import Watchdog
 from gridcoll.schedule.ir import Schedule
 from gridcoll.tune import PlanCache, plan
 
@@ -100,12 +100,9 @@ def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
     """The plan of one call, made on the effective grid (``state.plan_grid``: the grid
     plus the runtime's per-message host overhead, :mod:`gridcoll.runtime.host`)."""
     algo = state.algo
-    if algo == NATIVE or state.params is not None:
-        reason = (
-            "the caller asked for the MPI library's own broadcast"
-            if algo == NATIVE
-            else f"the caller fixed algo={algo!r} with params={state.params!r}"
-        )
+    if state.native_reason:
+        return _native_plan(state, nbytes, root, itemsize)
+    if state.params is not None:
         return FixedPlan(
             "bcast",
             state.plan_grid.name,
@@ -113,30 +110,9 @@ def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
             root,
             itemsize,
             algo,
-            dict(state.params or {}),
-            int((state.params or {}).get("segment_size", nbytes)),
-            reason=reason,
-        )
-    if algo == "auto" and state.grid.is_single_cluster:
-        # One cluster, no wide-area link: gridcoll knows nothing of this network that
-        # the MPI library does not, and the library's broadcast runs its tuned algorithms
-        # in C with per-message costs below a microsecond, where a schedule executed from
-        # Python pays the host overhead (several us per message, more when ranks share
-        # cores) on every segment. No model of this machine's shared memory says
-        # otherwise, so auto hands the call to MPI_Ibcast (bench/native.py measures it).
-        return FixedPlan(
-            "bcast",
-            state.plan_grid.name,
-            nbytes,
-            root,
-            itemsize,
-            NATIVE,
-            {},
-            nbytes,
-            reason=(
-                "the communicator is one cluster (no wide-area link to plan around): the "
-                "MPI library's own broadcast is faster than any schedule run from Python"
-            ),
+            dict(state.params),
+            int(state.params.get("segment_size", nbytes)),
+            reason=f"the caller fixed algo={algo!r} with params={state.params!r}",
         )
     if state.plan_cache is None:
         state.plan_cache = _shared_cache()
@@ -151,7 +127,47 @@ def _tuned_plan(state: _State, nbytes: int, root: int, itemsize: int) -> Any:
     )
 
 
+def _native_reason(grid: Grid, algo: str) -> str | None:
+    """Why every broadcast of a communicator goes to the MPI library's own, or None."""
+    if algo == NATIVE:
+        return "the caller asked for the MPI library's own broadcast"
+    if algo == "auto" and grid.is_single_cluster:
+        # One cluster, no wide-area link: gridcoll knows nothing of this network that
+        # the MPI library does not, and the library's broadcast runs its tuned algorithms
+        # in C with per-message costs below a microsecond, where a schedule executed from
+        # Python pays the host overhead (several us per message, more when ranks share
+        # cores) on every segment. No model of this machine's shared memory says
+        # otherwise, so auto hands the call to MPI_Bcast (bench/native.py measures it).
+        return (
+            "the communicator is one cluster (no wide-area link to plan around): the "
+            "MPI library's own broadcast is faster than any schedule run from Python"
+        )
+    return None
+
+
+def _native_plan(state: _State, nbytes: int, root: int, itemsize: int) -> FixedPlan:
+    return FixedPlan(
+        "bcast",
+        state.plan_grid.name,
+        nbytes,
+        root,
+        itemsize,
+        NATIVE,
+        segment_size=nbytes,
+        reason=state.native_reason or "",
+    )
+
+
 _PLAN_CACHE: list = []
+_WATCHDOG: list = []
+
+
+def _watchdog() -> Watchdog:
+    """The process's watchdog of blocking MPI calls (one thread, started on first use:
+    the first gridcoll collective of the process)."""
+    if not _WATCHDOG:
+        _WATCHDOG.append(Watchdog())
+    return _WATCHDOG[0]
 
 
 def _shared_cache() -> PlanCache:
@@ -191,7 +207,9 @@ class _State:
     plan_cache: Any = None
     prepared: _collections.OrderedDict = field(default_factory=_collections.OrderedDict)
     schedules: dict = field(default_factory=dict)
-    last_plan: Any = None
+    last_plan: Any = None  # a plan, or (nbytes, root, itemsize) of a native broadcast
+    native_reason: str | None = None  # set: every broadcast is the MPI library's own
+    watchdog: Watchdog | None = None  # of blocking native calls, set with ``private``
     broken: str | None = None
     grid_id: int = 0
 
@@ -294,6 +312,7 @@ def _init_state(
         _host.effective_grid(grid, overhead),
     )
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
+    state.native_reason = None if params else _native_reason(grid, algo)
     comm._gc = state
 
 
@@ -326,6 +345,7 @@ def _ready(comm: Comm) -> _State:
             ),
         )
         state.private = private
+        state.watchdog = _watchdog()
         tag_ub = private.Get_attr(MPI.TAG_UB) or 32767
         state.ntags = max(1, min((tag_ub - 1) // 2, 1 << 20))
         # A random epoch, the same on all ranks, numbers this communicator's calls: MPI
@@ -503,28 +523,27 @@ def _bcast(comm: Comm, buf: Any, root: int) -> None:
             NATIVE,
             reason="its datatype is not contiguous",
         )
-        _run(state, lambda: wait(state.private.Ibcast(buf, root), state.timeout, what="Ibcast"))
+        _native_bcast(state, buf, root)
         return
     prepared = _prepare(state, rank, view.size, root, itemsize)
     state.last_plan = prepared.plan
     if prepared.program is None:
-        req = state.private.Ibcast([view, MPI.BYTE], root)
-        poll = _native_poll(view.size, comm.Get_size())
-        what = f"native broadcast from root {root}"
-        _run(state, lambda: wait(req, state.timeout, what=what, poll=poll))
+        _native_bcast(state, [view, MPI.BYTE], root)
         return
     _execute(state, prepared.program, view)
 
 
-NATIVE_POLL_BYTES_S = 2e-9
-"""Seconds per byte and tree level a native broadcast's wait keeps testing (and yielding)
-before it sleeps: MPI moves a non-blocking collective's data only while the ranks are
-inside MPI, so a sleeping rank would stall the transfer (1 MiB among 8 ranks: 6 ms)."""
-
-
-def _native_poll(nbytes: int, size: int) -> float:
-    levels = max(1, (size - 1).bit_length())
-    return max(YIELD_POLL_S, NATIVE_POLL_BYTES_S * nbytes * levels)
+def _native_bcast(state: _State, buf: Any, root: int) -> None:
+    """The MPI library's own broadcast, called blocking as a plain mpi4py program calls
+    it (bench/native.py: a request and a test loop cost 2-7x on small messages), under
+    the process's watchdog: a rank that never joins ends the job after the timeout
+    instead of hanging it (:mod:`gridcoll.runtime.watchdog`)."""
+    dog = state.watchdog
+    dog.arm(state.timeout, f"native broadcast from root {root}")
+    try:
+        state.private.Bcast(buf, root)
+    finally:
+        dog.disarm()
 
 
 def _execute(state: _State, program: Program, view: _np.ndarray, reduce=None) -> None:
@@ -704,12 +723,16 @@ class Comm(MPI.Intracomm):
 
     Notes
     -----
-    gridcoll's collectives: ``Bcast``, ``bcast``, ``Barrier``, ``barrier``. They never
-    block inside MPI (they test requests and sleep), check arguments across ranks
-    (mismatched sizes, datatypes or roots raise :class:`~gridcoll.runtime.MismatchError`
-    or time out with a message saying so), and cross the emulated WAN when the launcher
-    switched it on. ``explain()`` and ``last_plan`` tell why the last call chose its
-    algorithm.
+    gridcoll's collectives: ``Bcast``, ``bcast``, ``Barrier``, ``barrier``. Their
+    schedules never block inside MPI (they test requests and sleep), check arguments
+    across ranks (mismatched sizes, datatypes or roots raise
+    :class:`~gridcoll.runtime.MismatchError` or time out with a message saying so), and
+    cross the emulated WAN when the launcher switched it on. When the call goes to the
+    MPI library's own broadcast (``algo="native"``, or ``auto`` on one cluster), it is
+    called blocking, as a plain mpi4py program would, under a watchdog that ends the
+    job after ``timeout`` seconds if a rank never joins
+    (:mod:`gridcoll.runtime.watchdog`). ``explain()`` and ``last_plan`` tell why the
+    last call chose its algorithm.
 
     Passed through to mpi4py on the wrapped communicator: everything else: ``Get_rank``,
     ``Get_size``, point-to-point (``Send``, ``Recv``, ``Isend``, ``send``...), the other
@@ -751,6 +774,18 @@ class Comm(MPI.Intracomm):
     # gridcoll's collectives
     def Bcast(self, buf: Any, root: int = 0) -> None:
         """Broadcast a buffer from ``root`` (gridcoll's algorithms)."""
+        state = self.__dict__.get("_gc")
+        if (
+            state is not None
+            and state.native_reason
+            and state.private is not None
+            and type(buf) is _np.ndarray
+        ):
+            # The hot path of a one-cluster communicator: straight to MPI_Bcast, whose
+            # mpi4py wrapper checks the buffer and the root (bench/native.py).
+            state.last_plan = (buf.nbytes, root, buf.itemsize)
+            _native_bcast(state, buf, root)
+            return
         _bcast(self, buf, root)
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
@@ -853,12 +888,15 @@ class Comm(MPI.Intracomm):
     @property
     def last_plan(self) -> Any:
         """The plan of the last gridcoll collective (``None`` before the first)."""
-        return _state(self).last_plan
+        state = _state(self)
+        if isinstance(state.last_plan, tuple):  # a native broadcast's (nbytes, root, itemsize)
+            state.last_plan = _native_plan(state, *state.last_plan)
+        return state.last_plan
 
     def explain(self) -> str:
         """Why the last gridcoll collective chose its algorithm."""
         state = _state(self)
-        plan = state.last_plan
+        plan = self.last_plan
         if plan is None:
             return "no gridcoll collective has run on this communicator yet"
         return (

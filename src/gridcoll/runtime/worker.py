@@ -148,7 +148,7 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
     from mpi4py import MPI
 
     import gridcoll
-    from gridcoll.runtime.comm import _ready, params_from_json
+    from gridcoll.runtime.comm import _ready, _watchdog, params_from_json
     from gridcoll.runtime.executor import wait
 
     world = MPI.COMM_WORLD
@@ -159,6 +159,7 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
     wait(req, timeout, what="duplicating COMM_WORLD")
     status.write("joined")
     state = _ready(comm)  # private communicator, emulator: outside the timed runs
+    _watchdog().last_words.append(lambda reason: _report(status, "CollectiveTimeout", reason))
     one_host = _one_host(ctl, timeout)
     cases = _cases(args)
     results = [
@@ -267,6 +268,15 @@ def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
     }
 
 
+def _report(status: _Status, kind: str, message: str, peer: int | None = None) -> None:
+    """This rank's failure, for the launcher: a status line and an error line."""
+    info = {"rank": status.rank, "type": kind, "message": " ".join(message.split()), "peer": peer}
+    status.write("error", **{k: v for k, v in info.items() if k != "rank"})
+    sys.stderr.write(ERROR_PREFIX + json.dumps(info) + "\n")
+    sys.stderr.flush()
+    sys.stdout.flush()
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the worker; return the exit status (0: done, 1: this rank failed)."""
     args = _parser().parse_args(argv)
@@ -281,16 +291,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ValueError("--size must be a whole number of --itemsize elements")
         result = _run(args, status)
     except Exception as err:  # report, then leave without MPI_Finalize (peers may be gone)
-        info = {
-            "rank": rank,
-            "type": type(err).__name__,
-            "message": " ".join(str(err).split()),
-            "peer": getattr(err, "peer", None),
-        }
-        status.write("error", **{k: v for k, v in info.items() if k != "rank"})
-        sys.stderr.write(ERROR_PREFIX + json.dumps(info) + "\n")
-        sys.stderr.flush()
-        sys.stdout.flush()
+        _report(status, type(err).__name__, str(err), getattr(err, "peer", None))
         os._exit(1)
     status.write("done")
     if result is not None:

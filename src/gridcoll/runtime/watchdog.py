@@ -1,0 +1,85 @@
+"""A watchdog for blocking MPI calls: the job ends, with a reason, instead of hanging.
+
+gridcoll's own schedules never block inside MPI: they test requests and sleep, so a
+dead or absent peer raises :class:`~gridcoll.runtime.CollectiveTimeout`. The MPI
+library's own collectives (the ``native`` broadcast that ``auto`` picks on one cluster)
+are fastest called blocking: no request object, no test loop, the library's progress
+engine waits as it was tuned to. MPI cannot cancel a blocking collective, so a peer that
+never joins would hang the job; the watchdog turns that into a bounded failure: when a
+guarded call outlives its timeout, it writes which rank and call it was to stderr and
+aborts the job (``MPI_Abort``), which ``mpiexec`` and gridcoll's launcher report.
+
+Arming and disarming are two attribute stores (the per-call cost is ~0.1 us); one daemon
+thread per process, started with the first gridcoll communicator, checks the armed call a few
+times per timeout. It needs mpi4py's default thread support (``MPI_THREAD_MULTIPLE``) to
+call ``MPI_Abort`` from its thread; with less, it ends the process with ``os._exit``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+
+from mpi4py import MPI
+
+ABORT_CODE = 70
+"""Exit code of a job the watchdog ended (``EX_SOFTWARE``)."""
+
+
+class Watchdog:
+    """Ends the job when a guarded blocking call runs past its deadline.
+
+    ``watchdog.arm(timeout, what)``, the blocking call, then ``watchdog.disarm()``
+    (in a ``finally``). One call is guarded at a time: a process runs one blocking MPI
+    call at a time on its main thread.
+    """
+
+    def __init__(self, abort: Callable[[str], None] | None = None, period: float = 1.0):
+        self._armed: tuple[float, float, str] | None = None  # (deadline, timeout, what)
+        self._abort = abort or _abort_job
+        self.last_words: list[Callable[[str], None]] = []
+        """Called with the reason before the job is ended (a launcher's worker reports
+        its failure there, as it does for an exception)."""
+        self._period = period
+        self._thread = threading.Thread(target=self._watch, name="gridcoll-watchdog")
+        self._thread.daemon = True
+        self._thread.start()
+
+    def arm(self, timeout: float, what: str) -> None:
+        """Start guarding a call that must end within ``timeout`` seconds."""
+        self._armed = (time.monotonic() + timeout, timeout, what)
+
+    def disarm(self) -> None:
+        """The guarded call returned."""
+        self._armed = None
+
+    def _watch(self) -> None:
+        while True:
+            armed = self._armed
+            if armed is None:
+                time.sleep(self._period)
+                continue
+            left = armed[0] - time.monotonic()
+            if left > 0:
+                time.sleep(min(left, self._period) + 1e-3)
+                continue
+            if self._armed is armed:  # still the same call, past its deadline
+                reason = f"{armed[2]} did not complete within {armed[1]:g} s"
+                for hook in self.last_words:
+                    hook(reason)
+                self._abort(reason)
+                return
+
+
+def _abort_job(reason: str) -> None:
+    rank = MPI.COMM_WORLD.Get_rank()
+    sys.stderr.write(
+        f"gridcoll: rank {rank}: {reason} (a rank died or never joined); aborting the job\n"
+    )
+    sys.stderr.flush()
+    if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
+        MPI.COMM_WORLD.Abort(ABORT_CODE)
+    os._exit(ABORT_CODE)
