@@ -669,3 +669,38 @@ def test_malformed_link_entries_name_the_link(case, tmp_path):
     path.write_text(json.dumps(_edit(links=links)))
     with pytest.raises(GridError, match=message):
         load_grid(path)
+
+
+# -- the max-flows of the throughput bound, against networkx ------------------------------
+@pytest.mark.parametrize("spec", ["teragrid", "das2:3", "transit-stub:12,4", "magpie:3,2"])
+def test_receiver_flows_match_networkx_minimum_cut(spec):
+    """bounds.py's own Edmonds-Karp gives networkx's flow value and its sink-side cut."""
+    import networkx as nx
+
+    from gridcoll.network import get_grid
+    from gridcoll.network.bounds import _compute_receiver_flows, capacity_graph
+
+    grid = get_grid(spec)
+    graph = capacity_graph(grid)
+    root = grid.nranks - 1
+    ours = _compute_receiver_flows(grid, root)
+    others = [[r for r in ranks if r != root] for ranks in grid.members]
+    receivers = [ranks[0] for ranks in others if ranks]
+    assert len(ours) == len(receivers)
+    for (flow, _), receiver in zip(ours, receivers, strict=True):
+        theirs, _ = nx.minimum_cut(graph, ("rank", root), ("rank", receiver))
+        assert flow == pytest.approx(theirs, rel=1e-9)
+
+
+def test_piecewise_batch_is_the_functions_bit_for_bit():
+    from gridcoll.network.plogp import PiecewiseBatch, PiecewiseLinear
+
+    fns = [
+        PiecewiseLinear((0.0, 10.0, 100.0), (1.0, 2.0, 0.5)),
+        PiecewiseLinear((0.0, 10.0, 100.0), (0.3, 7.0, 9.0)),
+        PiecewiseLinear((5.0,), (4.0,)),
+        PiecewiseLinear((1.0, 2.0), (3.0, 1.0)),  # clamped at 0 beyond m = 3.5
+    ]
+    batch = PiecewiseBatch(fns)
+    for m in (0.0, 0.5, 1.0, 2.0, 3.0, 10.0, 55.5, 100.0, 1e6):
+        assert batch(m).tolist() == [fn(m) for fn in fns]

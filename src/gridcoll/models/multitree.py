@@ -39,6 +39,9 @@ sec. 3.1.1's bounds. Every segment is charged as ``m`` bytes, as the papers do.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
 
 from gridcoll.algorithms.magpie import check_degree
 from gridcoll.algorithms.multitree import multitree_parts
@@ -50,7 +53,7 @@ from gridcoll.models.single_layer import (
     nsegments,
 )
 from gridcoll.network.grid import Grid
-from gridcoll.network.plogp import s_w
+from gridcoll.network.plogp import PiecewiseBatch
 
 __all__ = ["MODELS", "multitree_model"]
 
@@ -77,13 +80,8 @@ def multitree_model(
     parts = multitree_parts(grid, root, k)
     remotes = sorted(parts)
     active = [i for i in remotes if parts[i]]
+    t = _route_tables(grid, m)
     lans = [c.lan for c in grid.clusters]
-
-    def send(a: int, b: int) -> float:  # s_w(m) = max(g_l(m), os_w(m)) of route a -> b
-        return s_w(lans[a], grid.wan(a, b), m)
-
-    def recv(a: int, b: int) -> float:  # r_w(m) = L_w + g_w(m) of route a -> b
-        return grid.wan(a, b).r(m)
 
     def lan_out(c: int) -> float:  # a coordinator's sends of one segment into its LAN
         return degree[c] * lans[c].s(m)
@@ -91,37 +89,37 @@ def multitree_model(
     lam_l = max(
         (dary_lam(lans[c], n, degree[c], m) for c, n in enumerate(sizes) if n > 1), default=0.0
     )
+    # the largest s_ij, r_ij, g_ij over j in R - {i}, once per i (O(P_w^2) per size m)
+    others = {i: [j for j in remotes if j != i] for i in remotes}
+    send_max = {i: max((t.send[i][j] for j in others[i]), default=0.0) for i in remotes}
+    recv_max = {i: max((t.recv[i][j] for j in others[i]), default=0.0) for i in remotes}
+    gap_max = {i: max((t.gap[i][j] for j in others[i]), default=0.0) for i in remotes}
+    home_send = max(t.send[home][j] for j in remotes)
     lam = {}
     for i in active:
-        others = [j for j in remotes if j != i]
-        lam[i] = (len(remotes) - 1) * max(send(home, j) for j in remotes) + recv(home, i)
-        if others:
-            lam[i] += (len(others) - 1) * max(send(i, j) for j in others)
-            lam[i] += max(recv(i, j) for j in others)
+        lam[i] = (len(remotes) - 1) * home_send + t.recv[home][i]
+        if others[i]:
+            lam[i] += (len(others[i]) - 1) * send_max[i] + recv_max[i]
         lam[i] += lam_l
     # (a) each part's own pipeline, paced by the gaps of its routes
-    times = [
-        (len(parts[i]) - 1) * max(grid.wan(a, b).g(m) for a, b in _part_routes(home, i, remotes))
-        + lam[i]
-        for i in active
-    ]
+    times = [(len(parts[i]) - 1) * max(t.gap[home][i], gap_max[i]) + lam[i] for i in active]
     # (b) every shared resource's total work: links, the root, coordinators, LAN trees
     work: list[tuple[float, float]] = []  # (total busy, largest single occupancy)
     link_busy: dict[str, list[float]] = {}
     for i in active:
         for a, b in _part_routes(home, i, remotes):
             for name in grid.routes[(a, b)].links:
-                g_link = grid.links[name].g(m)
+                g_link = t.link_gap[name]
                 busy = link_busy.setdefault(name, [0.0, 0.0])
                 busy[0] += len(parts[i]) * g_link
                 busy[1] = max(busy[1], g_link)
     work += [(busy, one) for busy, one in link_busy.values()]
-    root_costs = [(len(parts[j]), send(home, j) + lan_out(home)) for j in active]
+    root_costs = [(len(parts[j]), t.send[home][j] + lan_out(home)) for j in active]
     work.append((sum(n * c for n, c in root_costs), max(c for _, c in root_costs)))
     for i in remotes:
-        own = grid.wan(home, i).or_(m) + sum(send(i, j) for j in remotes if j != i)
+        own = t.recv_overhead[home][i] + sum(t.send[i][j] for j in others[i])
         costs = [(len(parts[i]), own + lan_out(i))]
-        costs += [(len(parts[j]), grid.wan(j, i).or_(m) + lan_out(i)) for j in active if j != i]
+        costs += [(len(parts[j]), t.recv_overhead[j][i] + lan_out(i)) for j in active if j != i]
         work.append((sum(n * c for n, c in costs), max(c for _, c in costs)))
     for c, n in enumerate(sizes):
         if n > 1:
@@ -130,6 +128,60 @@ def multitree_model(
     latency = max(lam.values())
     times += [busy - one + latency for busy, one in work]
     return max(times)
+
+
+@dataclass(frozen=True, slots=True)
+class _RouteTables:
+    """Per ordered cluster pair ``(a, b)``, at one segment size ``m``: ``send`` is
+    ``s_w(m) = max(g_l(m), os_w(m))``, ``recv`` is ``r_w(m) = L_w + g_w(m)`` (seed 000,
+    sec. 2.1), ``gap`` is ``g_w(m)``, ``recv_overhead`` is ``or_w(m)`` (0 on the diagonal);
+    ``link_gap`` is every shared link's ``g(m)``."""
+
+    send: list[list[float]]
+    recv: list[list[float]]
+    gap: list[list[float]]
+    recv_overhead: list[list[float]]
+    link_gap: dict[str, float]
+
+
+def _route_functions(grid: Grid) -> tuple[np.ndarray, np.ndarray, tuple[PiecewiseBatch, ...]]:
+    """The routes' cluster pairs (rows ``a``, ``b``), latencies and batched ``g``,
+    ``os``, ``or`` functions, memoised on the (immutable) grid object."""
+    found = grid.__dict__.get("_multitree_functions")
+    if found is None:
+        pairs = np.array(list(grid.routes), dtype=int).reshape(-1, 2)
+        nets = [route.plogp for route in grid.routes.values()]
+        latency = np.array([net.L for net in nets])
+        batches = tuple(
+            PiecewiseBatch([getattr(net, f) for net in nets]) for f in ("g_fn", "os_fn", "or_fn")
+        )
+        found = grid.__dict__["_multitree_functions"] = (pairs, latency, batches)
+    return found
+
+
+def _route_tables(grid: Grid, m: int) -> _RouteTables:
+    """The :class:`_RouteTables` of ``grid`` at ``m``, memoised on the grid object. A
+    grid of C single-rank clusters has C(C-1) routes, evaluated here in one batch per
+    P-LogP function (:class:`~gridcoll.network.plogp.PiecewiseBatch`)."""
+    memo: dict[int, _RouteTables] = grid.__dict__.setdefault("_multitree_tables", {})
+    found = memo.get(m)
+    if found is None:
+        n = grid.nclusters
+        pairs, latency, (g_fn, os_fn, or_fn) = _route_functions(grid)
+        a, b = pairs[:, 0], pairs[:, 1]
+        lan_gap = np.array([c.lan.g(m) for c in grid.clusters])
+        gap = g_fn(m)
+        values = (np.maximum(lan_gap[a], os_fn(m)), latency + gap, gap, or_fn(m))
+        tables = []
+        for value in values:  # s_w = max(g_l, os_w), r_w = L_w + g_w, g_w, or_w
+            table = np.zeros((n, n))
+            table[a, b] = value
+            tables.append(table.tolist())
+        links = {name: link.g(m) for name, link in grid.links.items()}
+        if len(memo) >= 64:
+            memo.clear()
+        found = memo[m] = _RouteTables(*tables, links)
+    return found
 
 
 def _part_routes(home: int, i: int, remotes: list[int]) -> list[tuple[int, int]]:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections import deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -54,29 +55,85 @@ def _add(graph: nx.DiGraph, u: object, v: object, capacity: float) -> None:
         graph.add_edge(u, v, capacity=capacity)
 
 
-def capacity_graph(grid: Grid) -> nx.DiGraph:
-    """The link-capacity graph of ``grid`` (bytes/s on edges; missing = unbounded)."""
-    import networkx as nx
-
-    graph = nx.DiGraph()
+def _capacity_edges(grid: Grid) -> list[tuple[tuple, tuple, float]]:
+    """The edges ``(u, v, bytes/s)`` of the link-capacity graph (``inf``: unbounded)."""
+    edges = []
     for c, cluster in enumerate(grid.clusters):
         bw = cluster.lan.bandwidth
         for rank in grid.members[c]:
-            _add(graph, ("rank", rank), ("switch", c), bw)  # NIC out
-            _add(graph, ("switch", c), ("rank", rank), bw)  # NIC in
+            edges.append((("rank", rank), ("switch", c), bw))  # NIC out
+            edges.append((("switch", c), ("rank", rank), bw))  # NIC in
         if grid.nclusters > 1:
-            _add(graph, ("switch", c), ("gw_out", c), bw)  # gateway's LAN side, outbound
-            _add(graph, ("gw_in", c), ("switch", c), bw)  # gateway's LAN side, inbound
+            edges.append((("switch", c), ("gw_out", c), bw))  # gateway's LAN side, outbound
+            edges.append((("gw_in", c), ("switch", c), bw))  # gateway's LAN side, inbound
     for name, link in grid.links.items():
-        _add(graph, ("link_in", name), ("link_out", name), link.bandwidth)
+        edges.append((("link_in", name), ("link_out", name), link.bandwidth))
+    seen = set()
     for (a, b), route in grid.routes.items():
         hops = [("gw_out", a)]
         for name in route.links:
             hops += [("link_in", name), ("link_out", name)]
         hops.append(("gw_in", b))
         for u, v in zip(hops[0::2], hops[1::2], strict=True):
-            graph.add_edge(u, v)
+            if (u, v) not in seen:
+                seen.add((u, v))
+                edges.append((u, v, math.inf))
+    return edges
+
+
+def capacity_graph(grid: Grid) -> nx.DiGraph:
+    """The link-capacity graph of ``grid`` (bytes/s on edges; missing = unbounded)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for u, v, capacity in _capacity_edges(grid):
+        _add(graph, u, v, capacity)
     return graph
+
+
+def _reaching(residual: dict[tuple, dict[tuple, float]], sink: tuple, eps: float) -> set[tuple]:
+    """The nodes with a residual path to ``sink`` (every edge has its reverse entry)."""
+    seen, queue = {sink}, deque([sink])
+    while queue:
+        v = queue.popleft()
+        for u in residual[v]:
+            if u not in seen and residual[u][v] > eps:
+                seen.add(u)
+                queue.append(u)
+    return seen
+
+
+def _min_cut(
+    residual: dict[tuple, dict[tuple, float]], source: tuple, sink: tuple
+) -> tuple[float, set[tuple]]:
+    """Edmonds-Karp on ``residual`` (modified in place): the max-flow value from
+    ``source`` to ``sink`` and the source side of the minimum cut nearest the sink
+    (every node that cannot reach the sink in the residual network, as
+    ``networkx.minimum_cut`` returns it). O(V E^2); a residual below ``1e-12`` of the
+    flow pushed so far counts as saturated (float capacities)."""
+    total = 0.0
+    while True:
+        parent = {source: None}
+        queue = deque([source])
+        while queue and sink not in parent:
+            u = queue.popleft()
+            for v, left in residual[u].items():
+                if v not in parent and left > 1e-12 * total:
+                    parent[v] = u
+                    queue.append(v)
+        if sink not in parent:
+            return total, set(residual) - _reaching(residual, sink, 1e-12 * total)
+        path, v = [], sink
+        while parent[v] is not None:
+            path.append((parent[v], v))
+            v = parent[v]
+        push = min(residual[u][v] for u, v in path)
+        if math.isinf(push):
+            return math.inf, set(parent)
+        for u, v in path:
+            residual[u][v] -= push
+            residual[v][u] += push
+        total += push
 
 
 def _receiver_flows(grid: Grid, root: int) -> list[tuple[float, float]]:
@@ -95,9 +152,13 @@ def _receiver_flows(grid: Grid, root: int) -> list[tuple[float, float]]:
 
 
 def _compute_receiver_flows(grid: Grid, root: int) -> list[tuple[float, float]]:
-    import networkx as nx
-
-    graph = capacity_graph(grid)
+    base: dict[tuple, dict[tuple, float]] = {}  # residual capacities, reverse edges at 0
+    successors: dict[tuple, list[tuple]] = {}
+    for u, v, capacity in _capacity_edges(grid):
+        base.setdefault(u, {})[v] = base.get(u, {}).get(v, 0.0) + capacity
+        base.setdefault(v, {}).setdefault(u, 0.0)
+        successors.setdefault(u, []).append(v)
+        successors.setdefault(v, [])
     link_latency: dict[str, float] = {}
     for route in grid.routes.values():
         for name in route.links:
@@ -116,8 +177,9 @@ def _compute_receiver_flows(grid: Grid, root: int) -> list[tuple[float, float]]:
         receiver = next((r for r in ranks if r != root), None)
         if receiver is None:
             continue
-        flow, (side, _) = nx.minimum_cut(graph, ("rank", root), ("rank", receiver))
-        cut = [(u, v) for u in side for v in graph.successors(u) if v not in side]
+        residual = {u: dict(vs) for u, vs in base.items()}
+        flow, side = _min_cut(residual, ("rank", root), ("rank", receiver))
+        cut = [(u, v) for u in side for v in successors[u] if v not in side]
         out.append((flow, min(after(u, v) for u, v in cut)))
     return out
 

@@ -15,12 +15,15 @@ from __future__ import annotations
 
 import math
 from bisect import bisect_right
+from collections.abc import Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
+import numpy as np
+
 from gridcoll.errors import GridError
 
-__all__ = ["LogGP", "PLogP", "PiecewiseLinear", "r_w", "s_w"]
+__all__ = ["LogGP", "PLogP", "PiecewiseBatch", "PiecewiseLinear", "r_w", "s_w"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -307,6 +310,44 @@ def _monotone(fn: PiecewiseLinear) -> PiecewiseLinear:
         top = max(top, v)
         values.append(top)
     return PiecewiseLinear(fn.sizes, tuple(values))
+
+
+class PiecewiseBatch:
+    """Many :class:`PiecewiseLinear` functions evaluated at one size at once.
+
+    ``batch(m)`` is ``numpy.array([f(m) for f in fns])``, bit for bit (the same
+    operations in the same order, elementwise), at the cost of one bisection per
+    distinct breakpoint tuple instead of one Python call per function: the route tables
+    of a grid of C clusters hold C(C-1) functions that usually share their sizes.
+    """
+
+    def __init__(self, fns: Sequence[PiecewiseLinear]):
+        self.n = len(fns)
+        groups: dict[tuple[float, ...], list[int]] = {}
+        for i, fn in enumerate(fns):
+            groups.setdefault(fn.sizes, []).append(i)
+        self._groups = [
+            (sizes, np.array(idx), np.array([fns[i].values for i in idx], dtype=float))
+            for sizes, idx in groups.items()
+        ]
+
+    def __call__(self, m: float) -> np.ndarray:
+        out = np.empty(self.n)
+        for sizes, idx, values in self._groups:
+            n = len(sizes)
+            if n == 1:
+                out[idx] = values[:, 0]
+                continue
+            i = bisect_right(sizes, m) - 1
+            i = 0 if i < 0 else (n - 2 if i > n - 2 else i)
+            m0, m1 = sizes[i], sizes[i + 1]
+            y0, y1 = values[:, i], values[:, i + 1]
+            if m == m1:  # exact at the points, as PiecewiseLinear.__call__
+                out[idx] = y1
+                continue
+            y = y0 + (y1 - y0) * (m - m0) / (m1 - m0)
+            out[idx] = np.where(y > 0.0, y, 0.0)
+        return out
 
 
 def s_w(lan: PLogP, wan: PLogP, m: float) -> float:

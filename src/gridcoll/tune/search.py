@@ -151,14 +151,33 @@ def degree_candidates(nodes: int, start: int = 1, upper: int | None = None) -> l
     return out
 
 
+def _slowest(grid: Grid, kind: str, m: float) -> PLogP:
+    """The network of ``kind`` ("route" or "lan") with the largest ``g(m)`` (then ``L``),
+    memoised on the grid object per ``m``: the degree rules ask for it at every size
+    and degree the search tries, and a grid of C single-rank clusters has C(C-1) routes.
+    """
+    memo: dict[tuple[str, float], PLogP] = grid.__dict__.setdefault("_slowest", {})
+    found = memo.get((kind, m))
+    if found is None:
+        if len(memo) >= 256:
+            memo.clear()
+        nets = (
+            (r.plogp for r in grid.routes.values())
+            if kind == "route"
+            else (c.lan for c in grid.clusters)
+        )
+        found = memo[kind, m] = max(nets, key=lambda p: (p.g(m), p.L))
+    return found
+
+
 def slowest_route(grid: Grid, m: float) -> PLogP:
     """The WAN route with the largest ``g_w(m)`` (then ``L_w``); seed 000, sec. 4."""
-    return max((r.plogp for r in grid.routes.values()), key=lambda p: (p.g(m), p.L))
+    return _slowest(grid, "route", m)
 
 
 def slowest_lan(grid: Grid, m: float) -> PLogP:
     """The cluster LAN with the largest ``g_l(m)``."""
-    return max((c.lan for c in grid.clusters), key=lambda p: (p.g(m), p.L))
+    return _slowest(grid, "lan", m)
 
 
 def degree_start(net: PLogP, m: float, lan: PLogP | None = None) -> int:
