@@ -23,7 +23,7 @@ from the simulation. Then TPS against ECEF, HLOT and flat on seed 003's set-up, 
 check that ``auto`` is never more than 5% worse than the best builder, and ``auto``'s
 planning time on the 64-node grids.
 
-Run: ``python bench/heterogeneous.py [--quick] [--budget S] [--out FILE]``.
+Run: ``python bench/heterogeneous.py [--quick] [--grids N] [--budget S] [--out FILE]``.
 """
 
 from __future__ import annotations
@@ -51,10 +51,11 @@ AUTO_SLACK = 1.05
 TPS_RIVALS = ("ecef", "hlot", "flat")
 
 
-def cases(quick: bool):
-    """(set-up, label, grid, nbytes, root) for every case."""
+def cases(quick: bool, ngrids: int = SEED003_GRIDS):
+    """(set-up, label, grid, nbytes, root) for every case; ``ngrids`` random
+    transit-stub grids per node count (seeds 1..ngrids; one with ``quick``)."""
     nodes = (10, 30, 60) if quick else SEED003_NODES
-    seeds = range(1, 2) if quick else range(1, SEED003_GRIDS + 1)
+    seeds = range(1, 2) if quick else range(1, ngrids + 1)
     sizes = (KiB, 256 * KiB) if quick else SEED003_SIZES
     for n in nodes:
         for seed in seeds:
@@ -250,11 +251,17 @@ def main(argv: list[str] | None = None) -> int:
     bench.parser.add_argument(
         "--budget", type=float, default=1.0, help="planning budget, nominal seconds (default 1)"
     )
+    bench.parser.add_argument(
+        "--grids",
+        type=int,
+        default=SEED003_GRIDS,
+        help=f"random transit-stub grids per node count (default {SEED003_GRIDS}, seed 003's)",
+    )
     args = bench.parse()
     algos = [*DEFAULT_ALGOS, "auto"]
     started = time.perf_counter()
     skipped = []
-    for setup, label, grid, nbytes, root in cases(bench.quick):
+    for setup, label, grid, nbytes, root in cases(bench.quick, args.grids):
         bare = without_links(grid)
         case = f"{label} {nbytes}B"
         done = []

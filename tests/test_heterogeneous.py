@@ -421,6 +421,18 @@ def test_compare_table_runs(capsys):
     assert "auto" in out and "no contention" in out and "/ best" in out
 
 
+def test_plan_cli_takes_a_planning_budget(capsys):
+    """``gridcoll plan --budget S``: auto then weighs the annealing builders."""
+    argv = ["plan", "--grid", "magpie:3,3", "--size", "64KB", "--json"]
+    assert main(argv) == 0
+    plain = {c["algorithm"] for c in json.loads(capsys.readouterr().out)["candidates"]}
+    assert main([*argv, "--budget", "0.5"]) == 0
+    budgeted = {c["algorithm"] for c in json.loads(capsys.readouterr().out)["candidates"]}
+    assert "sa" not in plain and {"sa", "sa-clustered-segmented"} <= budgeted
+    assert main([*argv, "--budget", "-1"]) == 2
+    assert "budget_s" in capsys.readouterr().err
+
+
 def test_schedule_tree_rejects_non_tree_schedules():
     grid = magpie(2, 2)
     assert schedule_tree(get_builder("bcast", "flat-rendezvous").build(grid, 64)) is None

@@ -797,7 +797,19 @@ def sa_segmented(
     warm_start: bool = True,
     itemsize: int = 1,
 ) -> Schedule:
-    """driverSA's tree, segments forwarded as they arrive (same tree as :func:`sa`)."""
+    """driverSA's tree, segments forwarded as they arrive (same tree as :func:`sa`).
+
+    Notes
+    -----
+    The tree of :func:`sa` (O(evaluations x P) to build); every node forwards each
+    segment as it arrives (seed 003's packet-level transfer). Model: seed 000's
+    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
+    segment size.
+
+    References
+    ----------
+    Seed 001, sec. 2.2-2.3, figures 1 and 2.
+    """
     return _build(
         "sa-segmented", "sa", grid, nbytes, root, segment_size, itemsize,
         seed=seed, evaluations=evaluations, time_budget_s=time_budget_s, warm_start=warm_start,
@@ -823,7 +835,8 @@ def sa_clustered(
     Notes
     -----
     Pools of at most 16 nodes by bandwidth; driverSA per pool, recursively over the
-    pool roots. The budget is split among the pools.
+    pool roots. The budget is split among the pools. O(P^2) per pool set to form the
+    pools (four percentages), then the driverSA runs: O(evaluations x pool size).
 
     References
     ----------
@@ -847,7 +860,19 @@ def sa_clustered_segmented(
     warm_start: bool = True,
     itemsize: int = 1,
 ) -> Schedule:
-    """clusteredSA's tree, segments forwarded as they arrive."""
+    """clusteredSA's tree, segments forwarded as they arrive.
+
+    Notes
+    -----
+    The tree of :func:`sa_clustered` (O(evaluations x pool size) to build); every node forwards each
+    segment as it arrives (seed 003's packet-level transfer). Model: seed 000's
+    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
+    segment size.
+
+    References
+    ----------
+    Seed 001, sec. 2.4, figure 4.
+    """
     return _build(
         "sa-clustered-segmented", "sa-clustered", grid, nbytes, root, segment_size, itemsize,
         seed=seed, evaluations=evaluations, time_budget_s=time_budget_s, warm_start=warm_start,

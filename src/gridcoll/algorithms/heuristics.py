@@ -275,7 +275,19 @@ def fef(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedul
 def fef_segmented(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
 ) -> Schedule:
-    """FEF tree, message sent as segments forwarded as they arrive (seed 003, sec. 3)."""
+    """FEF tree, message sent as segments forwarded as they arrive (seed 003, sec. 3).
+
+    Notes
+    -----
+    The tree of :func:`fef` (O(P^2) to build); every node forwards each segment
+    as it arrives (seed 003's packet-level transfer). Model: seed 000's
+    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
+    segment size.
+
+    References
+    ----------
+    Bhat, Raghavendra, Prasanna (1999); seed 003, sec. 2.2 and 3.1.
+    """
     return _build("fef-segmented", "fef", grid, nbytes, root, segment_size, itemsize)
 
 
@@ -304,7 +316,19 @@ def ecef(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedu
 def ecef_segmented(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
 ) -> Schedule:
-    """ECEF tree, message sent as segments forwarded as they arrive."""
+    """ECEF tree, message sent as segments forwarded as they arrive.
+
+    Notes
+    -----
+    The tree of :func:`ecef` (O(P^2) to build); every node forwards each segment
+    as it arrives (seed 003's packet-level transfer). Model: seed 000's
+    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
+    segment size.
+
+    References
+    ----------
+    Bhat, Raghavendra, Prasanna (1999); seed 003, sec. 2.2 and 3.1.
+    """
     return _build("ecef-segmented", "ecef", grid, nbytes, root, segment_size, itemsize)
 
 
@@ -327,5 +351,17 @@ def look_ahead(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> 
 def look_ahead_segmented(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
 ) -> Schedule:
-    """ECEF with look-ahead, message sent as segments forwarded as they arrive."""
+    """ECEF with look-ahead, message sent as segments forwarded as they arrive.
+
+    Notes
+    -----
+    The tree of :func:`look_ahead` (O(P^2) amortised to build); every node forwards each segment
+    as it arrives (seed 003's packet-level transfer). Model: seed 000's
+    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
+    segment size.
+
+    References
+    ----------
+    Bhat, Raghavendra, Prasanna (1999); seed 003, sec. 2.2 and 3.1.
+    """
     return _build("look-ahead-segmented", "look-ahead", grid, nbytes, root, segment_size, itemsize)

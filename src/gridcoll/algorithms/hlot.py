@@ -118,7 +118,20 @@ def hlot(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedu
 def hlot_segmented(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
 ) -> Schedule:
-    """HLOT, message sent as segments forwarded as they arrive."""
+    """HLOT, message sent as segments forwarded as they arrive.
+
+    Notes
+    -----
+    The tree of :func:`hlot` (O(C^2 log C + P) to build); every node forwards each segment
+    as it arrives (seed 003's packet-level transfer). Model: seed 000's
+    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
+    segment size.
+
+    References
+    ----------
+    Park et al., ICCS 2003, as seeds 001 (sec. 4) and 003 (sec. 2.2) describe it;
+    seed 003, sec. 3.1.
+    """
     return tree_bcast(
         "hlot-segmented",
         grid,

@@ -127,7 +127,19 @@ def mateescu(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Sc
 def mateescu_segmented(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
 ) -> Schedule:
-    """Mateescu-style tree, message sent as segments forwarded as they arrive."""
+    """Mateescu-style tree, message sent as segments forwarded as they arrive.
+
+    Notes
+    -----
+    The tree of :func:`mateescu` (O(P^2) to build); every node forwards each
+    segment as it arrives (seed 003's packet-level transfer). Model: seed 000's
+    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
+    segment size.
+
+    References
+    ----------
+    Seed 001, sec. 2.1 and figure 9.
+    """
     return tree_bcast(
         "mateescu-segmented",
         grid,

@@ -103,7 +103,19 @@ def mpich_g2(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Sc
 def mpich_g2_segmented(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
 ) -> Schedule:
-    """MPICH-G2's multilevel tree, message sent as segments forwarded as they arrive."""
+    """MPICH-G2's multilevel tree, message sent as segments forwarded as they arrive.
+
+    Notes
+    -----
+    The tree of :func:`mpich_g2` (O(P) to build); every node forwards each
+    segment as it arrives (seed 003's packet-level transfer). Model: seed 000's
+    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
+    segment size.
+
+    References
+    ----------
+    Karonis, Toonen, Foster (2003); seed 001, figure 7.
+    """
     return tree_bcast(
         "mpich-g2-segmented",
         grid,

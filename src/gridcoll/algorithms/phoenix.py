@@ -358,7 +358,19 @@ def phoenix_latency(
 def phoenix_latency_segmented(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, seed: int = 0, itemsize: int = 1
 ) -> Schedule:
-    """Seed 004's latency-aware tree, segments forwarded as they arrive."""
+    """Seed 004's latency-aware tree, segments forwarded as they arrive.
+
+    Notes
+    -----
+    The tree of :func:`phoenix_latency` (expected O(P (log P + 10)) probes to
+    build); every node forwards each segment as it arrives (seed 003's packet-level
+    transfer). Model: seed 000's ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the
+    tree (sec. 3.1.1), O(P) per segment size.
+
+    References
+    ----------
+    Seed 004, sec. IV-B and IV-D.
+    """
     return _build(
         "phoenix-latency-segmented",
         "phoenix-latency",
@@ -379,6 +391,8 @@ def phoenix_bandwidth(
     Notes
     -----
     The paper pipelines long messages down this tree: ``phoenix-bandwidth-segmented``.
+    Model: seed 000's per-edge ``lam(M)`` on the tree. Expected O(P (log P + 10))
+    probes to build, each O(depth) for ``est``.
 
     References
     ----------
@@ -392,7 +406,19 @@ def phoenix_bandwidth(
 def phoenix_bandwidth_segmented(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, seed: int = 0, itemsize: int = 1
 ) -> Schedule:
-    """Seed 004's bandwidth-aware tree, segments pipelined down it (sec. IV-D)."""
+    """Seed 004's bandwidth-aware tree, segments pipelined down it (sec. IV-D).
+
+    Notes
+    -----
+    The tree of :func:`phoenix_bandwidth` (expected O(P (log P + 10)) probes to
+    build); every node forwards each segment as it arrives (seed 003's packet-level
+    transfer). Model: seed 000's ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the
+    tree (sec. 3.1.1), O(P) per segment size.
+
+    References
+    ----------
+    Seed 004, sec. IV-C and IV-D.
+    """
     return _build(
         "phoenix-bandwidth-segmented",
         "phoenix-bandwidth",

@@ -145,7 +145,13 @@ def tps_segmented(
 
     Notes
     -----
-    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the TPS tree (seed 000, sec. 3.1.1).
+    The tree of :func:`tps` (O(P^2) to build); every node forwards each segment as it
+    arrives (seed 003, sec. 3.1). Model: seed 000's ``T = (k-1) gamma(m) + lam(m)`` edge
+    by edge on the tree (sec. 3.1.1), O(P) per segment size.
+
+    References
+    ----------
+    Seed 003, sec. 3.1 (packet-level transfer) and sec. 4 (figure 4).
     """
     return tree_bcast(
         "tps-segmented",

@@ -135,6 +135,14 @@ def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool =
         metavar="SIZE",
         help="fix the segment size of segmented algorithms (default: tuned)",
     )
+    parser.add_argument(
+        "--budget",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="planning budget in nominal seconds: lets auto run the simulated-annealing "
+        "builders and skips builders whose planning would not fit (default: none)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--explain", action="store_true", help="explain the choice")
 
@@ -167,6 +175,7 @@ class Call:
     itemsize: int
     segment_size: int | None
     commutative: bool = True
+    budget_s: float | None = None
 
 
 def call_from_args(args: argparse.Namespace, nbytes: int | None = None) -> Call:
@@ -195,6 +204,7 @@ def call_from_args(args: argparse.Namespace, nbytes: int | None = None) -> Call:
         args.itemsize,
         args.segment_size,
         getattr(args, "commutative", True),
+        getattr(args, "budget", None),
     )
 
 
@@ -211,6 +221,7 @@ def plan_call(call: Call, cache: Any = None) -> Any:
         itemsize=call.itemsize,
         cache=cache,
         commutative=call.commutative,
+        budget_s=call.budget_s,
     )
     if call.segment_size is not None and call.op != "barrier":
         result = _with_segment_size(result, call)
