@@ -245,8 +245,12 @@ def test_comm_on_one_process():
 def test_comm_checks_its_grid_and_options(monkeypatch):
     with pytest.raises(GridError, match="has 4 ranks but the communicator has 1"):
         gridcoll.Comm(MPI.COMM_SELF, grid="magpie:2,2")
-    with pytest.raises(gridcoll.UnknownAlgorithm, match="unknown bcast algorithm"):
+    with pytest.raises(gridcoll.UnknownAlgorithm, match="unknown algorithm 'nope'"):
         gridcoll.Comm(MPI.COMM_SELF, algo="nope")
+    with pytest.raises(gridcoll.UnknownAlgorithm, match="unknown scatter algorithm"):
+        gridcoll.Comm(MPI.COMM_SELF, algo={"scatter": "ring"})
+    with pytest.raises(ParameterError, match="unknown collectives"):
+        gridcoll.Comm(MPI.COMM_SELF, algo={"scan": "ring"})
     with pytest.raises(ParameterError, match="params= needs a named algorithm"):
         gridcoll.Comm(MPI.COMM_SELF, params={"segment_size": 8})
     with pytest.raises(ParameterError, match="timeout"):

@@ -31,6 +31,7 @@ from gridcoll.network.grid import Grid
 from gridcoll.network.presets import get_grid, lan
 from gridcoll.runtime import emulation as _emu
 from gridcoll.runtime import host as _host
+from gridcoll.runtime import layout as _layout
 from gridcoll.runtime.doorbell import Doorbells
 from gridcoll.runtime.executor import (
     DEFAULT_TIMEOUT,
@@ -186,6 +187,8 @@ def _shared_cache() -> PlanCache:
 class _Prepared:
     plan: Any
     program: Program | None  # None: native
+    layout: Any = None  # collectives other than bcast: runtime.layout.Layout
+    staging: _np.ndarray | None = None  # the packed local buffer, reused call to call
 
 
 @dataclass
@@ -212,6 +215,8 @@ class _State:
     watchdog: Watchdog | None = None  # of blocking native calls, set with ``private``
     broken: str | None = None
     grid_id: int = 0
+    algos: dict = field(default_factory=dict)  # op -> (algorithm, fixed params or None)
+    spec: tuple = (None, None)  # the algo= and params= the caller gave (for Dup, Split...)
 
     def close(self) -> None:
         if self.private is not None and not MPI.Is_finalized():
@@ -289,11 +294,9 @@ def _init_state(
     link_state: list | None = None,
     host_overhead: float | str | None = None,
 ) -> None:
-    algo = algo or _os.environ.get(ENV_ALGO, "").strip() or "auto"
-    if algo not in ("auto", NATIVE):
-        get_builder("bcast", algo)  # UnknownAlgorithm lists the choices
-    if params is not None and algo in ("auto", NATIVE):
-        raise ParameterError(f"params= needs a named algorithm, not algo={algo!r}")
+    spec = (algo, params)
+    algos = _coll.algo_table(algo or _os.environ.get(ENV_ALGO, "").strip() or "auto", params)
+    algo, params = algos["bcast"]
     timeout = _env_timeout() if timeout is None else float(timeout)
     if not timeout > 0:
         raise ParameterError(f"timeout must be > 0 seconds, got {timeout!r}")
@@ -312,6 +315,7 @@ def _init_state(
         _host.effective_grid(grid, overhead),
     )
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
+    state.algos, state.spec = algos, spec
     state.native_reason = None if params else _native_reason(grid, algo)
     comm._gc = state
 
@@ -415,21 +419,42 @@ def _set_timer_slack() -> None:
 # -- buffers --------------------------------------------------------------------------
 
 
+@dataclass(slots=True)
+class _Spec:
+    """A parsed mpi4py buffer spec."""
+
+    view: _np.ndarray  # the message's bytes (every block)
+    itemsize: int  # the datatype's extent
+    count: int  # elements per block (of the whole message for blocks < 2)
+    datatype: MPI.Datatype | None  # None: the buffer's own format
+    data: Any  # the buffer object
+
+
 def _message(buf: Any, root_side: bool) -> tuple[_np.ndarray | None, int]:
-    """Parse an mpi4py buffer spec: (byte view, item size); view None = use native MPI.
+    """Parse a broadcast's buffer spec: (byte view, item size); view None = native MPI."""
+    spec = _spec(buf, root_side)
+    return (None, 1) if spec is None else (spec.view, spec.itemsize)
+
+
+def _spec(buf: Any, readonly: bool, blocks: int = 0) -> _Spec | None:
+    """Parse an mpi4py buffer spec; None = a datatype with holes (use native MPI).
 
     Forms: ``buf``, ``[buf, datatype]``, ``[buf, count]``, ``[buf, count, datatype]``,
-    ``[buf, (count, displ), datatype]``, ``[buf, count, displ, datatype]``. Errors are
+    ``[buf, (count, displ), datatype]``, ``[buf, count, displ, datatype]``. With
+    ``blocks >= 2`` (a collective's per-rank row, mpi4py's ``BufSpecB``) an explicit
+    count is per block and an inferred one the entries divided by ``blocks``. Errors are
     mpi4py's own: the spec first goes through ``MPI.COMM_SELF.Bcast``, a no-op on one
     process that raises exactly what mpi4py raises for a bad buffer.
     """
     if (
         type(buf) is _np.ndarray  # the common case, first: a plain contiguous array
         and buf.flags.c_contiguous
-        and (root_side or buf.flags.writeable)
+        and (readonly or buf.flags.writeable)
         and not buf.dtype.hasobject
     ):
-        return buf.reshape(-1).view(_np.uint8), max(buf.itemsize, 1)
+        itemsize = max(buf.itemsize, 1)
+        count = _per_block(buf.size, blocks)
+        return _Spec(buf.reshape(-1).view(_np.uint8), itemsize, count, None, buf)
     MPI.COMM_SELF.Bcast(buf, 0)
     data, count, displ, dtype = buf, None, 0, None
     if isinstance(buf, list | tuple):
@@ -447,8 +472,10 @@ def _message(buf: Any, root_side: bool) -> tuple[_np.ndarray | None, int]:
 
         dtype = from_numpy_dtype(dtype)
     if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
-        return (_np.empty(0, _np.uint8), 1) if not count else (None, 1)
-    if not root_side and memoryview(data).readonly:
+        if count:
+            return None
+        return _Spec(_np.empty(0, _np.uint8), 1, 0, dtype, data)
+    if not readonly and memoryview(data).readonly:
         raise BufferError("Object is not writable.")
     view = _bytes_of(data)
     if dtype is None:
@@ -457,13 +484,26 @@ def _message(buf: Any, root_side: bool) -> tuple[_np.ndarray | None, int]:
         lb, extent = dtype.Get_extent()
         tlb, textent = dtype.Get_true_extent()
         if not (lb == 0 and tlb == 0 and dtype.Get_size() == extent == textent):
-            return None, 1  # a datatype with holes: MPI's own broadcast handles it
+            return None  # a datatype with holes: MPI's own collective handles it
         itemsize = extent
-    count = view.size // itemsize - displ if count is None else count
-    start, nbytes = displ * itemsize, count * itemsize
+    if count is None:
+        count = _per_block(view.size // itemsize - displ, blocks)
+    start, nbytes = displ * itemsize, count * itemsize * max(blocks, 1)
     if start < 0 or start + nbytes > view.size:
         raise MPI.Exception(MPI.ERR_COUNT)
-    return view[start : start + nbytes], itemsize
+    return _Spec(view[start : start + nbytes], itemsize, count, dtype, data)
+
+
+def _per_block(entries: int, blocks: int) -> int:
+    """Elements per block of a row of ``entries`` elements (mpi4py's rule and error)."""
+    if blocks < 2:
+        return entries
+    if entries % blocks:
+        raise ValueError(
+            f"message: cannot infer count, number of entries {entries} is not a multiple "
+            f"of required number of blocks {blocks}"
+        )
+    return entries // blocks
 
 
 def _bytes_of(data: Any) -> _np.ndarray:
@@ -487,19 +527,47 @@ def _check_root(comm: MPI.Intracomm, root: int) -> None:
         raise MPI.Exception(MPI.ERR_ROOT)
 
 
-def _prepare(state: _State, rank: int, nbytes: int, root: int, itemsize: int) -> _Prepared:
-    key = (nbytes, root, itemsize)
+def _prepare(
+    state: _State,
+    rank: int,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    op: str = "bcast",
+    commutative: bool = True,
+    inplace: bool = False,
+) -> _Prepared:
+    """The plan and compiled program of one call (cached per communicator).
+
+    Collectives other than the broadcast also get the rank's buffer layout
+    (:mod:`gridcoll.runtime.layout`; ``inplace``: ``MPI.IN_PLACE``), which the program
+    is compiled for.
+    """
+    key: tuple = (nbytes, root, itemsize)
+    if op != "bcast":
+        key = (op, nbytes, root, itemsize, commutative, inplace)
     prepared = state.prepared.get(key)
     if prepared is not None:
         state.prepared.move_to_end(key)
         return prepared
-    plan = _tuned_plan(state, nbytes, root, itemsize)
-    program = None
+    if op == "bcast":
+        plan = _tuned_plan(state, nbytes, root, itemsize)
+    else:
+        plan = _coll.op_plan(state, op, nbytes, root, itemsize, commutative)
+    program = layout = None
     if plan.algorithm != NATIVE:
         schedule = plan.build(state.plan_grid)
         call = CallInfo.of(schedule, itemsize=itemsize, grid_id=state.grid_id)
-        program = compile_program(schedule, rank, emulator=state.emulator, call=call)
-    prepared = _Prepared(plan, program)
+        if op not in ("bcast", "barrier"):
+            layout = _layout.layout_for(schedule, rank, inplace=inplace)
+        program = compile_program(
+            schedule,
+            rank,
+            emulator=state.emulator,
+            call=call,
+            layout=None if layout is None else layout.offsets,
+        )
+    prepared = _Prepared(plan, program, layout)
     state.prepared[key] = prepared
     if len(state.prepared) > Comm.CACHE_SIZE:
         state.prepared.popitem(last=False)
@@ -650,20 +718,6 @@ def _bcast_obj(comm: Comm, obj: Any, root: int) -> Any:
     return MPI.pickle.loads(whole)
 
 
-def _barrier(comm: Comm) -> None:
-    if comm.Get_size() == 1:
-        return
-    state = _ready(comm)
-    _run(
-        state,
-        lambda: wait(
-            state.private.Ibarrier(),
-            state.timeout,
-            what=f"rank {comm.Get_rank()}: Barrier (some rank died or never joined)",
-        ),
-    )
-
-
 def _derived(comm: Comm, new: MPI.Intracomm) -> MPI.Intracomm:
     """Wrap a communicator made from ``comm`` as a gridcoll.Comm on the matching sub-grid."""
     if new == MPI.COMM_NULL:
@@ -676,8 +730,7 @@ def _derived(comm: Comm, new: MPI.Intracomm) -> MPI.Intracomm:
         out,
         grid,
         state.base_grid,
-        state.algo,
-        state.params,
+        *state.spec,
         state.timeout,
         state.link_state,
         state.host_overhead,
@@ -793,12 +846,60 @@ class Comm(MPI.Intracomm):
         return _bcast_obj(self, obj, root)
 
     def Barrier(self) -> None:
-        """Barrier synchronization, without blocking in MPI."""
-        _barrier(self)
+        """Barrier synchronization (gridcoll's algorithms), without blocking in MPI."""
+        _coll.barrier(self)
 
     def barrier(self) -> None:
-        """Barrier synchronization, without blocking in MPI."""
-        _barrier(self)
+        """Barrier synchronization (gridcoll's algorithms), without blocking in MPI."""
+        _coll.barrier(self)
+
+    def Scatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Scatter blocks of the root's buffer, one to each rank (gridcoll's algorithms)."""
+        _coll.scatter(self, sendbuf, recvbuf, root)
+
+    def scatter(self, sendobj: Any, root: int = 0) -> Any:
+        """Scatter the items of the root's sequence, one to each rank."""
+        return _coll.scatter_obj(self, sendobj, root)
+
+    def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Gather every rank's buffer into blocks of the root's (gridcoll's algorithms)."""
+        _coll.gather(self, sendbuf, recvbuf, root)
+
+    def gather(self, sendobj: Any, root: int = 0) -> list[Any] | None:
+        """Gather every rank's object into a list at the root."""
+        return _coll.gather_obj(self, sendobj, root)
+
+    def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Gather every rank's buffer into blocks of every rank's (gridcoll's algorithms)."""
+        _coll.allgather(self, sendbuf, recvbuf)
+
+    def allgather(self, sendobj: Any) -> list[Any]:
+        """Gather every rank's object into a list on every rank."""
+        return _coll.allgather_obj(self, sendobj)
+
+    def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Send block j of every rank's buffer to rank j (gridcoll's algorithms)."""
+        _coll.alltoall(self, sendbuf, recvbuf)
+
+    def alltoall(self, sendobj: Any) -> list[Any]:
+        """Send item j of every rank's sequence to rank j."""
+        return _coll.alltoall_obj(self, sendobj)
+
+    def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0) -> None:
+        """Reduce every rank's buffer with ``op`` to the root (gridcoll's algorithms)."""
+        _coll.reduce(self, sendbuf, recvbuf, op, root)
+
+    def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0) -> Any:
+        """Reduce every rank's object with ``op`` (in rank order) to the root."""
+        return _coll.reduce_obj(self, sendobj, op, root)
+
+    def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:
+        """Reduce every rank's buffer with ``op`` to every rank (gridcoll's algorithms)."""
+        _coll.allreduce(self, sendbuf, recvbuf, op)
+
+    def allreduce(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
+        """Reduce every rank's object with ``op`` (in rank order) to every rank."""
+        return _coll.allreduce_obj(self, sendobj, op)
 
     def execute(self, schedule: Schedule, buf: Any, *, reduce=None) -> None:
         """Run any gridcoll schedule on ``buf`` (every rank calls it with the same one)."""
@@ -829,8 +930,7 @@ class Comm(MPI.Intracomm):
             out,
             state.grid,
             state.base_grid,
-            state.algo,
-            state.params,
+            *state.spec,
             state.timeout,
             state.link_state,
             state.host_overhead,
@@ -921,3 +1021,6 @@ def params_from_json(text: str | None) -> dict | None:
     if not isinstance(value, dict):
         raise ParameterError(f"params {text!r} is not a JSON object")
     return value
+
+
+from gridcoll.runtime import collectives as _coll  # noqa: E402  (its helpers use this module)

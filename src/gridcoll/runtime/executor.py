@@ -57,7 +57,7 @@ import os as _os
 import struct as _struct
 import time as _time
 import zlib as _zlib
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -316,6 +316,9 @@ class _Step:
     wan: bool  # crosses clusters under emulation: header inline, in front of the data
     combine: bool
     index: int  # position in the schedule's program
+    incoming_first: bool = False  # a combine computing held = incoming (op) held
+    inplace: bool = False  # a receive that lands in the buffer itself (zero-copy)
+    snapshot: bool = False  # a send copied at Isend: a later step of this rank rewrites it
 
     def describe(self) -> str:
         kind = "send to" if self.send else "receive from"
@@ -335,10 +338,16 @@ class Program:
     emulated: bool
 
 
-def _pieces(schedule: Schedule, segments: tuple[int, ...]) -> tuple[tuple[int, int], ...]:
+def _pieces(
+    schedule: Schedule, segments: tuple[int, ...], layout: Sequence[int] | None = None
+) -> tuple[tuple[int, int], ...]:
     runs: list[list[int]] = []
     for s in segments:
         offset, length = schedule.segments[s]
+        if layout is not None:
+            offset = layout[s]
+            if offset < 0:
+                raise GridcollError(f"segment {s} has no place in the rank's local layout")
         if runs and runs[-1][0] + runs[-1][1] == offset:
             runs[-1][1] += length
         else:
@@ -352,36 +361,72 @@ def compile_program(
     *,
     emulator: Emulator | None = None,
     call: CallInfo | None = None,
+    layout: Sequence[int] | None = None,
 ) -> Program:
     """Compile ``schedule.programs[rank]``: merged byte ranges, headers, WAN flags.
+
+    ``layout`` (optional) gives every segment's offset in this rank's *local* buffer
+    (``-1`` for segments the rank never touches; :mod:`gridcoll.runtime.layout`), so a
+    rank holds only the blocks its program touches, packed; default: the data space.
+
+    Hazards (Rule 2 with writes): a rank may rewrite bytes it sent or received earlier
+    in its program (recursive doubling sends its vector, then combines into it). Such
+    a send is copied when it starts (``snapshot``), so a later write cannot change what
+    is in flight; such a receive is not posted into the buffer up front (it could land
+    before the earlier step used those bytes) but into a temporary buffer unpacked when
+    its ``Recv`` completes. Segments are disjoint byte ranges (every builder cuts them
+    so), so the hazards are found on segment indices: O(operations x segments).
 
     Cost O(operations x segments per message); :class:`gridcoll.Comm` caches the result.
     """
     if not 0 <= rank < schedule.nranks:
         raise GridcollError(f"rank {rank} has no program in a {schedule.nranks}-rank schedule")
+    program = schedule.programs[rank]
+    last_write = _last_writes(program)
+    touched: set[int] = set()
     seen: set[tuple[bool, int]] = set()
     steps = []
-    for index, op in enumerate(schedule.programs[rank]):
+    for index, op in enumerate(program):
         if not isinstance(op, Send | Recv):
             raise GridcollError(f"rank {rank} op {index} is not a Send or Recv: {op!r}")
         send = isinstance(op, Send)
         wan = emulator is not None and emulator.crosses(rank, op.peer)
         first = (send, op.peer) not in seen
         seen.add((send, op.peer))
+        pieces = _pieces(schedule, op.segments, layout)
+        combine = (not send) and op.combine
+        fresh = touched.isdisjoint(op.segments)
+        touched.update(op.segments)
         steps.append(
             _Step(
                 send,
                 op.peer,
-                _pieces(schedule, op.segments),
+                pieces,
                 schedule.nbytes_of(op),
                 first and not wan,
                 wan,
-                (not send) and op.combine,
+                combine,
                 index,
+                incoming_first=combine and op.incoming_first,
+                inplace=(not send) and not wan and not combine and len(pieces) == 1 and fresh,
+                snapshot=send and any(last_write.get(s, -1) > index for s in op.segments),
             )
         )
-    extent = max((o + n for o, n in schedule.segments), default=0)
+    if layout is None:
+        extent = max((o + n for o, n in schedule.segments), default=0)
+    else:
+        extent = max((layout[s] + schedule.segments[s][1] for s in touched), default=0)
     return Program(rank, tuple(steps), extent, call or CallInfo.of(schedule), emulator is not None)
+
+
+def _last_writes(program: Sequence[Send | Recv]) -> dict[int, int]:
+    """Per segment: the index of the last receive of ``program`` that writes it."""
+    last: dict[int, int] = {}
+    for index, op in enumerate(program):
+        if isinstance(op, Recv):
+            for s in op.segments:
+                last[s] = index
+    return last
 
 
 # -- execution ------------------------------------------------------------------------
@@ -404,7 +449,7 @@ def execute(
     emulator: Emulator | None = None,
     timeout: float | None = None,
     tag: int = 0,
-    reduce: Callable[[np.ndarray, np.ndarray], None] | None = None,
+    reduce: Callable[[np.ndarray, np.ndarray, bool], None] | None = None,
     doorbells: Doorbells | None = None,
     call: CallInfo | None = None,
 ) -> None:
@@ -424,8 +469,10 @@ def execute(
     timeout : float, optional
         Seconds to wait for any one message (default :data:`DEFAULT_TIMEOUT`).
     reduce : callable, optional
-        ``reduce(held, incoming)`` combines incoming bytes into held ones, for programs
-        with combining receives.
+        ``reduce(held, incoming, incoming_first)`` combines incoming bytes into held
+        ones, for programs with combining receives: ``held = held (op) incoming``, or
+        ``held = incoming (op) held`` when ``incoming_first`` (:class:`~gridcoll.schedule.ir.Recv`).
+        ``incoming`` is a scratch buffer the callback may overwrite.
     doorbells : Doorbells, optional
         Wake-ups between the ranks of ``comm`` (all on one machine); see
         :meth:`gridcoll.runtime.doorbell.Doorbells.open_for`.
@@ -516,7 +563,7 @@ class _Run:
             elif not step.pieces:
                 target = scratch[c * CONTROL_BYTES : (c + 1) * CONTROL_BYTES]
                 c += 1
-            elif len(step.pieces) == 1 and not step.combine:
+            elif step.inplace:
                 offset, length = step.pieces[0]
                 target = view[offset : offset + length]
             else:
@@ -546,7 +593,7 @@ class _Run:
             self.keep.append(data)
         elif not step.pieces:
             data = self.control
-        elif len(step.pieces) == 1:
+        elif len(step.pieces) == 1 and not step.snapshot:
             offset, length = step.pieces[0]
             data = view[offset : offset + length]
         else:
@@ -588,7 +635,7 @@ class _Run:
             )
         if self.bells is not None and step.nbytes > RING_BACK_BYTES:
             self.bells.ring(step.peer)  # its send completes now: let it know
-        if step.pieces and (step.wan or len(step.pieces) > 1 or step.combine):
+        if step.pieces and not step.inplace:
             self._unpack(step, data)
         if step.wan:
             self._sleep_until(deliver_at)
@@ -602,7 +649,9 @@ class _Run:
                         f"rank {self.rank}: {step.describe()} combines data but no reduce "
                         "function was given"
                     )
-                self.reduce(view[offset : offset + length], data[at : at + length])
+                self.reduce(
+                    view[offset : offset + length], data[at : at + length], step.incoming_first
+                )
             else:
                 view[offset : offset + length] = data[at : at + length]
             at += length

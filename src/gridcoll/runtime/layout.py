@@ -1,0 +1,166 @@
+"""Where a rank's part of a schedule's data space lives: the user's buffers, or a packed
+staging buffer (pure Python, no MPI).
+
+A schedule moves the bytes of a *data space* (:mod:`gridcoll.schedule.ir`): scatter,
+gather and allgather ``P`` blocks of ``b`` bytes (block ``i`` belongs to rank ``i``),
+all-to-all ``P * P`` blocks (block ``src * P + dst``), a reduction the ``M`` bytes of
+its vector (here: one block). An MPI call gives each rank a send buffer and a receive
+buffer, each a row of blocks; :func:`layout_for` maps the blocks a rank's program
+touches onto one *local* buffer that the executor runs on
+(:func:`gridcoll.runtime.executor.compile_program`'s ``layout``):
+
+* ``"recv"``: the receive buffer itself, when every block the rank needs has a place
+  there (gather at the root, allgather, allreduce, a reduce's root, a scatter leaf):
+  its own input is copied in first (nothing to copy with ``MPI_IN_PLACE``);
+* ``"send"``: the send buffer itself, when the rank only sends (a scatter's root, a
+  gather or reduce leaf), then its own output copied out (the root's block of a
+  scatter);
+* ``"staging"``: a packed buffer: the receive buffer's blocks at their own offsets
+  first, then the other blocks the rank touches, in order (all-to-all: the rank's row
+  is sent from it and its column received into it; a binomial scatter's inner rank
+  holds its subtree's blocks). Copies in before, out after.
+
+So a rank never holds more than the blocks its program touches (an all-to-all rank
+``2 P`` blocks plus what it relays, not ``P * P``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gridcoll.errors import GridcollError
+from gridcoll.schedule.ir import Recv, Schedule
+
+__all__ = ["Copy", "Layout", "block_maps", "layout_for", "touched_blocks"]
+
+Copy = tuple[int, int, int]
+"""``(source offset, destination offset, nbytes)``."""
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """One rank's local buffer for one schedule.
+
+    ``offsets[s]`` is segment ``s``'s offset in the local buffer (``-1``: the rank never
+    touches it); ``run_on`` is ``"recv"``, ``"send"`` or ``"staging"``; ``copy_in``
+    copies from the send buffer into the local one before the call, ``copy_out`` from
+    the local buffer into the receive buffer after it; ``size`` is the local buffer's
+    byte size.
+    """
+
+    rank: int
+    run_on: str
+    size: int
+    offsets: tuple[int, ...]
+    copy_in: tuple[Copy, ...]
+    copy_out: tuple[Copy, ...]
+
+
+def _block_size(schedule: Schedule) -> int:
+    return schedule.nbytes
+
+
+def block_maps(schedule: Schedule, rank: int, *, inplace: bool = False) -> tuple[dict, dict]:
+    """(send map, receive map): block -> byte offset in the rank's send / receive buffer.
+
+    With ``inplace`` (``MPI.IN_PLACE``) the send buffer *is* the receive buffer, laid
+    out as MPI says for that collective (gather's root, allgather: the rank's own block
+    at its place in the receive buffer; all-to-all: the receive buffer is the send
+    buffer; reductions: the vector; scatter's root keeps its block in the send buffer:
+    no receive map).
+    """
+    op, P, root, b = schedule.op, schedule.nranks, schedule.root, _block_size(schedule)
+    send: dict[int, int] = {}
+    recv: dict[int, int] = {}
+    if op == "scatter":
+        if rank == root:
+            send = {i: i * b for i in range(P)}
+            if not inplace:
+                recv = {rank: 0}
+        else:
+            recv = {rank: 0}
+    elif op == "gather":
+        send = {rank: rank * b if inplace else 0}
+        if rank == root:
+            recv = {i: i * b for i in range(P)}
+    elif op == "allgather":
+        send = {rank: rank * b if inplace else 0}
+        recv = {i: i * b for i in range(P)}
+    elif op == "alltoall":
+        send = {rank * P + d: d * b for d in range(P)}
+        recv = {s * P + rank: s * b for s in range(P)}
+    elif op in ("reduce", "allreduce"):
+        send = {0: 0}
+        if op == "allreduce" or rank == root:
+            recv = {0: 0}
+    else:
+        raise GridcollError(f"no buffer layout for {op!r}")
+    return send, recv
+
+
+def _block_of(schedule: Schedule, segment: int) -> int:
+    if schedule.op in ("reduce", "allreduce"):
+        return 0
+    return schedule.segments[segment][0] // _block_size(schedule)
+
+
+def touched_blocks(schedule: Schedule, rank: int) -> tuple[set[int], bool]:
+    """(the blocks ``rank``'s program sends or receives, whether it receives at all)."""
+    blocks: set[int] = set()
+    receives = False
+    for op in schedule.programs[rank]:
+        receives = receives or (isinstance(op, Recv) and bool(op.segments))
+        blocks.update(_block_of(schedule, s) for s in op.segments)
+    return blocks, receives
+
+
+def _runs(copies: list[Copy]) -> tuple[Copy, ...]:
+    """Merge copies that continue each other on both sides."""
+    out: list[list[int]] = []
+    for src, dst, n in sorted(copies, key=lambda c: c[1]):
+        if out and out[-1][0] + out[-1][2] == src and out[-1][1] + out[-1][2] == dst:
+            out[-1][2] += n
+        else:
+            out.append([src, dst, n])
+    return tuple((a, b, c) for a, b, c in out)
+
+
+def layout_for(schedule: Schedule, rank: int, *, inplace: bool = False) -> Layout:
+    """The local buffer of ``rank`` for ``schedule`` (module notes). O(segments)."""
+    send, recv = block_maps(schedule, rank, inplace=inplace)
+    touched, receives = touched_blocks(schedule, rank)
+    missing = set(recv) - touched - set(send)
+    if missing:
+        raise GridcollError(
+            f"rank {rank} of {schedule.algorithm!r} never receives block(s) {sorted(missing)}"
+        )
+    needed = touched | (set(send) & set(recv))
+    b = _block_size(schedule)
+    if needed <= set(recv):
+        place = dict(recv)
+        run_on, size = "recv", b * len(recv)
+        copy_in = [(send[k], place[k], b) for k in needed & set(send)]
+        if inplace:
+            copy_in = [c for c in copy_in if c[0] != c[1]]
+        copy_out: list[Copy] = []
+    elif needed <= set(send) and not receives:
+        place = dict(send)
+        run_on, size = "send", b * len(send)
+        copy_in = []
+        copy_out = [(place[k], recv[k], b) for k in recv]
+    else:
+        place = dict(recv)
+        end = b * len(recv)
+        rest = sorted(needed - set(recv), key=lambda k: (k not in send, send.get(k, 0), k))
+        for k in rest:
+            place[k] = end
+            end += b
+        run_on, size = "staging", end
+        copy_in = [(send[k], place[k], b) for k in needed & set(send)]
+        copy_out = [(place[k], recv[k], b) for k in recv]
+    start = 0 if schedule.op in ("reduce", "allreduce") else b  # block k begins at k * start
+    offsets = []
+    for s, (offset, _) in enumerate(schedule.segments):
+        k = _block_of(schedule, s)
+        offsets.append(place[k] + offset - k * start if k in place else -1)
+    return Layout(rank, run_on, size, tuple(offsets), _runs(copy_in), _runs(copy_out))
