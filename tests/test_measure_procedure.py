@@ -51,6 +51,28 @@ def test_gap_sequence_is_1_10_then_doubling_until_saturated():
     assert abs(gap - result.gap_runs[-2][2]) <= 0.01 * result.gap_runs[-2][2]
 
 
+class WanderingGap(SyntheticTransport):
+    """g(0) that alternates 3% above and below its value with n: it never settles."""
+
+    def run(self, probe):
+        if isinstance(probe, GapProbe) and probe.n > 1:
+            wobble = 1.03 if probe.n.bit_length() % 2 else 0.97
+            self.probes += 1
+            return 2 * self.fwd.L + probe.n * self.fwd.g(0) * wobble
+        return super().run(probe)
+
+
+def test_a_gap_that_never_settles_stops_doubling_at_the_time_limit():
+    transport = WanderingGap(LINK)
+    result = run_procedure(PLogPProcedure(Settings(k_max=4)), transport)
+    rtt1 = result.gap_runs[0][1]
+    limit = max(Settings().gap_time_limit, 2 * rtt1 / 0.01)  # 2 s, or twice the 1% rule
+    assert limit == pytest.approx(4.0, rel=0.01)  # L = 10 ms: RTT_1(0) ~ 20 ms
+    *before, (_, last_rtt, _) = result.gap_runs
+    assert last_rtt >= limit and all(rtt < limit for _, rtt, _ in before)
+    assert any("did not settle" in note for note in result.notes)
+
+
 def test_the_probes_are_the_papers():
     proc = PLogPProcedure(Settings(k_max=4))
     assert proc.next_probe() == GapProbe(1)
