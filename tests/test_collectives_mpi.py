@@ -14,7 +14,7 @@ import pytest
 pytest.importorskip("mpi4py")
 
 from gridcoll.algorithms import list_builders
-from test_runtime_mpi import clean_env, fast_grid, last_json, mpirun, write_grid
+from test_runtime_mpi import clean_env, fast_grid, gridcoll_cli, last_json, mpirun, write_grid
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi]
 
@@ -74,3 +74,35 @@ def test_bad_input_raises_before_any_message(tmp_path):
         assert "reorders operands" in report["non-commutative op, commutative-only algorithm fixed"]
     assert "not a multiple" in reports[0]["scatter root buffer not P blocks"]
     assert any(r["mismatch is MismatchError"] for r in reports)
+
+
+@pytest.mark.parametrize(
+    ("op", "extra"),
+    [
+        ("allgather", ["--algo", "magpie-segmented"]),
+        ("reduce", ["--non-commutative", "--itemsize", "32", "--root", "3"]),
+    ],
+)
+def test_run_op_json(tmp_path, op, extra):
+    grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2}))
+    args = ["run", "--grid", str(grid), "--op", op, "--size", "8KB", "--repeat", "2", "--json"]
+    proc = gridcoll_cli(*args, *extra)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    for key in ("op", "algorithm", "predicted_s", "bound_s", "simulated_s", "measured_s"):
+        assert key in out, key
+    assert out["op"] == op and out["verified"] is True and len(out["measured_all_s"]) == 2
+    assert out["emulated"] is True and out["measured_s"] >= out["bound_s"] * 0.9
+    if op == "reduce":
+        assert out["params"]["commutative"] is False
+
+
+def test_run_refuses_what_it_cannot_verify():
+    proc = gridcoll_cli(
+        "run", "--grid", "magpie:2,2", "--op", "allreduce", "--size", "96", "--itemsize", "3"
+    )
+    assert proc.returncode == 2 and "--itemsize must be" in proc.stderr
+    proc = gridcoll_cli(
+        "run", "--grid", "magpie:2,2", "--op", "reduce", "--size", "96", "--non-commutative"
+    )
+    assert proc.returncode == 2 and "--itemsize 32" in proc.stderr

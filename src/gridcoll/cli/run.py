@@ -2,7 +2,9 @@
 
 Plans the call as ``gridcoll plan`` does, simulates the chosen schedule, then starts
 ``mpiexec`` with one rank per grid rank (the WAN emulated, unless ``--no-emulation``),
-runs the broadcast ``--repeat`` times with every rank's bytes verified, and reports
+runs the collective (``--op``, default bcast) ``--repeat`` times with every rank's bytes
+verified against a result computed with numpy alone (:mod:`gridcoll.runtime.worker`),
+and reports
 the median measured time beside the model's prediction, the simulator's time and the
 bound. ``--json`` prints the fields of ``gridcoll simulate --json`` plus
 ``measured_s`` (median), ``measured_all_s``, ``verified`` and ``host_overhead_s``.
@@ -33,7 +35,7 @@ from gridcoll.cli._common import (
     ratio,
 )
 from gridcoll.errors import ParameterError
-from gridcoll.network.bounds import broadcast_bound
+from gridcoll.network.bounds import broadcast_bound, collective_bound
 from gridcoll.runtime.host import (
     describe,
     effective_grid,
@@ -94,12 +96,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``run`` subcommand."""
     parser = subparsers.add_parser(
         "run",
-        help="run a broadcast for real over MPI on an emulated grid, verified",
+        help="run a collective for real over MPI on an emulated grid, verified",
         description=(
-            "Plan one broadcast, then run it with mpiexec (one rank per grid rank, the "
-            "WAN emulated on this machine) --repeat times, verify every rank's bytes and "
-            "report the median measured time beside the prediction, the simulation and "
-            "the bound. --algo native runs the MPI library's own broadcast."
+            "Plan one collective call (--op, default bcast; for scatter, gather, allgather "
+            "and alltoall --size is the bytes per rank per peer), then run it with mpiexec "
+            "(one rank per grid rank, the WAN emulated on this machine) --repeat times, "
+            "verify every rank's bytes and report the median measured time beside the "
+            "prediction, the simulation and the bound. Reductions sum unsigned integers of "
+            "--itemsize bytes, or with --non-commutative multiply 2x2 int64 matrices in "
+            "rank order (--itemsize 32). --algo native runs the MPI library's own."
         ),
     )
     add_call_arguments(parser)
@@ -131,8 +136,7 @@ def run(args: argparse.Namespace) -> int:
     """Plan, simulate, launch, report; 0 if every repetition was verified, else 1."""
     from gridcoll.runtime.launcher import run_worker
 
-    if args.op != "bcast":
-        raise ParameterError(f"gridcoll run implements --op bcast only, not {args.op!r}")
+    _check_reduction_itemsize(args)
     native = args.algo == NATIVE
     if native:
         args.algo = "auto"
@@ -145,7 +149,10 @@ def run(args: argparse.Namespace) -> int:
     )
     call = dataclasses.replace(physical, grid=effective_grid(physical.grid, overhead))
     result = plan_call(call)
-    bound = broadcast_bound(physical.grid, call.nbytes, call.root).time_s
+    if call.op == "bcast":
+        bound = broadcast_bound(physical.grid, call.nbytes, call.root).time_s
+    else:
+        bound = collective_bound(physical.grid, call.op, call.nbytes, call.root).time_s
     result = dataclasses.replace(result, bound_s=bound)
     simulated = None
     if not native:
@@ -157,6 +164,8 @@ def run(args: argparse.Namespace) -> int:
     outcome = run_worker(
         call.grid,
         call.nbytes,
+        op=call.op,
+        commutative=call.commutative,
         root=call.root,
         itemsize=call.itemsize,
         algo=NATIVE if native else result.algorithm,
@@ -175,6 +184,23 @@ def run(args: argparse.Namespace) -> int:
     else:
         _print_text(physical, result, simulated, native, outcome, times, measured, args)
     return 0 if outcome.verified else 1
+
+
+def _check_reduction_itemsize(args: argparse.Namespace) -> None:
+    """The worker verifies reductions of unsigned integers (sums) or of 2x2 int64
+    matrices (products, not commutative): refuse other element sizes before launching."""
+    if args.op not in ("reduce", "allreduce"):
+        return
+    if getattr(args, "commutative", True) and args.itemsize not in (1, 2, 4, 8):
+        raise ParameterError(
+            f"gridcoll run verifies {args.op} with unsigned integer sums: --itemsize must be "
+            f"1, 2, 4 or 8, not {args.itemsize}"
+        )
+    if not getattr(args, "commutative", True) and args.itemsize != 32:
+        raise ParameterError(
+            f"gridcoll run verifies a non-commutative {args.op} with 2x2 int64 matrix "
+            f"products: pass --itemsize 32 (got {args.itemsize})"
+        )
 
 
 def _print_json(call, result, simulated, native, outcome, times, measured, args) -> None:
@@ -203,13 +229,14 @@ def _print_text(call, result, simulated, native, outcome, times, measured, args)
         wan = "one cluster (no WAN)"
     else:
         wan = "WAN not emulated" if args.no_emulation else "WAN emulated"
+    per = " per rank per peer" if call.op in ("scatter", "gather", "allgather", "alltoall") else ""
     out.print(
-        f"bcast of {format_size(call.nbytes)} on {call.spec} ({call.grid.nranks} ranks, "
+        f"{call.op} of {format_size(call.nbytes)}{per} on {call.spec} ({call.grid.nranks} ranks, "
         f"{call.grid.nclusters} clusters), root {call.root}, {wan}"
     )
     if native:
         why = "; auto on one cluster" if args.algo == "auto" else ""
-        out.print(f"algorithm: native (the MPI library's MPI_Bcast{why})")
+        out.print(f"algorithm: native (the MPI library's own {call.op}{why})")
     else:
         out.print(f"algorithm: {result.algorithm} ({format_params(result.params)})")
         out.print(f"planned and simulated with a host overhead of {describe(args.host_overhead_s)}")

@@ -55,6 +55,7 @@ __all__ = [
     "RankReport",
     "default_mpiexec",
     "launch",
+    "measure_calls",
     "measure_schedule",
     "measure_schedules",
     "mpiexec_command",
@@ -372,6 +373,9 @@ def run_worker(
     grid: Grid,
     nbytes: int | None = None,
     *,
+    op: str = "bcast",
+    commutative: bool = True,
+    cases: Sequence[dict] | None = None,
     root: int = 0,
     itemsize: int = 1,
     algo: str = "auto",
@@ -387,7 +391,12 @@ def run_worker(
     host_overhead: float | None = None,
     on_progress: Callable[[int], None] | None = None,
 ) -> LaunchResult:
-    """Run the broadcast ``repeat`` times on ``grid`` with :mod:`gridcoll.runtime.worker`.
+    """Run a collective ``repeat`` times on ``grid`` with :mod:`gridcoll.runtime.worker`.
+
+    ``op`` is the collective (``nbytes``: per rank per peer for scatter, gather,
+    allgather and all-to-all; ``commutative=False``: reductions of 2x2 int64 matrices,
+    ``itemsize`` 32); ``cases`` instead runs several calls in one launch (dicts with
+    ``op``, ``size``, ``root``, ``algo``, ``params``, ``itemsize``, ``commutative``).
 
     ``timeout`` bounds each rank's wait for any one message; ``wall_timeout`` (default:
     a startup allowance plus ``repeat * timeout``) bounds the whole job. ``fail_rank``
@@ -404,7 +413,12 @@ def run_worker(
         files = [schedule_file] if isinstance(schedule_file, str | Path) else list(schedule_file)
         for path in files:
             program += ["--schedule", str(path)]
+    elif cases:
+        files = list(cases)  # one repetition budget per case, as per schedule file
+        for case in cases:
+            program += ["--case", json.dumps(case)]
     else:
+        program += ["--op", op] + ([] if commutative else ["--non-commutative"])
         program += ["--size", str(nbytes), "--root", str(root), "--algo", algo]
         program += ["--itemsize", str(itemsize)]
         if params:
@@ -511,3 +525,45 @@ def measure_schedules(
             f"{outcome.describe_failure() or 'the bytes were not verified'}"
         )
     return [list(case["measured_all_s"]) for case in outcome.result["cases"]]
+
+
+def measure_calls(
+    grid: Grid,
+    cases: Sequence[dict],
+    *,
+    repeat: int = 3,
+    emulate: bool = True,
+    timeout: float = 60.0,
+    mpiexec: str | None = None,
+    wall_timeout: float | None = None,
+    host_overhead: float | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[dict]:
+    """Run several collective calls for real on ``grid`` in one launch, each ``repeat``
+    times through :class:`gridcoll.Comm`, every rank's bytes verified.
+
+    ``cases``: dicts with ``op``, ``size``, and optionally ``root``, ``algo`` (default
+    ``auto``), ``params`` (fixed builder parameters), ``itemsize``, ``commutative``.
+    Returns the worker's row per case (``measured_all_s``, ``algorithm``, ``params``,
+    ``explanation``...). Raises :class:`LaunchError` unless every run was verified.
+    """
+    if not cases:
+        return []
+    outcome = run_worker(
+        grid,
+        cases=cases,
+        repeat=repeat,
+        emulate=emulate,
+        timeout=timeout,
+        wall_timeout=wall_timeout,
+        mpiexec=mpiexec,
+        host_overhead=host_overhead,
+        on_progress=on_progress,
+    )
+    if not outcome.verified:
+        names = ", ".join(sorted({f"{c['op']}:{c.get('algo', 'auto')}" for c in cases}))
+        raise LaunchError(
+            f"running {names} on {grid.name}: "
+            f"{outcome.describe_failure() or 'the bytes were not verified'}"
+        )
+    return list(outcome.result["cases"])

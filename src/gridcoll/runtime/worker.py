@@ -21,8 +21,19 @@ its barrier exit to the exit of a second barrier after the broadcast (an upper b
 including one barrier). The result says which (``"timing"``).
 
 Several ``--schedule`` files run one after the other in one launch (the demo and the
-benchmarks: one ``mpiexec`` start-up per grid instead of one per row); the result has a
-row per schedule in ``cases``, the first one's fields also at the top level.
+benchmarks: one ``mpiexec`` start-up per grid instead of one per row); so do several
+``--case`` calls (a JSON object each: ``op``, ``size``, ``root``, ``algo``, ``params``,
+``itemsize``, ``commutative``); the result has a row per schedule or case in ``cases``,
+the first one's fields also at the top level.
+
+Other collectives (``--op scatter|gather|allgather|alltoall|reduce|allreduce|barrier``;
+``--size`` is the bytes per rank per peer, MPI's count times the extent): every rank
+generates every rank's input from the repetition's seed, so it computes its expected
+result with numpy alone (the blocks it must receive; the element-wise sum of all ranks'
+vectors of unsigned integers of ``--itemsize`` bytes, or with ``commutative`` false the
+rank-ordered product of 2x2 int64 matrices, ``--itemsize 32``), never with a schedule,
+and compares its bytes exactly. A barrier is verified by the shared clock: no rank may
+leave before the last one entered.
 
 Output: rank 0 prints one line ``GRIDCOLL-RESULT {json}`` on stdout. A rank that fails
 prints ``GRIDCOLL-ERROR {json}`` on stderr and exits with status 1 without finalizing
@@ -44,7 +55,19 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ENV_STATUS_DIR", "ERROR_PREFIX", "RESULT_PREFIX", "main"]
+__all__ = ["ENV_STATUS_DIR", "ERROR_PREFIX", "OPERATIONS", "RESULT_PREFIX", "main"]
+
+OPERATIONS = (
+    "bcast",
+    "scatter",
+    "gather",
+    "allgather",
+    "alltoall",
+    "reduce",
+    "allreduce",
+    "barrier",
+)
+"""The collectives the worker runs (``--op``)."""
 
 ENV_STATUS_DIR = "GRIDCOLL_STATUS_DIR"
 """Environment variable: directory where each rank appends its progress."""
@@ -56,12 +79,25 @@ ERROR_PREFIX = "GRIDCOLL-ERROR "
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m gridcoll.runtime.worker")
-    p.add_argument("--op", default="bcast", choices=["bcast"])
+    p.add_argument("--op", default="bcast", choices=list(OPERATIONS))
     p.add_argument("--size", type=int, required=False, default=None)
     p.add_argument("--root", type=int, default=0)
     p.add_argument("--itemsize", type=int, default=1, help="bytes per datatype element")
     p.add_argument("--algo", default="auto")
     p.add_argument("--params", default=None, help="JSON object of fixed builder parameters")
+    p.add_argument(
+        "--non-commutative",
+        dest="commutative",
+        action="store_false",
+        help="reduce/allreduce: 2x2 int64 matrix products (itemsize 32), in rank order",
+    )
+    p.add_argument(
+        "--case",
+        action="append",
+        default=None,
+        help="JSON object of one call (op, size, root, algo, params, itemsize, commutative); "
+        "repeat to run several in one launch",
+    )
     p.add_argument(
         "--schedule",
         action="append",
@@ -147,13 +183,12 @@ def _one_host(ctl, timeout: float) -> bool:
 def _run(args: argparse.Namespace, status: _Status) -> dict | None:
     from mpi4py import MPI
 
-    import gridcoll
-    from gridcoll.runtime.comm import _ready, _watchdog, params_from_json
+    from gridcoll.runtime.comm import _ready, _watchdog
     from gridcoll.runtime.executor import wait
 
     world = MPI.COMM_WORLD
-    params = params_from_json(args.params)
-    comm = gridcoll.Comm(world, algo=args.algo, params=params, timeout=args.timeout)
+    cases = _cases(args)
+    comm = _comm_for(cases[0], args)
     timeout = comm._gc.timeout
     ctl, req = MPI.Intracomm(world).Idup()
     wait(req, timeout, what="duplicating COMM_WORLD")
@@ -161,19 +196,20 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
     state = _ready(comm)  # private communicator, emulator: outside the timed runs
     _watchdog().last_words.append(lambda reason: _report(status, "CollectiveTimeout", reason))
     one_host = _one_host(ctl, timeout)
-    cases = _cases(args)
-    results = [
-        _run_case(comm, ctl, state, case, index, args, status, one_host)
-        for index, case in enumerate(cases)
-    ]
-    comm.Barrier()
+    results = []
+    for index, case in enumerate(cases):
+        if index and args.case:  # each --case its own algorithm: its own communicator
+            state.close()
+            comm = _comm_for(case, args)
+            state = _ready(comm)
+        results.append(_run_case(comm, ctl, state, case, index, args, status, one_host))
+    wait(ctl.Ibarrier(), timeout, what="the final barrier")
     ctl.Free()
     state.close()  # the private communicator; COMM_WORLD itself is not ours to free
     if world.Get_rank() != 0:
         return None
     result = dict(results[0])  # the first (usually only) case at the top level
     result.update(
-        op=args.op,
         nranks=world.Get_size(),
         grid=comm.grid.name,
         emulated=state.emulator is not None,
@@ -186,67 +222,265 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
     return result
 
 
+def _comm_for(case: dict, args: argparse.Namespace):
+    """A gridcoll.Comm on COMM_WORLD running the case's algorithm for its collective."""
+    from mpi4py import MPI
+
+    import gridcoll
+
+    op, algo, params = case["op"], case["algo"], case["params"]
+    if op == "bcast" and not args.case:  # as before: the algo names the broadcast's
+        return gridcoll.Comm(MPI.COMM_WORLD, algo=algo, params=params, timeout=args.timeout)
+    fixed = {op: params} if params is not None else None
+    return gridcoll.Comm(MPI.COMM_WORLD, algo={op: algo}, params=fixed, timeout=args.timeout)
+
+
 def _cases(args: argparse.Namespace) -> list[dict]:
-    """What to run: one entry per schedule file, or the one planned call."""
+    """What to run: one entry per ``--case`` or schedule file, or the one planned call."""
+    from gridcoll.runtime.comm import params_from_json
+
+    call = {
+        "op": args.op,
+        "schedule": None,
+        "nbytes": args.size,
+        "root": args.root,
+        "file": None,
+        "algo": args.algo,
+        "params": params_from_json(args.params),
+        "itemsize": args.itemsize,
+        "commutative": args.commutative,
+    }
+    if args.case:
+        cases = []
+        for text in args.case:
+            given = json.loads(text)
+            case = dict(call, op=given.get("op", "bcast"), nbytes=given.get("size"))
+            for key in ("root", "algo", "params", "itemsize", "commutative"):
+                case[key] = given.get(key, call[key] if key != "params" else None)
+            _check_size(case)
+            cases.append(case)
+        return cases
     if not args.schedule:
-        return [{"schedule": None, "nbytes": args.size, "root": args.root, "file": None}]
+        _check_size(call)
+        return [call]
     from gridcoll.schedule import schedule_from_json
 
     cases = []
     for path in args.schedule:
         schedule = schedule_from_json(Path(path).read_text())
+        if schedule.op != "bcast":
+            raise ValueError(f"schedule file {path}: only broadcast schedules run from files")
         cases.append(
-            {"schedule": schedule, "nbytes": schedule.nbytes, "root": schedule.root, "file": path}
+            dict(call, schedule=schedule, nbytes=schedule.nbytes, root=schedule.root, file=path)
         )
     return cases
 
 
+def _check_size(case: dict) -> None:
+    if case["op"] == "barrier":
+        case["nbytes"] = 0
+        return
+    nbytes, itemsize = case["nbytes"], case["itemsize"]
+    if nbytes is None or nbytes < 1:
+        raise ValueError("--size must be a positive number of bytes")
+    if itemsize < 1 or nbytes % itemsize:
+        raise ValueError("--size must be a whole number of --itemsize elements")
+    if case["op"] in ("reduce", "allreduce"):
+        if case["commutative"] and itemsize not in (1, 2, 4, 8):
+            raise ValueError("a reduction's --itemsize must be 1, 2, 4 or 8 (unsigned sums)")
+        if not case["commutative"] and itemsize != 32:
+            raise ValueError("a non-commutative reduction needs --itemsize 32 (2x2 int64)")
+
+
+def _pattern(rep: int, src: int, dst: int, n: int) -> np.ndarray:
+    """``n`` pseudo-random bytes of the block ``src`` sends ``dst`` in repetition ``rep``
+    (a multiplicative hash: cheap enough for 16 ranks x 16 MB)."""
+    i = np.arange(n, dtype=np.uint32)
+    i *= np.uint32(2654435761)
+    i += np.uint32((rep * 7919 + src * 131 + dst * 17 + n) & 0xFFFFFFFF)
+    return (i >> np.uint32(13)).astype(np.uint8)
+
+
+class _Call:
+    """One rank's buffers, call and expected result of one collective (module notes)."""
+
+    def __init__(self, comm, case: dict):
+        self.comm, self.case = comm, case
+        self.op, self.root, self.n = case["op"], case["root"], case["nbytes"]
+        self.rank, self.size = comm.Get_rank(), comm.Get_size()
+        self.send = self.recv = self.expected = None
+        self.message = None
+        self.entered = 0.0
+
+    def fill(self, rep: int) -> None:
+        """Fresh inputs for ``rep``; outputs poisoned; the expected result, by numpy."""
+        op, P, r, n, root = self.op, self.size, self.rank, self.n, self.root
+        block = _pattern
+        if op == "bcast":
+            self.expected = _expected(n, rep, root)
+            if self.recv is None:
+                self.recv = np.empty(n, dtype=np.uint8)
+                self.message = self.recv
+                itemsize = self.case["itemsize"]
+                if itemsize > 1 and self.case["schedule"] is None:
+                    from mpi4py import MPI
+
+                    element = MPI.BYTE.Create_contiguous(itemsize).Commit()
+                    self.message = [self.recv, n // itemsize, element]
+            if r == root:
+                self.recv[:] = self.expected
+            else:
+                np.bitwise_xor(self.expected, (r % 255) + 1, out=self.recv)
+            return
+        if op == "barrier":
+            return
+        if op in ("reduce", "allreduce"):
+            self._fill_reduction(rep)
+            return
+        if op == "scatter":
+            self.send = (
+                np.concatenate([block(rep, r, d, n) for d in range(P)]) if r == root else None
+            )
+            self.expected = block(rep, root, r, n)
+        elif op in ("gather", "allgather"):
+            self.send = block(rep, r, 0, n)
+            everyone = np.concatenate([block(rep, s, 0, n) for s in range(P)])
+            self.expected = everyone if op == "allgather" or r == root else None
+        else:
+            self.send = np.concatenate([block(rep, r, d, n) for d in range(P)])
+            self.expected = np.concatenate([block(rep, s, r, n) for s in range(P)])
+        out = n if op == "scatter" else P * n
+        self.recv = np.full(out, 0xA5, dtype=np.uint8) if self.expected is not None else None
+
+    def _fill_reduction(self, rep: int) -> None:
+        P, r, n, itemsize = self.size, self.rank, self.n, self.case["itemsize"]
+        has = self.op == "allreduce" or r == self.root
+        if self.case["commutative"]:
+            dtype = np.dtype(f"u{itemsize}")
+            vectors = (_pattern(rep, s, 0, n).view(dtype) for s in range(P))
+            total = np.zeros(n // itemsize, dtype=dtype)
+            for i, v in enumerate(vectors):
+                if i == r:
+                    self.send = v.copy()
+                total += v  # unsigned: wraps as MPI.SUM does
+        else:
+            count = n // 32
+            mats = [
+                (_pattern(rep, s, 0, 4 * count).astype(np.int64) % 3 - 1).reshape(count, 2, 2)
+                for s in range(P)
+            ]
+            self.send = mats[r].reshape(count, 4).copy()
+            total = mats[0]
+            for m in mats[1:]:
+                total = np.einsum("nij,njk->nik", total, m)  # x_0 x_1 ... x_{P-1}
+            total = total.reshape(count, 4)
+        self.expected = total if has else None
+        self.recv = np.zeros_like(self.send) if has else None
+
+    def run(self) -> None:
+        from mpi4py import MPI
+
+        comm, op, root = self.comm, self.op, self.root
+        self.entered = time.monotonic()
+        if op == "bcast":
+            if self.case["schedule"] is None:
+                comm.Bcast(self.message, root=root)
+            else:
+                comm.execute(self.case["schedule"], self.recv)
+        elif op == "barrier":
+            comm.Barrier()
+        elif op == "scatter":
+            comm.Scatter(self.send, self.recv, root)
+        elif op == "gather":
+            comm.Gather(self.send, self.recv, root)
+        elif op == "allgather":
+            comm.Allgather(self.send, self.recv)
+        elif op == "alltoall":
+            comm.Alltoall(self.send, self.recv)
+        else:
+            mop = MPI.SUM if self.case["commutative"] else _matmul_op()
+            send, recv = self.send, self.recv
+            if not self.case["commutative"]:
+                quad = _quad()
+                send = [send, len(send), quad]
+                recv = None if recv is None else [recv, len(recv), quad]
+            if op == "reduce":
+                comm.Reduce(send, recv, mop, root)
+            else:
+                comm.Allreduce(send, recv, mop)
+
+    def ok(self) -> bool:
+        """This rank's bytes equal the expected ones (a barrier: checked at rank 0)."""
+        if self.op == "barrier" or self.expected is None:
+            return True
+        return bool(np.array_equal(self.recv, self.expected))
+
+
+_OPS: dict = {}
+
+
+def _quad():
+    """The 2x2 int64 matrix datatype (32 bytes) of non-commutative reductions."""
+    if "quad" not in _OPS:
+        from mpi4py import MPI
+
+        _OPS["quad"] = MPI.INT64_T.Create_contiguous(4).Commit()
+    return _OPS["quad"]
+
+
+def _matmul_op():
+    """x (op) y = x @ y on 2x2 int64 matrices: associative, not commutative."""
+    if "matmul" not in _OPS:
+        from mpi4py import MPI
+
+        def matmul(inbuf, inoutbuf, datatype):
+            x = np.frombuffer(inbuf, dtype=np.int64).reshape(-1, 2, 2)
+            y = np.frombuffer(inoutbuf, dtype=np.int64).reshape(-1, 2, 2)
+            y[...] = np.einsum("nij,njk->nik", x, y)
+
+        _OPS["matmul"] = MPI.Op.Create(matmul, commute=False)
+    return _OPS["matmul"]
+
+
 def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
     """``--repeat`` verified, timed runs of one case; rank 0 gets the result row."""
-    from mpi4py import MPI
-
     from gridcoll.runtime.comm import _prepare
+    from gridcoll.runtime.executor import wait
 
     rank = comm.Get_rank()
-    schedule, nbytes, root = case["schedule"], case["nbytes"], case["root"]
+    op, schedule, nbytes, root = case["op"], case["schedule"], case["nbytes"], case["root"]
     plan = None
-    if schedule is None:
-        plan = _prepare(state, rank, nbytes, root, args.itemsize).plan  # plan before timing
+    if schedule is None:  # plan before timing
+        itemsize = 1 if op == "barrier" else case["itemsize"]
+        plan = _prepare(
+            state, rank, nbytes, root, itemsize, op, case["commutative"] or op not in _REDUCE
+        ).plan
     timeout = state.timeout
     times, verified, late_starts = [], True, 0
-    buf = np.empty(nbytes, dtype=np.uint8)
-    message = buf
-    if args.itemsize > 1 and schedule is None:  # whole elements of a contiguous datatype
-        element = MPI.BYTE.Create_contiguous(args.itemsize).Commit()
-        message = [buf, nbytes // args.itemsize, element]
+    call = _Call(comm, case)
     for rep in range(args.repeat):
-        expected = _expected(nbytes, rep, root)
-        if rank == root:
-            buf[:] = expected
-        else:
-            np.bitwise_xor(expected, (rank % 255) + 1, out=buf)
-        comm.Barrier()
+        call.fill(rep)
+        wait(ctl.Ibarrier(), timeout, what="the barrier before a repetition")
         start, late = time.monotonic(), False
         if one_host:
             start = _common_start(ctl, timeout)
             late = time.monotonic() > start + 1e-3
         if args.fail_rank == rank:  # testing the failure behaviour: leave, or never join
             _fail(args.fail_mode)
-        if schedule is None:
-            comm.Bcast(message, root=root)
-        else:
-            comm.execute(schedule, buf)
+        call.run()
         end = time.monotonic()
         if not one_host:
-            comm.Barrier()
+            wait(ctl.Ibarrier(), timeout, what="the barrier after a repetition")
             end = time.monotonic()
-        ok = bool(np.array_equal(buf, expected))
+        ok = call.ok()
         status.write("rep", case=index, rep=rep, ok=ok)
-        table = _ctl_gather(ctl, [start, end, float(ok), float(late)], timeout)
+        table = _ctl_gather(ctl, [start, end, float(ok), float(late), call.entered], timeout)
         if rank == 0:
             late_starts += int(table[:, 3].sum())
             times.append(float(table[:, 1].max() - start) if one_host else end - start)
             verified = verified and bool(table[:, 2].all())
+            if op == "barrier":  # nobody left before the last one came in
+                verified = verified and bool(table[:, 1].min() >= table[:, 4].max())
     if schedule is not None:
         algorithm, params_out = schedule.algorithm, dict(schedule.params)
         segment = schedule.segment_size
@@ -255,6 +489,7 @@ def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
         algorithm, params_out = plan.algorithm, dict(plan.params)
         segment, explanation = plan.segment_size, plan.explain()
     return {
+        "op": op,
         "size": nbytes,
         "root": root,
         "algorithm": algorithm,
@@ -266,6 +501,9 @@ def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
         "late_starts": late_starts,
         "explanation": explanation,
     }
+
+
+_REDUCE = ("reduce", "allreduce")
 
 
 def _report(status: _Status, kind: str, message: str, peer: int | None = None) -> None:
@@ -285,10 +523,6 @@ def main(argv: list[str] | None = None) -> int:
     rank = MPI.COMM_WORLD.Get_rank()
     status = _Status(rank)
     try:
-        if args.schedule is None and (args.size is None or args.size < 1):
-            raise ValueError("--size must be a positive number of bytes")
-        if args.itemsize < 1 or (args.size or 0) % args.itemsize:
-            raise ValueError("--size must be a whole number of --itemsize elements")
         result = _run(args, status)
     except Exception as err:  # report, then leave without MPI_Finalize (peers may be gone)
         _report(status, type(err).__name__, str(err), getattr(err, "peer", None))
