@@ -61,7 +61,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--algo",
         default=None,
         metavar="NAME",
-        help="force a broadcast algorithm in every gridcoll.Comm (GRIDCOLL_ALGO)",
+        help="force an algorithm in every gridcoll.Comm: every collective with a builder of "
+        "that name uses it, the others auto (GRIDCOLL_ALGO)",
     )
     parser.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -72,7 +73,7 @@ def run(args: argparse.Namespace) -> int:
     """Launch the command; return mpiexec's exit status."""
     import os
 
-    from gridcoll.algorithms import get_builder
+    from gridcoll.runtime.choice import algo_table
     from gridcoll.runtime.launcher import launch
 
     command = list(args.command)
@@ -88,8 +89,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.timeout > 0:
         raise ParameterError(f"--timeout must be > 0 seconds, got {args.timeout!r}")
     if args.algo is not None:
-        if args.algo not in ("auto", "native"):
-            get_builder("bcast", args.algo)  # UnknownAlgorithm lists the choices
+        algo_table(args.algo, None)  # UnknownAlgorithm lists the choices
         os.environ["GRIDCOLL_ALGO"] = args.algo
     return launch(
         grid, command, emulate=not args.no_emulation, timeout=args.timeout, mpiexec=args.mpiexec

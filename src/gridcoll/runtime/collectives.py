@@ -32,17 +32,17 @@ A datatype with holes, ``algo="native"``, or ``auto`` on a one-cluster communica
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 from mpi4py import MPI
 
 from gridcoll.algorithms.registry import get_builder, list_builders
-from gridcoll.errors import ParameterError, UnknownAlgorithm
+from gridcoll.errors import ParameterError
 from gridcoll.runtime import comm as _c
+from gridcoll.runtime.choice import NATIVE, algo_table
 from gridcoll.runtime.executor import wait
-from gridcoll.schedule.ir import OPERATIONS
 from gridcoll.tune import plan
 
 __all__ = [
@@ -63,59 +63,10 @@ __all__ = [
     "scatter_obj",
 ]
 
-NATIVE = "native"
 REDUCTIONS = ("reduce", "allreduce")
 
 
 # -- which algorithm -------------------------------------------------------------------
-
-
-def algo_table(
-    algo: str | Mapping[str, str], params: Mapping | None
-) -> dict[str, tuple[str, dict | None]]:
-    """Per collective: (algorithm, fixed parameters or None), from ``Comm``'s arguments.
-
-    ``algo`` is ``"auto"``, ``"native"``, a builder name (used by every collective that
-    has a builder of that name, the others ``auto``; ``params`` are its parameters), or
-    a mapping ``{op: name}`` (ops not named: ``auto``; ``params`` then maps ops to their
-    parameters). Raises :class:`UnknownAlgorithm` or :class:`ParameterError`.
-    """
-    table: dict[str, tuple[str, dict | None]] = {op: ("auto", None) for op in OPERATIONS}
-    if isinstance(algo, Mapping):
-        unknown = sorted(set(algo) - set(OPERATIONS))
-        if unknown:
-            raise ParameterError(f"algo= names unknown collectives {unknown}; use {OPERATIONS}")
-        params = params or {}
-        if not isinstance(params, Mapping) or set(params) - set(algo):
-            raise ParameterError("with algo={op: name}, params= must map those ops to dicts")
-        for op, name in algo.items():
-            table[op] = _one(op, name, params.get(op))
-        return table
-    if not isinstance(algo, str):
-        raise ParameterError(f"algo must be a name or a mapping op -> name, got {algo!r}")
-    if algo in ("auto", NATIVE):
-        if params is not None:
-            raise ParameterError(f"params= needs a named algorithm, not algo={algo!r}")
-        return {op: (algo, None) for op in OPERATIONS}
-    ops = [op for op in OPERATIONS if any(b.name == algo for b in list_builders(op))]
-    if not ops:
-        names = sorted({b.name for b in list_builders()})
-        raise UnknownAlgorithm(
-            f"unknown algorithm {algo!r}: no collective (bcast, scatter, ...) has it; "
-            f"choose one of: {', '.join(names)}"
-        )
-    for op in ops:
-        table[op] = (algo, dict(params) if params is not None else None)
-    return table
-
-
-def _one(op: str, name: str, params: Mapping | None) -> tuple[str, dict | None]:
-    if name in ("auto", NATIVE):
-        if params is not None:
-            raise ParameterError(f"params= needs a named algorithm, not {op}={name!r}")
-        return name, None
-    get_builder(op, name)  # UnknownAlgorithm lists the choices
-    return name, dict(params) if params is not None else None
 
 
 def op_plan(state: Any, op: str, nbytes: int, root: int, itemsize: int, commutative: bool) -> Any:

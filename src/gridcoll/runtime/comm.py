@@ -1,4 +1,4 @@
-"""``gridcoll.Comm``: an mpi4py communicator whose broadcasts are gridcoll's.
+"""``gridcoll.Comm``: an mpi4py communicator whose collectives are gridcoll's.
 
 Modelled on ``mpi4py.util.pkl5``: a subclass of :class:`mpi4py.MPI.Intracomm` built by
 wrapping an existing communicator (the same MPI handle, not a copy), whose collective
@@ -742,7 +742,7 @@ def _derived(comm: Comm, new: MPI.Intracomm) -> MPI.Intracomm:
 
 
 class Comm(MPI.Intracomm):
-    """An mpi4py intracommunicator whose broadcasts and barriers are gridcoll's.
+    """An mpi4py intracommunicator whose collectives are gridcoll's.
 
     ``Comm(comm, grid=None, *, algo=None, params=None, timeout=None)`` wraps ``comm``
     (same MPI handle, like ``mpi4py.util.pkl5.Intracomm``). Construction is local; the
@@ -758,13 +758,16 @@ class Comm(MPI.Intracomm):
         name or a grid file). Default: the grid of ``GRIDCOLL_GRID`` (set by
         ``gridcoll mpirun``; for a sub-communicator of ``COMM_WORLD`` its sub-grid),
         else ``lan(size)``, a single cluster.
-    algo : str, optional
+    algo : str or mapping, optional
         ``"auto"`` (the tuner chooses per call; on a one-cluster communicator, the MPI
-        library's broadcast), a builder name (the tuner chooses only its parameters),
-        or ``"native"`` (the MPI library's broadcast). Default ``GRIDCOLL_ALGO`` or
-        ``"auto"``.
+        library's own collective), a builder name (every collective that has a builder
+        of that name uses it, the tuner choosing only its parameters; the others
+        ``auto``), ``"native"`` (the MPI library's own), or a mapping from collectives
+        to any of these (``{"scatter": "magpie-segmented", "allreduce": "auto"}``).
+        Default ``GRIDCOLL_ALGO`` or ``"auto"``.
     params : dict, optional
-        With a builder name: its parameters, fixed (``{"segment_size": 8192}``).
+        With a builder name: its parameters, fixed (``{"segment_size": 8192}``); with a
+        mapping ``algo``, a mapping from those collectives to their parameters.
     timeout : float, optional
         Seconds a rank waits for one message before raising
         :class:`~gridcoll.runtime.CollectiveTimeout`. Default ``GRIDCOLL_TIMEOUT`` or 60.
@@ -776,25 +779,28 @@ class Comm(MPI.Intracomm):
 
     Notes
     -----
-    gridcoll's collectives: ``Bcast``, ``bcast``, ``Barrier``, ``barrier``. Their
-    schedules never block inside MPI (they test requests and sleep), check arguments
-    across ranks (mismatched sizes, datatypes or roots raise
+    gridcoll's collectives, with mpi4py's signatures and results: ``Bcast``,
+    ``Scatter``, ``Gather``, ``Allgather``, ``Alltoall``, ``Reduce``, ``Allreduce``
+    (``op=``: predefined, ``MPI.Op.Create`` user ops, non-commutative ones combined in
+    rank order), ``Barrier``, and the object forms ``bcast``, ``scatter``, ``gather``,
+    ``allgather``, ``alltoall``, ``reduce``, ``allreduce``, ``barrier``; ``MPI.IN_PLACE``
+    where MPI allows it; every buffer form (``buf``, ``[buf, type]``, ``[buf, count,
+    type]``, ...). ``algo`` may also map collectives to builders (``{"allreduce":
+    "two-level"}``, with ``params={"allreduce": {...}}``). They never block inside MPI
+    (they test requests and sleep), raise bad arguments before any message is sent,
+    check arguments across ranks (mismatched sizes, datatypes or roots raise
     :class:`~gridcoll.runtime.MismatchError` or time out with a message saying so), and
-    cross the emulated WAN when the launcher switched it on. When the call goes to the
-    MPI library's own broadcast (``algo="native"``, or ``auto`` on one cluster), it is
-    called blocking, as a plain mpi4py program would, under a watchdog that ends the
-    job after ``timeout`` seconds if a rank never joins
-    (:mod:`gridcoll.runtime.watchdog`). ``explain()`` and ``last_plan`` tell why the
-    last call chose its algorithm.
+    cross the emulated WAN when the launcher switched it on. ``explain()`` and
+    ``last_plan`` tell why the last call chose its algorithm.
 
     Passed through to mpi4py on the wrapped communicator: everything else: ``Get_rank``,
-    ``Get_size``, point-to-point (``Send``, ``Recv``, ``Isend``, ``send``...), the other
-    collectives (``Reduce``, ``Allreduce``, ``Gather``, ``Scatter``, ``Allgather``,
-    ``Alltoall``, ``Scan``, their lower-case pickle forms, every non-blocking ``I...``
-    collective including ``Ibcast``), attributes, groups and topologies. These do not
-    cross the WAN emulation. ``Dup``, ``Clone``, ``Idup``, ``Split``, ``Split_type``,
-    ``Create`` and ``Create_group`` return ``gridcoll.Comm`` objects on the matching
-    sub-grid; ``Free`` also frees the private communicator.
+    ``Get_size``, point-to-point (``Send``, ``Recv``, ``Isend``, ``send``...), the
+    vector and scan collectives (``Scatterv``, ``Gatherv``, ``Alltoallv``, ``Scan``,
+    ``Reduce_scatter``...), every non-blocking ``I...`` collective including
+    ``Ibcast``, attributes, groups and topologies. These do not cross the WAN
+    emulation. ``Dup``, ``Clone``, ``Idup``, ``Split``, ``Split_type``, ``Create`` and
+    ``Create_group`` return ``gridcoll.Comm`` objects on the matching sub-grid; ``Free``
+    also frees the private communicator.
     """
 
     CACHE_SIZE = 64
