@@ -34,6 +34,9 @@ from collections import defaultdict
 
 from _common import Bench, console, table
 from gridcoll.algorithms import get_builder
+from gridcoll.algorithms.edge_costs import edge_costs
+from gridcoll.algorithms.heuristics import grow
+from gridcoll.algorithms.tps import bottleneck_set
 from gridcoll.cli.compare import DEFAULT_ALGOS, row_budget, schedule_tree, without_links
 from gridcoll.errors import GridcollError
 from gridcoll.models import tree_time
@@ -155,39 +158,61 @@ def tps_report(rows: list[dict]) -> dict:
     return report
 
 
-def by_nodes(rows: list[dict]) -> list[dict]:
-    """Seed 003's figure 7(a): mean simulated time per node count, TPS and its rivals."""
+FIGURE7 = ("tps", "ecef", "hlot", "flat", "tps-segmented", "ecef-segmented", "hlot-segmented")
+"""The algorithms of seed 003's figure 7 (and the packet-level variants)."""
+
+
+def mean_by(rows: list[dict], key: str) -> list[dict]:
+    """Seed 003's figure 7: the mean simulated time of TPS and its rivals per value of
+    ``key`` ("nodes" for 7(a), "nbytes" for 7(b))."""
+    mine = [r for r in rows if r["setup"] == "seed003"]
     out = []
-    names = ("tps", "ecef", "hlot", "flat", "tps-segmented", "ecef-segmented", "hlot-segmented")
-    nodes = sorted({r["nodes"] for r in rows if r["setup"] == "seed003"})
-    for n in nodes:
-        row = {"nodes": n}
-        for name in names:
-            times = [
-                r["simulated_s"]
-                for r in rows
-                if r["setup"] == "seed003" and r["nodes"] == n and r["algorithm"] == name
-            ]
+    for value in sorted({r[key] for r in mine}):
+        row = {key: value}
+        for name in FIGURE7:
+            times = [r["simulated_s"] for r in mine if r[key] == value and r["algorithm"] == name]
             row[name] = statistics.fmean(times) if times else None
         out.append(row)
     return out
 
 
-def by_size(rows: list[dict]) -> list[dict]:
-    """Seed 003's figure 7(b): mean simulated time per message size."""
-    out = []
-    names = ("tps", "ecef", "hlot", "flat", "tps-segmented", "ecef-segmented", "hlot-segmented")
-    for nbytes in sorted({r["nbytes"] for r in rows if r["setup"] == "seed003"}):
-        row = {"nbytes": nbytes}
-        for name in names:
-            times = [
-                r["simulated_s"]
-                for r in rows
-                if r["setup"] == "seed003" and r["nbytes"] == nbytes and r["algorithm"] == name
-            ]
-            row[name] = statistics.fmean(times) if times else None
-        out.append(row)
-    return out
+def tps_evidence(quick: bool, ngrids: int) -> dict:
+    """Why TPS ties ECEF on seed 003's set-up, from the builders and the simulator.
+
+    Per case: TPS's bottleneck set B; how many of B are senders (inner nodes) in ECEF's
+    tree; whether the rank that finishes last in the simulation of TPS's (whole-message)
+    schedule is in B; and that completion over the *access floor*
+    ``max_i min_j C_ji`` (the slowest rank's fastest possible delivery of the whole
+    message, which no tree can beat).
+    """
+    rows = []
+    for setup, _, grid, nbytes, root in cases(quick, ngrids):
+        if setup != "seed003":
+            continue
+        costs = edge_costs(grid, nbytes)
+        bottleneck = set(bottleneck_set(costs, root))
+        ecef_tree = grow(costs, root, "ecef").tree
+        schedule = get_builder("bcast", "tps").build(grid, nbytes, root)
+        finish = simulate(schedule, grid).finish_s
+        last = max(range(grid.nranks), key=finish.__getitem__)
+        floor = max(float(costs.completion[:, i].min()) for i in range(grid.nranks) if i != root)
+        rows.append(
+            {
+                "same": schedule_tree(schedule) == ecef_tree,
+                "B": len(bottleneck),
+                "B_senders_in_ecef": sum(1 for v in bottleneck if ecef_tree.children.get(v)),
+                "last_in_B": last in bottleneck,
+                "over_floor": max(finish) / floor,
+            }
+        )
+    return {
+        "cases": len(rows),
+        "tps_tree_is_ecef_tree": sum(r["same"] for r in rows),
+        "bottleneck_nodes": sum(r["B"] for r in rows),
+        "of_them_senders_in_ecef": sum(r["B_senders_in_ecef"] for r in rows),
+        "last_rank_in_B": sum(r["last_in_B"] for r in rows),
+        "mean_tps_over_access_floor": statistics.fmean(r["over_floor"] for r in rows),
+    }
 
 
 def auto_check(rows: list[dict]) -> tuple[list[dict], dict]:
@@ -311,30 +336,20 @@ def main(argv: list[str] | None = None) -> int:
             )
         )
     summary["tps"] = tps_report(rows)
-    summary["seed003_by_nodes"] = by_nodes(rows)
+    summary["seed003_by_nodes"] = mean_by(rows, "nodes")
     out.print(
         table(
             "seed 003, figure 7(a): mean simulated time (s) by node count",
             summary["seed003_by_nodes"],
-            [("nodes", "nodes", None)]
-            + [(n, n, lambda x: f"{x:.2f}") for n in ("tps", "ecef", "hlot", "flat")]
-            + [
-                (n, n, lambda x: f"{x:.2f}")
-                for n in ("tps-segmented", "ecef-segmented", "hlot-segmented")
-            ],
+            [("nodes", "nodes", None)] + [(n, n, lambda x: f"{x:.2f}") for n in FIGURE7],
         )
     )
-    summary["seed003_by_size"] = by_size(rows)
+    summary["seed003_by_size"] = mean_by(rows, "nbytes")
     out.print(
         table(
             "seed 003, figure 7(b): mean simulated time (s) by message size",
             summary["seed003_by_size"],
-            [("size", "nbytes", None)]
-            + [(n, n, lambda x: f"{x:.2f}") for n in ("tps", "ecef", "hlot", "flat")]
-            + [
-                (n, n, lambda x: f"{x:.2f}")
-                for n in ("tps-segmented", "ecef-segmented", "hlot-segmented")
-            ],
+            [("size", "nbytes", None)] + [(n, n, lambda x: f"{x:.2f}") for n in FIGURE7],
         )
     )
     tps_rows = [{"pair": k, **v} for k, v in summary["tps"].items() if "vs" in k]
@@ -354,6 +369,14 @@ def main(argv: list[str] | None = None) -> int:
     )
     share = summary["tps"]["tps tree == ecef tree"]["share"]
     out.print(f"TPS builds exactly the ECEF tree in {share:.0%} of seed 003's cases")
+    evidence = summary["tps_evidence"] = tps_evidence(bench.quick, args.grids)
+    out.print(
+        f"why: of {evidence['bottleneck_nodes']} bottleneck nodes (TPS's B) over "
+        f"{evidence['cases']} cases, {evidence['of_them_senders_in_ecef']} are senders in "
+        f"ECEF's tree; the last rank to finish TPS's broadcast is in B in "
+        f"{evidence['last_rank_in_B']}/{evidence['cases']} cases; TPS's simulated time is "
+        f"{evidence['mean_tps_over_access_floor']:.2f}x the access floor max_i min_j C_ji"
+    )
     checks, auto_summary = auto_check(rows)
     summary["auto"] = auto_summary
     out.print(

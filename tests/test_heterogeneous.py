@@ -388,6 +388,28 @@ def test_budget_skips_expensive_builders_on_large_grids():
     assert result.candidates  # the builders without a declared cost are still there
 
 
+def test_auto_ranks_its_best_predictions_on_the_simulator():
+    """The models only shortlist: of the candidates within 25% of the best prediction,
+    the fastest simulated goes first (here the predictions are made up: flat first)."""
+    from gridcoll.tune.select import Candidate, _verified
+
+    grid = get_grid("lan:16")
+    fake = [
+        Candidate("flat", {}, 2**20, 1.0),
+        Candidate("binomial", {}, 2**20, 1.1),
+        Candidate("chain", {}, 2**20, 2.0),  # beyond 1.25x the best: not simulated
+    ]
+    ranked = _verified(grid, 2**20, 0, 1, fake)
+    assert [c.algorithm for c in ranked] == ["binomial", "flat", "chain"]
+    for c in ranked[:2]:
+        schedule = get_builder("bcast", c.algorithm).build(grid, 2**20, 0)
+        assert c.simulated_s == simulate(schedule, grid).total_s
+    assert ranked[2].simulated_s is None
+    chosen = plan(grid, "bcast", 2**20)  # the real thing: the choice was simulated
+    assert chosen.candidates[0].simulated_s is not None
+    assert "checked on the simulator" in chosen.explain()
+
+
 def test_trees_table_covers_every_family():
     assert set(TREES) == set(FAMILIES) | {"list"}
 

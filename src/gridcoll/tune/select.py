@@ -16,13 +16,18 @@ the annealing gets ``evaluations = share / cost-per-evaluation`` cost evaluation
 plan depends only on its arguments and every MPI rank of a communicator makes the same
 choice. A named anytime builder gets the whole budget (and the paper's fixed run count,
 50 + 25 annealings, without one).
+
+Simulator check. A broadcast's ``auto`` then simulates its few best-predicted candidates
+(:data:`VERIFY_TOP`, :data:`VERIFY_WITHIN`, at most :data:`VERIFY_MESSAGES` messages)
+and puts them first in order of simulated time: the models are the search's fast
+upper estimates, the simulator is the judge of the last few (deterministic too).
 """
 
 from __future__ import annotations
 
 import functools
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,6 +53,15 @@ among their tree families."""
 MIN_EVALUATIONS = 1000
 """An anytime builder that the budget would give fewer cost evaluations is skipped."""
 
+VERIFY_TOP = 3
+VERIFY_WITHIN = 1.25
+VERIFY_MESSAGES = 8000
+"""A broadcast's ``auto`` simulates its best-predicted candidates, at most
+:data:`VERIFY_TOP` of them within :data:`VERIFY_WITHIN` times the best prediction and
+:data:`VERIFY_MESSAGES` messages in all (about 20 us each: 0.16 s), and ranks those by
+the simulated time: the per-edge models are upper estimates whose error differs from
+tree to tree (e.g. a segmented tree's ``(k-1) gamma + lam`` when its edges differ)."""
+
 
 @dataclass(frozen=True)
 class Candidate:
@@ -61,6 +75,8 @@ class Candidate:
     predicted_s: float
     reasoning: str = field(default="", compare=False)
     """How the search chose the parameters."""
+    simulated_s: float | None = field(default=None, compare=False)
+    """The simulator's time, for the candidates ``auto`` checked (:data:`VERIFY_TOP`)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +126,12 @@ class Plan:
             f"chosen: {_describe(best)}",
             f"  predicted {format_time(self.predicted_s)}; {_versus_bound(self)}",
         ]
+        if best.simulated_s is not None:
+            checked = sum(c.simulated_s is not None for c in self.candidates)
+            lines.append(
+                f"  simulated {format_time(best.simulated_s)}: the fastest of the "
+                f"{checked} best predictions, checked on the simulator"
+            )
         if best.reasoning:
             lines.append(f"  search: {best.reasoning}")
         if len(self.candidates) > 1:
@@ -261,6 +283,43 @@ def _allowances(
     return out
 
 
+def _verified(
+    grid: Grid, nbytes: int, root: int, itemsize: int, candidates: list[Candidate]
+) -> list[Candidate]:
+    """``candidates`` (best predicted first) with the few best simulated (module
+    constants :data:`VERIFY_TOP`...) moved to the front, fastest simulated first.
+    Deterministic: the simulator is a pure function of the schedule and the grid."""
+    from gridcoll.simulate import simulate
+
+    best, left = candidates[0].predicted_s, VERIFY_MESSAGES
+    checked: dict[int, Candidate] = {}
+    seen: dict[tuple, float] = {}  # one schedule, many names: "sa" is "sa-segmented", k=1
+    for index, cand in enumerate(candidates):
+        if len(seen) == VERIFY_TOP or cand.predicted_s > VERIFY_WITHIN * best:
+            break
+        rest = {k: v for k, v in cand.params.items() if k != "segment_size"}
+        same = (cand.algorithm.removesuffix("-segmented"), cand.segment_size, repr(rest))
+        if same in seen:
+            checked[index] = replace(cand, simulated_s=seen[same])
+            continue
+        if -(-nbytes // max(cand.segment_size, 1)) * (grid.nranks - 1) > left:
+            continue  # a tree sends P - 1 messages per segment: too many to simulate
+        try:
+            builder = get_builder("bcast", cand.algorithm)
+            schedule = builder.build(grid, nbytes, root, itemsize=itemsize, **cand.params)
+        except GridcollError:
+            continue
+        if schedule.nmessages > left:
+            continue
+        left -= schedule.nmessages
+        seen[same] = simulate(schedule, grid).total_s
+        checked[index] = replace(cand, simulated_s=seen[same])
+    if len(checked) < 2:
+        return candidates
+    front = sorted(checked.values(), key=lambda c: c.simulated_s)
+    return front + [c for i, c in enumerate(candidates) if i not in checked]
+
+
 def _make_plan(
     grid: Grid,
     op: str,
@@ -286,6 +345,8 @@ def _make_plan(
         reasons = "; ".join(f"{name}: {why}" for name, why in skipped)
         raise Unfeasible(f"no {op} algorithm could be modelled on {grid.name!r}: {reasons}")
     candidates.sort(key=lambda c: c.predicted_s)  # stable: registry order breaks ties
+    if op == "bcast" and not named and len(candidates) > 1:
+        candidates = _verified(grid, nbytes, root, itemsize, candidates)
     best = candidates[0]
     bound = collective_bound(grid, op, nbytes, root).time_s
     return Plan(
