@@ -53,7 +53,15 @@ def part_rates(grid: Grid, root: int) -> dict[int, float]:
     The part-tree of cluster ``i`` is the root's route to ``i`` and ``i``'s routes to
     every other remote cluster; its rate is ``1 / max(G_{root,i}, max_j G_{i,j})``
     with ``G = 1 / bandwidth`` of the route (``inf`` for a route without a gap slope).
+    Memoised on the (immutable) grid object per root: O(P_w^2) once.
     """
+    memo: dict[int, dict[int, float]] = grid.__dict__.setdefault("_part_rates", {})
+    if root not in memo:
+        memo[root] = _part_rates(grid, root)
+    return dict(memo[root])
+
+
+def _part_rates(grid: Grid, root: int) -> dict[int, float]:
     home = grid.cluster_of[root]
     remotes = [c for c in range(grid.nclusters) if c != home]
     rates = {}

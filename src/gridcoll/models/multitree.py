@@ -53,7 +53,6 @@ from gridcoll.models.single_layer import (
     nsegments,
 )
 from gridcoll.network.grid import Grid
-from gridcoll.network.plogp import PiecewiseBatch
 
 __all__ = ["MODELS", "multitree_model"]
 
@@ -82,9 +81,7 @@ def multitree_model(
     active = [i for i in remotes if parts[i]]
     t = _route_tables(grid, m)
     lans = [c.lan for c in grid.clusters]
-
-    def lan_out(c: int) -> float:  # a coordinator's sends of one segment into its LAN
-        return degree[c] * lans[c].s(m)
+    lan_out = [d * lan.s(m) for d, lan in zip(degree, lans, strict=True)]  # d_c s_l(m)
 
     lam_l = max(
         (dary_lam(lans[c], n, degree[c], m) for c, n in enumerate(sizes) if n > 1), default=0.0
@@ -105,21 +102,21 @@ def multitree_model(
     times = [(len(parts[i]) - 1) * max(t.gap[home][i], gap_max[i]) + lam[i] for i in active]
     # (b) every shared resource's total work: links, the root, coordinators, LAN trees
     work: list[tuple[float, float]] = []  # (total busy, largest single occupancy)
-    link_busy: dict[str, list[float]] = {}
-    for i in active:
-        for a, b in _part_routes(home, i, remotes):
-            for name in grid.routes[(a, b)].links:
-                g_link = t.link_gap[name]
-                busy = link_busy.setdefault(name, [0.0, 0.0])
-                busy[0] += len(parts[i]) * g_link
-                busy[1] = max(busy[1], g_link)
-    work += [(busy, one) for busy, one in link_busy.values()]
-    root_costs = [(len(parts[j]), t.send[home][j] + lan_out(home)) for j in active]
+    if grid.links:  # a link's segments: sum_i k_i over the part routes crossing it
+        count = np.zeros(grid.nclusters)
+        count[list(parts)] = [len(part) for part in parts.values()]
+        batch = grid.route_batch
+        per_route = np.where(batch.src == home, count[batch.dst], count[batch.src])
+        per_route[batch.dst == home] = 0.0  # no part returns to the root's cluster
+        entry_route, entry_link = _link_incidence(grid)
+        uses = np.bincount(entry_link, weights=per_route[entry_route], minlength=len(t.link_gap))
+        work += [(n * g, g) for n, g in zip(uses, t.link_gap, strict=True) if n > 0]
+    root_costs = [(len(parts[j]), t.send[home][j] + lan_out[home]) for j in active]
     work.append((sum(n * c for n, c in root_costs), max(c for _, c in root_costs)))
     for i in remotes:
         own = t.recv_overhead[home][i] + sum(t.send[i][j] for j in others[i])
-        costs = [(len(parts[i]), own + lan_out(i))]
-        costs += [(len(parts[j]), t.recv_overhead[j][i] + lan_out(i)) for j in active if j != i]
+        costs = [(len(parts[i]), own + lan_out[i])]
+        costs += [(len(parts[j]), t.recv_overhead[j][i] + lan_out[i]) for j in active if j != i]
         work.append((sum(n * c for n, c in costs), max(c for _, c in costs)))
     for c, n in enumerate(sizes):
         if n > 1:
@@ -135,58 +132,52 @@ class _RouteTables:
     """Per ordered cluster pair ``(a, b)``, at one segment size ``m``: ``send`` is
     ``s_w(m) = max(g_l(m), os_w(m))``, ``recv`` is ``r_w(m) = L_w + g_w(m)`` (seed 000,
     sec. 2.1), ``gap`` is ``g_w(m)``, ``recv_overhead`` is ``or_w(m)`` (0 on the diagonal);
-    ``link_gap`` is every shared link's ``g(m)``."""
+    ``link_gap`` is every shared link's ``g(m)``, in ``grid.links`` order."""
 
     send: list[list[float]]
     recv: list[list[float]]
     gap: list[list[float]]
     recv_overhead: list[list[float]]
-    link_gap: dict[str, float]
-
-
-def _route_functions(grid: Grid) -> tuple[np.ndarray, np.ndarray, tuple[PiecewiseBatch, ...]]:
-    """The routes' cluster pairs (rows ``a``, ``b``), latencies and batched ``g``,
-    ``os``, ``or`` functions, memoised on the (immutable) grid object."""
-    found = grid.__dict__.get("_multitree_functions")
-    if found is None:
-        pairs = np.array(list(grid.routes), dtype=int).reshape(-1, 2)
-        nets = [route.plogp for route in grid.routes.values()]
-        latency = np.array([net.L for net in nets])
-        batches = tuple(
-            PiecewiseBatch([getattr(net, f) for net in nets]) for f in ("g_fn", "os_fn", "or_fn")
-        )
-        found = grid.__dict__["_multitree_functions"] = (pairs, latency, batches)
-    return found
+    link_gap: list[float]
 
 
 def _route_tables(grid: Grid, m: int) -> _RouteTables:
     """The :class:`_RouteTables` of ``grid`` at ``m``, memoised on the grid object. A
     grid of C single-rank clusters has C(C-1) routes, evaluated here in one batch per
-    P-LogP function (:class:`~gridcoll.network.plogp.PiecewiseBatch`)."""
+    P-LogP function (:attr:`Grid.route_batch`)."""
     memo: dict[int, _RouteTables] = grid.__dict__.setdefault("_multitree_tables", {})
     found = memo.get(m)
     if found is None:
         n = grid.nclusters
-        pairs, latency, (g_fn, os_fn, or_fn) = _route_functions(grid)
-        a, b = pairs[:, 0], pairs[:, 1]
+        batch = grid.route_batch
+        a, b = batch.src, batch.dst
         lan_gap = np.array([c.lan.g(m) for c in grid.clusters])
-        gap = g_fn(m)
-        values = (np.maximum(lan_gap[a], os_fn(m)), latency + gap, gap, or_fn(m))
+        gap = batch.g(m)
+        values = (np.maximum(lan_gap[a], batch.os(m)), batch.latency + gap, gap, batch.or_(m))
         tables = []
         for value in values:  # s_w = max(g_l, os_w), r_w = L_w + g_w, g_w, or_w
             table = np.zeros((n, n))
             table[a, b] = value
             tables.append(table.tolist())
-        links = {name: link.g(m) for name, link in grid.links.items()}
+        links = [link.g(m) for link in grid.links.values()]
         if len(memo) >= 64:
             memo.clear()
         found = memo[m] = _RouteTables(*tables, links)
     return found
 
 
-def _part_routes(home: int, i: int, remotes: list[int]) -> list[tuple[int, int]]:
-    """The WAN routes of part i's tree: ``home -> i`` and ``i -> j`` for the other j."""
-    return [(home, i)] + [(i, j) for j in remotes if j != i]
+def _link_incidence(grid: Grid) -> tuple[np.ndarray, np.ndarray]:
+    """(route index, link index) of every link crossed by every route (``grid.routes``
+    and ``grid.links`` order), memoised on the grid object."""
+    found = grid.__dict__.get("_multitree_incidence")
+    if found is None:
+        index = {name: i for i, name in enumerate(grid.links)}
+        pairs = [
+            (r, index[name]) for r, route in enumerate(grid.routes.values()) for name in route.links
+        ]
+        arr = np.array(pairs, dtype=int).reshape(-1, 2)
+        found = grid.__dict__["_multitree_incidence"] = (arr[:, 0], arr[:, 1])
+    return found
 
 
 MODELS: dict[tuple[str, str], Callable[..., float]] = {("bcast", "multitree"): multitree_model}

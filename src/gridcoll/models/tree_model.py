@@ -78,6 +78,24 @@ def _edge(grid: Grid, ca: int, cb: int, m: float, rendezvous: bool) -> _Edge:
     return _Edge(s, net.os(m), r, g, net.or_(m), links)
 
 
+EDGE_MEMO_SIZES = 64
+"""Segment sizes whose edge costs are kept per grid object (oldest dropped first)."""
+
+
+def _edge_costs(grid: Grid, m: float, rendezvous: bool) -> dict[tuple[int, int], _Edge]:
+    """The :class:`_Edge` of every cluster pair met so far at ``m``, memoised on the
+    (immutable) grid object: the tuner evaluates many trees at the same segment sizes
+    (``M / 2^i``), and on a grid of single-rank clusters every edge is its own pair."""
+    memo = grid.__dict__.setdefault("_tree_edges", {})
+    key = (float(m), rendezvous)
+    found = memo.get(key)
+    if found is None:
+        if len(memo) >= EDGE_MEMO_SIZES:
+            memo.pop(next(iter(memo)))
+        found = memo[key] = {}
+    return found
+
+
 def tree_gamma_lambda(
     grid: Grid, tree: Tree, m: float, *, rendezvous: bool = False
 ) -> tuple[float, float]:
@@ -101,7 +119,7 @@ def tree_gamma_lambda(
         Seconds. A tree of one node gives ``(0.0, 0.0)``.
     """
     cluster_of, children = grid.cluster_of, tree.children
-    costs: dict[tuple[int, int], _Edge] = {}  # per ordered cluster pair
+    costs = _edge_costs(grid, m, rendezvous)  # per ordered cluster pair, filled lazily
     arrival = {tree.root: 0.0}
     or_in = {tree.root: 0.0}  # the root receives nothing
     link_free: dict[str, float] = {}

@@ -26,10 +26,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from gridcoll.errors import GridError, ParameterError
-from gridcoll.network.plogp import PiecewiseLinear, PLogP
+import numpy as np
 
-__all__ = ["Cluster", "Grid", "Link", "Route"]
+from gridcoll.errors import GridError, ParameterError
+from gridcoll.network.plogp import PiecewiseBatch, PiecewiseLinear, PLogP
+
+__all__ = ["Cluster", "Grid", "Link", "Route", "RouteBatch"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +70,23 @@ class Route:
 
     plogp: PLogP
     links: tuple[str, ...]
+
+
+@dataclass(frozen=True, eq=False)
+class RouteBatch:
+    """Every route's P-LogP parameters, batched: ``g(m)``, ``os(m)``, ``or_(m)`` return
+    one array over the routes (in ``Grid.routes`` order, bit for bit the routes' own
+    values; :class:`~gridcoll.network.plogp.PiecewiseBatch`). Per-size tables over the
+    C(C-1) routes of many-cluster grids cost a few numpy operations, not C^2 calls."""
+
+    src: np.ndarray
+    """The sending cluster of each route."""
+    dst: np.ndarray
+    """The receiving cluster of each route."""
+    latency: np.ndarray
+    g: PiecewiseBatch
+    os: PiecewiseBatch
+    or_: PiecewiseBatch
 
 
 @dataclass(frozen=True)
@@ -128,6 +147,20 @@ class Grid:
                     )
 
     # -- ranks and clusters ------------------------------------------------------------
+    @cached_property
+    def route_batch(self) -> RouteBatch:
+        """The routes' :class:`RouteBatch` (computed once per grid object)."""
+        pairs = np.array(list(self.routes), dtype=int).reshape(-1, 2)
+        nets = [route.plogp for route in self.routes.values()]
+        return RouteBatch(
+            pairs[:, 0],
+            pairs[:, 1],
+            np.array([net.L for net in nets]),
+            PiecewiseBatch([net.g_fn for net in nets]),
+            PiecewiseBatch([net.os_fn for net in nets]),
+            PiecewiseBatch([net.or_fn for net in nets]),
+        )
+
     @cached_property
     def nranks(self) -> int:
         """Total number of ranks ``P``."""

@@ -47,6 +47,8 @@ import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gridcoll.algorithms.trees import minimal_height
 from gridcoll.errors import GridcollError, Unfeasible
 from gridcoll.models.single_layer import check_model_call
@@ -161,12 +163,19 @@ def _slowest(grid: Grid, kind: str, m: float) -> PLogP:
     if found is None:
         if len(memo) >= 256:
             memo.clear()
-        nets = (
-            (r.plogp for r in grid.routes.values())
-            if kind == "route"
-            else (c.lan for c in grid.clusters)
-        )
-        found = memo[kind, m] = max(nets, key=lambda p: (p.g(m), p.L))
+        if kind == "route" and grid.routes:  # one batched pass over the C(C-1) routes
+            batch = grid.route_batch
+            gap = batch.g(m)
+            tied = np.flatnonzero(gap == gap.max())  # then the largest L, first one
+            index = int(tied[np.argmax(batch.latency[tied])])
+            found = memo[kind, m] = list(grid.routes.values())[index].plogp
+        else:
+            nets = (
+                (r.plogp for r in grid.routes.values())
+                if kind == "route"
+                else (c.lan for c in grid.clusters)
+            )
+            found = memo[kind, m] = max(nets, key=lambda p: (p.g(m), p.L))
     return found
 
 
