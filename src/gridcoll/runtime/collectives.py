@@ -27,7 +27,8 @@ gather (allgather) the objects and fold them in rank order, ``op(res, x_i)``, as
 mpi4py's own reduction of objects does.
 
 A datatype with holes, ``algo="native"``, or ``auto`` on a one-cluster communicator
-(no wide-area link to plan around) hand the call to the MPI library's own collective.
+(no wide-area link to plan around) hand the call to the MPI library's own collective,
+called blocking under the watchdog (:mod:`gridcoll.runtime.watchdog`).
 """
 
 from __future__ import annotations
@@ -42,7 +43,6 @@ from gridcoll.algorithms.registry import get_builder, list_builders
 from gridcoll.errors import ParameterError
 from gridcoll.runtime import comm as _c
 from gridcoll.runtime.choice import NATIVE, algo_table
-from gridcoll.runtime.executor import wait
 from gridcoll.tune import plan
 
 __all__ = [
@@ -133,10 +133,6 @@ def _check_counts(what: str, send: Any, recv: Any) -> None:
         )
 
 
-def _native(state: Any, start: Callable[[MPI.Intracomm], MPI.Request], what: str) -> None:
-    _c._run(state, lambda: wait(start(state.private), state.timeout, what=what))
-
-
 def _local(state: Any, prepared: Any, send: np.ndarray | None, recv: np.ndarray | None) -> Any:
     layout = prepared.layout
     if layout.run_on == "recv":
@@ -158,7 +154,7 @@ def _call(
     send: np.ndarray | None,
     recv: np.ndarray | None,
     inplace: bool,
-    native: Callable[[MPI.Intracomm], MPI.Request],
+    native: Callable[[MPI.Intracomm], object],
     reducer: Callable | None = None,
     commutative: bool = True,
 ) -> None:
@@ -170,7 +166,7 @@ def _call(
     prepared = _c._prepare(state, rank, nbytes, root, itemsize, op, commutative, inplace)
     state.last_plan = prepared.plan
     if prepared.program is None:
-        _native(state, native, f"rank {rank}: native {op} (root {root})")
+        _c._native_call(state, native, f"rank {rank}: native {op} (root {root})")
         return
     local = _local(state, prepared, send, recv)
     for a, d, n in prepared.layout.copy_in:
@@ -197,7 +193,7 @@ def scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
     send = _c._spec(sendbuf, True, size) if rank == root else None
     recv = None if inplace else _c._spec(recvbuf, False)
     if (rank == root and send is None) or (not inplace and recv is None):
-        return _native_only(comm, "scatter", lambda c: c.Iscatter(sendbuf, recvbuf, root))
+        return _native_only(comm, "scatter", lambda c: c.Scatter(sendbuf, recvbuf, root))
     if send is not None and recv is not None:
         _check_counts("Scatter", send, recv)
     block = send if rank == root else recv
@@ -215,7 +211,7 @@ def scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
         send=None if send is None else send.view,
         recv=None if recv is None else recv.view,
         inplace=inplace,  # the root's block stays in sendbuf: no receive map (layout)
-        native=lambda c: c.Iscatter(sendbuf, recvbuf, root),
+        native=lambda c: c.Scatter(sendbuf, recvbuf, root),
     )
 
 
@@ -227,7 +223,7 @@ def gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
     recv = _c._spec(recvbuf, False, size) if rank == root else None
     send = None if inplace else _c._spec(sendbuf, True)
     if (rank == root and recv is None) or (not inplace and send is None):
-        return _native_only(comm, "gather", lambda c: c.Igather(sendbuf, recvbuf, root))
+        return _native_only(comm, "gather", lambda c: c.Gather(sendbuf, recvbuf, root))
     if send is not None and recv is not None:
         _check_counts("Gather", send, recv)
     block = recv if rank == root else send
@@ -245,7 +241,7 @@ def gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
         send=recv.view if inplace else send.view,
         recv=None if recv is None else recv.view,
         inplace=inplace,
-        native=lambda c: c.Igather(sendbuf, recvbuf, root),
+        native=lambda c: c.Gather(sendbuf, recvbuf, root),
     )
 
 
@@ -256,11 +252,11 @@ def allgather(comm: Any, sendbuf: Any, recvbuf: Any) -> None:
     recv = _c._spec(recvbuf, False, size)
     send = None if inplace else _c._spec(sendbuf, True)
     if recv is None or (not inplace and send is None):
-        return _native_only(comm, "allgather", lambda c: c.Iallgather(sendbuf, recvbuf))
+        return _native_only(comm, "allgather", lambda c: c.Allgather(sendbuf, recvbuf))
     if send is not None:
         _check_counts("Allgather", send, recv)
     return _rootless(
-        comm, "allgather", send, recv, inplace, lambda c: c.Iallgather(sendbuf, recvbuf)
+        comm, "allgather", send, recv, inplace, lambda c: c.Allgather(sendbuf, recvbuf)
     )
 
 
@@ -272,10 +268,10 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any) -> None:
     recv = _c._spec(recvbuf, False, size)
     send = None if inplace else _c._spec(sendbuf, True, size)
     if recv is None or (not inplace and send is None):
-        return _native_only(comm, "alltoall", lambda c: c.Ialltoall(sendbuf, recvbuf))
+        return _native_only(comm, "alltoall", lambda c: c.Alltoall(sendbuf, recvbuf))
     if send is not None:
         _check_counts("Alltoall", send, recv)
-    return _rootless(comm, "alltoall", send, recv, inplace, lambda c: c.Ialltoall(sendbuf, recvbuf))
+    return _rootless(comm, "alltoall", send, recv, inplace, lambda c: c.Alltoall(sendbuf, recvbuf))
 
 
 def _rootless(comm: Any, op: str, send: Any, recv: Any, inplace: bool, native: Callable) -> None:
@@ -297,14 +293,14 @@ def _rootless(comm: Any, op: str, send: Any, recv: Any, inplace: bool, native: C
     )
 
 
-def _native_only(comm: Any, op: str, start: Callable[[MPI.Intracomm], MPI.Request]) -> None:
+def _native_only(comm: Any, op: str, call: Callable[[MPI.Intracomm], object]) -> None:
     """A datatype with holes: the MPI library's own collective (no schedule can say
     where its bytes are)."""
     state = _c._ready(comm)
     state.last_plan = _c.FixedPlan(
         op, state.plan_grid.name, 0, 0, 1, NATIVE, reason="its datatype is not contiguous"
     )
-    _native(state, start, f"rank {comm.Get_rank()}: native {op}")
+    _c._native_call(state, call, f"rank {comm.Get_rank()}: native {op}")
 
 
 # -- reductions ------------------------------------------------------------------------
@@ -395,11 +391,11 @@ def _reduction(comm: Any, which: str, sendbuf: Any, recvbuf: Any, op: Any, root:
     if which == "reduce":
 
         def native(c):
-            return c.Ireduce(sendbuf, recvbuf, op, root)
+            return c.Reduce(sendbuf, recvbuf, op, root)
     else:
 
         def native(c):
-            return c.Iallreduce(sendbuf, recvbuf, op)
+            return c.Allreduce(sendbuf, recvbuf, op)
 
     if (has_recv and recv is None) or (not inplace and send is None):
         if not isinstance(op, MPI.Op):
@@ -446,7 +442,7 @@ def barrier(comm: Any) -> None:
     state.last_plan = prepared.plan
     if prepared.program is None:
         what = f"rank {comm.Get_rank()}: Barrier (some rank died or never joined)"
-        _native(state, lambda c: c.Ibarrier(), what)
+        _c._native_call(state, lambda c: c.Barrier(), what)
         return
     _c._execute(state, prepared.program, np.empty(0, dtype=np.uint8))
 

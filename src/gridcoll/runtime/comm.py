@@ -19,6 +19,7 @@ import json as _json
 import math as _math
 import os as _os
 import zlib as _zlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -55,7 +56,7 @@ ENV_ALGO = "GRIDCOLL_ALGO"
 """Environment variable: default ``algo`` of every ``Comm`` (``auto`` if unset)."""
 
 NATIVE = "native"
-"""The ``algo`` name of the MPI library's own broadcast (``MPI_Ibcast``)."""
+"""The ``algo`` name of the MPI library's own broadcast (``MPI_Bcast``)."""
 
 
 # -- plans ----------------------------------------------------------------------------
@@ -602,14 +603,20 @@ def _bcast(comm: Comm, buf: Any, root: int) -> None:
 
 
 def _native_bcast(state: _State, buf: Any, root: int) -> None:
-    """The MPI library's own broadcast, called blocking as a plain mpi4py program calls
-    it (bench/native.py: a request and a test loop cost 2-7x on small messages), under
-    the process's watchdog: a rank that never joins ends the job after the timeout
-    instead of hanging it (:mod:`gridcoll.runtime.watchdog`)."""
+    """The MPI library's own broadcast (see :func:`_native_call`)."""
+    _native_call(state, lambda c: c.Bcast(buf, root), f"native broadcast from root {root}")
+
+
+def _native_call(state: _State, call: Callable[[MPI.Intracomm], object], what: str) -> None:
+    """``call(private communicator)``: one of the MPI library's own collectives, called
+    blocking as a plain mpi4py program calls it (bench/native.py: a request and a test
+    loop cost 2-7x on small messages), under the process's watchdog: a rank that never
+    joins ends the job after the timeout instead of hanging it
+    (:mod:`gridcoll.runtime.watchdog`)."""
     dog = state.watchdog
-    dog.arm(state.timeout, f"native broadcast from root {root}")
+    dog.arm(state.timeout, what)
     try:
-        state.private.Bcast(buf, root)
+        call(state.private)
     finally:
         dog.disarm()
 
