@@ -170,6 +170,10 @@ def test_mismatched_arguments_raise_not_hang():
             assert rank["seconds"] < 2.0 + 1.5  # the 2 s timeout at most, never a hang
     size = lines[0]["ranks"][1]
     assert size["raised"] == "MismatchError" and "size 48 vs 64" in size["message"]
+    # rank 1 receives rank 0's second call, sent after rank 0's first-call stray to it
+    # (a stale message of an earlier case's communicator in front must not hide it)
+    root = lines[2]["ranks"][1]
+    assert root["raised"] == "MismatchError" and "mismatched" in root["message"], root
     assert time.monotonic() - start < 100
 
 
