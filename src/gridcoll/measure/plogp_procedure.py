@@ -26,8 +26,8 @@ Rule 2: the steps are the paper's, in its order (seed 000, sec. 2.2):
    ``RTT_1(0) < epsilon RTT_n(0)``; take the gap of the largest ``n``. (Ours, for a
    shared machine: a run whose gap *rose* is repeated, up to twice, and the smallest
    kept -- the gap can only fall as n grows, delays only add; the spread of such
-   repeats, up to 5%, widens epsilon in the settling test; and doubling stops once a
-   run takes 2 s and twice the paper's ``RTT_1(0) / epsilon``, with a note.)
+   repeats, up to 5%, widens epsilon in the settling test; and doubling stops, with a
+   note, at the first run that takes 2 s and meets ``RTT_1(0) < epsilon RTT_n(0)``.)
 2. every size ``m = 0`` and ``2^k``, ``k = 0 .. k_m``: the repetitions grow until the
    90% confidence interval of ``RTT(m)``, ``os(m)`` and ``or(m)`` is small enough, or
    the cap is reached (60 for small messages, 15 for large ones).
@@ -169,11 +169,11 @@ class Settings:
     gap_n_limit: int = 1 << 22
     """Give up doubling ``n`` beyond this (ours); the result says so."""
     gap_time_limit: float = 2.0
-    """Stop doubling ``n`` once one run takes this many seconds and at least twice what
-    the paper's ``RTT_1(0) < epsilon RTT_n(0)`` asks (ours; noted in the result): on a
-    quiet network the paper's test ends the doubling first; on a shared machine the
-    gap per message wanders by more than epsilon from run to run, and each doubling
-    would double the cost of the measurement without settling it."""
+    """Stop doubling ``n`` once one run takes this many seconds and meets the paper's
+    ``RTT_1(0) < epsilon RTT_n(0)`` (ours; noted in the result): on a quiet network the
+    paper's other test, a gap that changes by less than epsilon, ends the doubling
+    first; on a shared machine the gap per message wanders by more than epsilon from
+    run to run, and each doubling would double the cost without settling it."""
     gap_noise_limit: float = 0.05
     """Largest run-to-run noise (relative) the settling test may widen epsilon to (ours)."""
     gap_retries: int = 2
@@ -550,7 +550,7 @@ class PLogPProcedure:
             settled = prev is not None and abs(gap - prev) <= tolerance * prev
             if settled and rtt1 < s.epsilon * rtt_n:
                 break
-            if n >= s.gap_n_limit or rtt_n >= max(s.gap_time_limit, 2 * rtt1 / s.epsilon):
+            if n >= s.gap_n_limit or (rtt_n >= s.gap_time_limit and rtt1 < s.epsilon * rtt_n):
                 self._notes.append(
                     f"g(0) did not settle by n = {n} (gap {gap:.3g} s, previous "
                     f"{prev if prev is not None else math.nan:.3g} s, RTT_n {rtt_n:.3g} s): "
