@@ -410,6 +410,31 @@ def test_auto_ranks_its_best_predictions_on_the_simulator():
     assert "checked on the simulator" in chosen.explain()
 
 
+def test_a_candidate_too_large_to_simulate_still_wins_on_a_better_prediction():
+    """Each candidate ranks on its best estimate: the simulated time where the check ran,
+    the prediction elsewhere. A 1-byte-segment chain (15 * 2**20 messages: over the
+    check's limit) predicted below every simulated time goes first (transit-stub:60,4 at
+    1 KiB once chose a simulated multitree 36% slower than an unsimulable FEF tree)."""
+    from gridcoll.tune.select import Candidate, _verified
+
+    grid = get_grid("lan:16")
+    fake = [
+        Candidate("flat", {}, 2**20, 0.010),
+        Candidate("binomial", {}, 2**20, 0.011),
+        Candidate("chain", {"segment_size": 1}, 1, 0.012),  # within 1.25x: too large
+    ]
+    ranked = _verified(grid, 2**20, 0, 1, fake)
+    simulated = [c.simulated_s for c in ranked if c.simulated_s is not None]
+    assert len(simulated) == 2 and min(simulated) > 0.012  # flat and binomial: > 80 ms
+    assert ranked[0].algorithm == "chain" and ranked[0].simulated_s is None
+    chosen = plan(get_grid("transit-stub:60,4"), "bcast", 1024, budget_s=1.0)
+    assert chosen.algorithm == "fef-segmented" and chosen.candidates[0].simulated_s is None
+    assert "its prediction beats the simulated times" in chosen.explain()
+    assert [c.algorithm for c in ranked[1:]] == sorted(
+        ["flat", "binomial"], key=lambda a: next(c.simulated_s for c in ranked if c.algorithm == a)
+    )
+
+
 def test_trees_table_covers_every_family():
     assert set(TREES) == set(FAMILIES) | {"list"}
 

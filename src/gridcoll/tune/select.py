@@ -19,8 +19,9 @@ choice. A named anytime builder gets the whole budget (and the paper's fixed run
 
 Simulator check. A broadcast's ``auto`` then simulates its few best-predicted candidates
 (:data:`VERIFY_TOP`, :data:`VERIFY_WITHIN`, at most :data:`VERIFY_MESSAGES` messages)
-and puts them first in order of simulated time: the models are the search's fast
-upper estimates, the simulator is the judge of the last few (deterministic too).
+and ranks every candidate on its best estimate, the simulated time where it has one and
+the prediction elsewhere: the models are the search's fast upper estimates, the
+simulator is the judge of the last few (deterministic too).
 """
 
 from __future__ import annotations
@@ -131,6 +132,11 @@ class Plan:
             lines.append(
                 f"  simulated {format_time(best.simulated_s)}: the fastest of the "
                 f"{checked} best predictions, checked on the simulator"
+            )
+        elif any(c.simulated_s is not None for c in self.candidates):
+            lines.append(
+                "  not simulated (too many messages for the check): its prediction beats "
+                "the simulated times of the runners-up"
             )
         if best.reasoning:
             lines.append(f"  search: {best.reasoning}")
@@ -314,10 +320,15 @@ def _verified(
         left -= schedule.nmessages
         seen[same] = simulate(schedule, grid).total_s
         checked[index] = replace(cand, simulated_s=seen[same])
-    if len(checked) < 2:
+    if not checked:
         return candidates
-    front = sorted(checked.values(), key=lambda c: c.simulated_s)
-    return front + [c for i, c in enumerate(candidates) if i not in checked]
+    # each candidate on its best estimate: simulated if checked, else its prediction (a
+    # tree with too many messages to simulate still wins on a better prediction)
+    ranked = sorted(
+        enumerate(candidates),
+        key=lambda ic: checked[ic[0]].simulated_s if ic[0] in checked else ic[1].predicted_s,
+    )
+    return [checked.get(i, c) for i, c in ranked]
 
 
 def _make_plan(
