@@ -10,7 +10,7 @@ guarded call outlives its timeout, it writes which rank and call it was to stder
 aborts the job (``MPI_Abort``), which ``mpiexec`` and gridcoll's launcher report.
 
 Arming and disarming are two attribute stores (the per-call cost is ~0.1 us); one daemon
-thread per process, started with the first gridcoll communicator, checks the armed call a few
+thread per process, started with the first gridcoll collective, checks the armed call a few
 times per timeout. It needs mpi4py's default thread support (``MPI_THREAD_MULTIPLE``) to
 call ``MPI_Abort`` from its thread; with less, it ends the process with ``os._exit``.
 """

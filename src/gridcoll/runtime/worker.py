@@ -55,19 +55,10 @@ from pathlib import Path
 
 import numpy as np
 
-__all__ = ["ENV_STATUS_DIR", "ERROR_PREFIX", "OPERATIONS", "RESULT_PREFIX", "main"]
+from gridcoll.schedule.ir import OPERATIONS
 
-OPERATIONS = (
-    "bcast",
-    "scatter",
-    "gather",
-    "allgather",
-    "alltoall",
-    "reduce",
-    "allreduce",
-    "barrier",
-)
-"""The collectives the worker runs (``--op``)."""
+__all__ = ["ENV_STATUS_DIR", "ERROR_PREFIX", "RESULT_PREFIX", "main"]
+
 
 ENV_STATUS_DIR = "GRIDCOLL_STATUS_DIR"
 """Environment variable: directory where each rank appends its progress."""
