@@ -9,7 +9,6 @@ prints the result as a rich table or as one JSON object.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import sys
@@ -24,6 +23,7 @@ from gridcoll.algorithms import get_builder, list_builders
 from gridcoll.errors import GridcollError, GridError, ParameterError, UnknownAlgorithm
 from gridcoll.network import Grid, get_grid
 from gridcoll.schedule import OPERATIONS, split_segments
+from gridcoll.tune.select import NATIVE
 from gridcoll.units import format_size, format_time, parse_size
 
 __all__ = [
@@ -135,16 +135,40 @@ def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool =
         metavar="SIZE",
         help="fix the segment size of segmented algorithms (default: tuned)",
     )
-    parser.add_argument(
-        "--budget",
-        type=float,
-        default=None,
-        metavar="SECONDS",
-        help="planning budget in nominal seconds: lets auto run the simulated-annealing "
-        "builders and skips builders whose planning would not fit (default: none)",
-    )
+    add_budget_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--explain", action="store_true", help="explain the choice")
+
+
+def budget_arg(text: str) -> float:
+    """argparse type of ``--budget``: nominal seconds in (0, MAX_BUDGET_S]."""
+    from gridcoll.tune import MAX_BUDGET_S
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not (math.isfinite(value) and 0 < value <= MAX_BUDGET_S):
+        raise argparse.ArgumentTypeError(
+            f"must be a number of seconds in (0, {MAX_BUDGET_S:g}], got {text!r}"
+        )
+    return value
+
+
+def add_budget_argument(parser: argparse.ArgumentParser) -> None:
+    """``--budget``: one default for every command (:data:`gridcoll.tune.DEFAULT_BUDGET_S`),
+    so the same call chooses the same algorithm in ``plan``, ``simulate``, ``compare``,
+    ``run`` and ``demo``."""
+    from gridcoll.tune import DEFAULT_BUDGET_S
+
+    parser.add_argument(
+        "--budget",
+        type=budget_arg,
+        default=DEFAULT_BUDGET_S,
+        metavar="SECONDS",
+        help="planning budget in nominal seconds: lets auto run the simulated-annealing "
+        f"builders and skips builders whose planning would not fit (default {DEFAULT_BUDGET_S:g})",
+    )
 
 
 def load_grid_arg(spec: str) -> Grid:
@@ -187,13 +211,18 @@ def call_from_args(args: argparse.Namespace, nbytes: int | None = None) -> Call:
     elif nbytes is None and getattr(args, "size_required", True):
         raise ParameterError(f"the following arguments are required: --size (for --op {args.op})")
     grid.check_rank(args.root, "root")
-    if args.algo != "auto":
+    if args.algo not in ("auto", NATIVE):
         get_builder(args.op, args.algo)  # UnknownAlgorithm lists the choices
     elif not list_builders(args.op):
         raise UnknownAlgorithm(f"no {args.op} algorithms are registered yet")
     # size and segment size must be whole elements: split_segments names the problem
     if nbytes:
         split_segments(nbytes, args.segment_size, args.itemsize)
+    if args.segment_size is not None and nbytes and args.segment_size > nbytes:
+        raise ParameterError(
+            f"--segment-size {format_size(args.segment_size)} is larger than the "
+            f"{format_size(nbytes)} message"
+        )
     return Call(
         args.grid,
         grid,
@@ -208,69 +237,27 @@ def call_from_args(args: argparse.Namespace, nbytes: int | None = None) -> Call:
     )
 
 
-def plan_call(call: Call, cache: Any = None) -> Any:
-    """Plan ``call`` with :func:`gridcoll.tune.plan` (and a fixed segment size if given)."""
+def plan_call(call: Call, cache: Any = None, **options: Any) -> Any:
+    """Plan ``call`` with :func:`gridcoll.tune.plan`, the one entry point: a fixed
+    ``--segment-size`` is its ``params`` argument (``options``: ``host_overhead``,
+    ``check``, ...)."""
     from gridcoll.tune import plan
 
-    result = plan(
+    params = None
+    if call.segment_size is not None and call.op != "barrier":
+        params = {"segment_size": call.segment_size}
+    return plan(
         call.grid,
         call.op,
         call.nbytes,
         call.root,
         algo=call.algo,
+        params=params,
         itemsize=call.itemsize,
         cache=cache,
         commutative=call.commutative,
         budget_s=call.budget_s,
-    )
-    if call.segment_size is not None and call.op != "barrier":
-        result = _with_segment_size(result, call)
-    return result
-
-
-def _segment_params(op: str, algorithm: str) -> tuple[str, ...]:
-    return tuple(p for p in get_builder(op, algorithm).params if p.endswith("segment_size"))
-
-
-def _with_segment_size(result: Any, call: Call) -> Any:
-    """The plan re-predicted with every segment-size parameter fixed to the user's value.
-
-    Candidates without a segment-size parameter keep their prediction; the others keep
-    their tuned shape parameters (degrees) and are evaluated with the fixed segments.
-    """
-    from gridcoll.models import predict
-
-    seg = call.segment_size
-    candidates = []
-    for cand in result.candidates:
-        names = _segment_params(call.op, cand.algorithm)
-        if not names:
-            candidates.append(cand)
-            continue
-        params = {**cand.params, **dict.fromkeys(names, seg)}
-        seconds = predict(
-            call.grid,
-            call.op,
-            cand.algorithm,
-            call.nbytes,
-            call.root,
-            itemsize=call.itemsize,
-            **params,
-        )
-        candidates.append(
-            dataclasses.replace(
-                cand, params=params, segment_size=min(seg, call.nbytes), predicted_s=seconds
-            )
-        )
-    candidates.sort(key=lambda c: c.predicted_s)
-    best = candidates[0]
-    return dataclasses.replace(
-        result,
-        algorithm=best.algorithm,
-        params=dict(best.params),
-        segment_size=best.segment_size,
-        predicted_s=best.predicted_s,
-        candidates=tuple(candidates),
+        **options,
     )
 
 
@@ -284,18 +271,21 @@ def plan_json(call: Call, result: Any, **extra: Any) -> dict[str, Any]:
         "op": call.op,
         "grid": call.spec,
         "size": call.nbytes,
-        "root": call.root,
+        "root": call.root if result.rooted else None,
         "algorithm": result.algorithm,
         "params": dict(result.params),
         "segment_size": result.segment_size,
         "predicted_s": _finite(result.predicted_s),
-        "bound_s": result.bound_s,
+        "bound_s": _finite(result.bound_s),
+        "simulated_s": result.simulated_s,
+        "host_overhead_s": result.host_overhead_s,
         "candidates": [
             {
                 "algorithm": c.algorithm,
                 "params": dict(c.params),
                 "segment_size": c.segment_size,
                 "predicted_s": _finite(c.predicted_s),
+                "simulated_s": c.simulated_s,
             }
             for c in result.candidates
         ],
@@ -349,10 +339,11 @@ def ratio(seconds: float, bound: float) -> str:
 
 def plan_table(call: Call, result: Any, simulated_s: float | None = None) -> Table:
     """Every candidate with its predicted time and ratio to the bound, the choice marked."""
+    origin = f", root {call.root}" if result.rooted else ""
     table = Table(
         title=(
             f"{call.op} of {format_size(call.nbytes)} on {call.spec} "
-            f"({call.grid.nranks} ranks, {call.grid.nclusters} clusters), root {call.root}"
+            f"({call.grid.nranks} ranks, {call.grid.nclusters} clusters){origin}"
         ),
         title_justify="left",
         caption=PARAMS_CAPTION,
@@ -378,7 +369,10 @@ def plan_table(call: Call, result: Any, simulated_s: float | None = None) -> Tab
 
 
 def summary_line(call: Call, result: Any, simulated_s: float | None = None) -> str:
-    """One line: the choice, its prediction, the bound (and the simulation)."""
+    """One line: the choice, its prediction, the bound (and the simulation: the plan's
+    own check unless ``simulated_s`` is given)."""
+    if simulated_s is None:
+        simulated_s = result.simulated_s
     line = (
         f"chosen: {result.algorithm} ({format_params(result.params)}): "
         f"predicted {format_time(result.predicted_s)}, "

@@ -45,6 +45,7 @@ from gridcoll.algorithms import get_builder, list_builders
 from gridcoll.algorithms.trees import Tree
 from gridcoll.cli._common import (
     PARAMS_CAPTION,
+    add_budget_argument,
     console,
     format_params,
     load_grid_arg,
@@ -54,11 +55,11 @@ from gridcoll.cli._common import (
 from gridcoll.errors import GridcollError, ParameterError, UnknownAlgorithm
 from gridcoll.network.grid import Grid, Route
 from gridcoll.schedule import OPERATIONS, Recv, Schedule, Send
+from gridcoll.tune import DEFAULT_BUDGET_S
 from gridcoll.units import format_size, format_time
 
 __all__ = [
     "DEFAULT_ALGOS",
-    "DEFAULT_BUDGET_S",
     "CompareRow",
     "add_parser",
     "compare_rows",
@@ -99,8 +100,6 @@ DEFAULT_ALGOS = (
 )
 """The issue's builders and baselines; ``--algos all`` takes every registered one."""
 
-DEFAULT_BUDGET_S = 1.0
-"""Planning budget of every row (nominal seconds)."""
 
 
 @dataclass(frozen=True)
@@ -202,7 +201,7 @@ def _row(
     budget = row_budget(op, algo, budget)
     result = plan(grid, op, nbytes, root, algo=algo, budget_s=budget)
     elapsed = time.perf_counter() - start
-    schedule = result.build(grid)
+    schedule = result.build()
     return CompareRow(
         grid=spec,
         algorithm=algo,
@@ -343,14 +342,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="comma-separated builder names, or 'all' (default: the heterogeneous trees "
         "and their baselines)",
     )
-    parser.add_argument(
-        "--budget",
-        type=float,
-        default=DEFAULT_BUDGET_S,
-        metavar="SECONDS",
-        help=f"planning budget per row, nominal seconds (default {DEFAULT_BUDGET_S:g}); "
-        "lets simulated annealing run",
-    )
+    add_budget_argument(parser)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="FILE.png", help="draw simulated time against size")
     parser.set_defaults(func=run)
@@ -392,8 +384,6 @@ def run(args: argparse.Namespace) -> int:
     """Compute every row; print the tables (or one JSON object); draw the plot."""
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ParameterError(f"--plot needs a .png, .svg or .pdf file name, got {args.plot!r}")
-    if not (math.isfinite(args.budget) and args.budget > 0):
-        raise ParameterError(f"--budget must be a positive number of seconds, got {args.budget!r}")
     grid = load_grid_arg(args.grid)
     grid.check_rank(args.root, "root")
     if not list_builders(args.op):

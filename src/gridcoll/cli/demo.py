@@ -51,13 +51,7 @@ from gridcoll.cli._common import (
 from gridcoll.cli.run import add_host_overhead_argument
 from gridcoll.errors import GridcollError, ParameterError, UnknownAlgorithm
 from gridcoll.network import Grid
-from gridcoll.network.bounds import broadcast_bound
-from gridcoll.runtime.host import (
-    default_host_overhead,
-    describe,
-    external_load,
-    host_overhead_from_env,
-)
+from gridcoll.runtime.host import describe, external_load, resolve_host_overhead
 from gridcoll.schedule import Schedule
 from gridcoll.units import format_size, format_time, parse_size
 
@@ -178,12 +172,13 @@ def _plan_row(
     spec: str | None,
     host_overhead: float,
 ) -> tuple[DemoRow, Schedule]:
-    from gridcoll.simulate import simulate
-    from gridcoll.tune import plan
+    from gridcoll.tune import DEFAULT_BUDGET_S, plan
 
-    effective = grid.with_host_overhead(host_overhead)
-    result = plan(effective, "bcast", nbytes, root, algo=algorithm, cache=cache)
-    schedule = result.build(effective)
+    result = plan(
+        grid, "bcast", nbytes, root, algo=algorithm, cache=cache,
+        budget_s=DEFAULT_BUDGET_S, host_overhead=host_overhead, check=True,
+    )  # fmt: skip
+    schedule = result.build()
     row = DemoRow(
         grid=spec or grid.name,
         algorithm=algorithm,
@@ -191,8 +186,8 @@ def _plan_row(
         chosen=result.algorithm,
         params=dict(result.params),
         predicted_s=result.predicted_s,
-        simulated_s=simulate(schedule, effective).total_s,
-        bound_s=broadcast_bound(grid, nbytes, root).time_s,
+        simulated_s=result.simulated_s,
+        bound_s=result.bound_s,
         host_overhead_s=host_overhead,
     )
     return row, schedule
@@ -244,14 +239,13 @@ def demo_rows(
 
 
 def _overhead_for(grid: Grid, real: bool, explicit: float | None, load: float) -> float:
-    if explicit is not None:
-        return explicit
+    """The runtime's host overhead for real runs (:func:`resolve_host_overhead`); the
+    grid as described (``explicit`` or 0) when only planning and simulating."""
     if not real:
-        return 0.0
-    from_env = host_overhead_from_env()
-    if from_env is not None:
-        return from_env
-    return default_host_overhead(grid.nranks, emulated=not grid.is_single_cluster, load=load)
+        return explicit or 0.0
+    return resolve_host_overhead(
+        explicit, grid.nranks, emulated=not grid.is_single_cluster, load=load
+    )
 
 
 def _measure_grid(grid, spec, planned, repeat, on_run):

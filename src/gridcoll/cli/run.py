@@ -18,7 +18,6 @@ same value, and the bound is the physical grid's.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import math
 import statistics
 import sys
@@ -28,17 +27,14 @@ from gridcoll.cli._common import (
     call_from_args,
     console,
     format_params,
-    load_grid_arg,
     plan_call,
     plan_json,
     print_json,
     ratio,
 )
 from gridcoll.errors import ParameterError
-from gridcoll.network.bounds import broadcast_bound, collective_bound
 from gridcoll.runtime.host import (
     describe,
-    effective_grid,
     external_load,
     parse_host_overhead,
     resolve_host_overhead,
@@ -46,8 +42,6 @@ from gridcoll.runtime.host import (
 from gridcoll.units import format_size, format_time
 
 __all__ = ["add_parser", "run"]
-
-NATIVE = "native"
 
 
 def _positive_float(text: str) -> float:
@@ -137,29 +131,18 @@ def run(args: argparse.Namespace) -> int:
     from gridcoll.runtime.launcher import run_worker
 
     _check_reduction_itemsize(args)
-    native = args.algo == NATIVE
-    if native:
-        args.algo = "auto"
-    elif args.algo == "auto" and load_grid_arg(args.grid).is_single_cluster:
-        native = True  # as gridcoll.Comm's auto: one cluster -> the MPI library's bcast
-    physical = call_from_args(args)
-    emulated = not args.no_emulation and not physical.grid.is_single_cluster
+    call = call_from_args(args)
+    emulated = not args.no_emulation and not call.grid.is_single_cluster
     overhead = resolve_host_overhead(
-        args.host_overhead, physical.grid.nranks, emulated=emulated, load=external_load()
+        args.host_overhead, call.grid.nranks, emulated=emulated, load=external_load()
     )
-    call = dataclasses.replace(physical, grid=effective_grid(physical.grid, overhead))
-    result = plan_call(call)
-    if call.op == "bcast":
-        bound = broadcast_bound(physical.grid, call.nbytes, call.root).time_s
-    else:
-        bound = collective_bound(physical.grid, call.op, call.nbytes, call.root).time_s
-    result = dataclasses.replace(result, bound_s=bound)
-    simulated = None
-    if not native:
-        from gridcoll.simulate import simulate
-
-        simulated = simulate(result.build(call.grid), call.grid).total_s
-    estimate = max(x for x in (result.predicted_s, simulated or 0.0) if math.isfinite(x))
+    # as gridcoll.Comm plans: the runtime's host overhead, the native collective allowed
+    # (auto on one cluster), the chosen schedule simulated
+    result = plan_call(call, host_overhead=overhead, native=True, check=True)
+    estimate = max(
+        (x for x in (result.predicted_s, result.simulated_s or 0.0) if math.isfinite(x)),
+        default=0.0,
+    )
     timeout = args.timeout or max(30.0, 10.0 * estimate)
     outcome = run_worker(
         call.grid,
@@ -168,8 +151,8 @@ def run(args: argparse.Namespace) -> int:
         commutative=call.commutative,
         root=call.root,
         itemsize=call.itemsize,
-        algo=NATIVE if native else result.algorithm,
-        params=None if native else dict(result.params),
+        algo=result.algorithm,
+        params=None if result.native else dict(result.params),
         repeat=args.repeat,
         emulate=not args.no_emulation,
         timeout=timeout,
@@ -178,11 +161,10 @@ def run(args: argparse.Namespace) -> int:
     )
     times = list(outcome.result.get("measured_all_s", [])) if outcome.result else []
     measured = statistics.median(times) if times and outcome.ok else None
-    args.host_overhead_s = overhead
     if args.json:
-        _print_json(physical, result, simulated, native, outcome, times, measured, args)
+        _print_json(call, result, outcome, times, measured, args)
     else:
-        _print_text(physical, result, simulated, native, outcome, times, measured, args)
+        _print_text(call, result, outcome, times, measured, args)
     return 0 if outcome.verified else 1
 
 
@@ -203,10 +185,8 @@ def _check_reduction_itemsize(args: argparse.Namespace) -> None:
         )
 
 
-def _print_json(call, result, simulated, native, outcome, times, measured, args) -> None:
-    data = plan_json(call, result, simulated_s=simulated)
-    if native:
-        data.update(algorithm=NATIVE, params={}, segment_size=call.nbytes, predicted_s=None)
+def _print_json(call, result, outcome, times, measured, args) -> None:
+    data = plan_json(call, result)
     data.update(
         measured_s=measured,
         measured_all_s=times,
@@ -215,7 +195,6 @@ def _print_json(call, result, simulated, native, outcome, times, measured, args)
         nranks=call.grid.nranks,
         repeat=args.repeat,
         timing=(outcome.result or {}).get("timing"),
-        host_overhead_s=args.host_overhead_s,
     )
     if not outcome.ok:
         data["error"] = outcome.describe_failure()
@@ -223,23 +202,26 @@ def _print_json(call, result, simulated, native, outcome, times, measured, args)
     print_json(data)
 
 
-def _print_text(call, result, simulated, native, outcome, times, measured, args) -> None:
+def _print_text(call, result, outcome, times, measured, args) -> None:
     out = console()
     if call.grid.nclusters == 1:
         wan = "one cluster (no WAN)"
     else:
         wan = "WAN not emulated" if args.no_emulation else "WAN emulated"
     per = " per rank per peer" if call.op in ("scatter", "gather", "allgather", "alltoall") else ""
+    origin = f", root {call.root}" if result.rooted else ""
     out.print(
         f"{call.op} of {format_size(call.nbytes)}{per} on {call.spec} ({call.grid.nranks} ranks, "
-        f"{call.grid.nclusters} clusters), root {call.root}, {wan}"
+        f"{call.grid.nclusters} clusters){origin}, {wan}",
+        markup=False,
     )
-    if native:
-        why = "; auto on one cluster" if args.algo == "auto" else ""
-        out.print(f"algorithm: native (the MPI library's own {call.op}{why})")
+    if result.native:
+        out.print(f"algorithm: native (the MPI library's own {call.op}): {result.reason}")
     else:
         out.print(f"algorithm: {result.algorithm} ({format_params(result.params)})")
-        out.print(f"planned and simulated with a host overhead of {describe(args.host_overhead_s)}")
+        out.print(
+            f"planned and simulated with a host overhead of {describe(result.host_overhead_s)}"
+        )
     if not outcome.ok:
         print(f"gridcoll run: failed: {outcome.describe_failure()}", file=sys.stderr)
         return
@@ -248,7 +230,8 @@ def _print_text(call, result, simulated, native, outcome, times, measured, args)
     check = "yes (every rank, every repetition)" if outcome.verified else "NO"
     out.print(f"  measured  {format_time(measured)}  median of {len(times)} ({spread})")
     out.print(f"  verified  {check}")
-    if not native:
+    if not result.native:
+        simulated = result.simulated_s
         out.print(
             f"  predicted {format_time(result.predicted_s)}  "
             f"(measured/predicted {measured / result.predicted_s:.2f})"
@@ -257,5 +240,5 @@ def _print_text(call, result, simulated, native, outcome, times, measured, args)
             f"  simulated {format_time(simulated)}  (measured/simulated {measured / simulated:.2f})"
         )
     out.print(f"  bound     {format_time(bound)}  (measured {ratio(measured, bound)} the bound)")
-    if args.explain and not native:
-        out.print(result.explain())
+    if args.explain:
+        out.print(result.explain(), markup=False)

@@ -29,6 +29,7 @@ from functools import cached_property
 import numpy as np
 
 from gridcoll.errors import GridError, ParameterError
+from gridcoll.memo import Memo
 from gridcoll.network.plogp import PiecewiseBatch, PiecewiseLinear, PLogP
 
 __all__ = ["Cluster", "Grid", "Link", "Route", "RouteBatch"]
@@ -145,6 +146,12 @@ class Grid:
                         f"placement puts {count} ranks in cluster {cluster.name!r}, "
                         f"which declares {cluster.nranks}"
                     )
+
+    @cached_property
+    def memo(self) -> Memo:
+        """This grid's memo of derived values (:mod:`gridcoll.memo`): every layer keeps
+        its bounded tables here; ``grid.memo.sizes()`` shows them, ``.clear()`` drops them."""
+        return Memo()
 
     # -- ranks and clusters ------------------------------------------------------------
     @cached_property

@@ -19,9 +19,21 @@ from gridcoll.tune.search import (
     segment_for,
     segment_sizes,
 )
-from gridcoll.tune.select import Candidate, Plan, plan
+from gridcoll.tune.select import (
+    DEFAULT_BUDGET_S,
+    MAX_BUDGET_S,
+    NATIVE,
+    ROOTED,
+    Candidate,
+    Plan,
+    plan,
+)
 
 __all__ = [
+    "DEFAULT_BUDGET_S",
+    "MAX_BUDGET_S",
+    "NATIVE",
+    "ROOTED",
     "Candidate",
     "Plan",
     "PlanCache",

@@ -1,9 +1,10 @@
 """The decision cache: plans of past calls, so a repeated call does not search again.
 
 An explicit object the caller owns (no module state): the runtime keeps one per
-communicator, the adaptive advisor its own. Keys are ``(grid fingerprint, op, nbytes,
-root, itemsize, algo)``; the fingerprint hashes the whole grid description, so a
-re-measured or loaded grid never reuses a stale plan. Least recently used plans are
+communicator, the adaptive advisor its own. Keys hold every argument of
+:func:`~gridcoll.tune.plan` that can change its result, the grid by its fingerprint,
+which hashes the whole description, so a re-measured or loaded grid never reuses a
+stale plan. Least recently used plans are
 dropped beyond ``maxsize``. Not thread-safe: share one across threads only under a lock.
 """
 
@@ -20,7 +21,7 @@ if TYPE_CHECKING:
 
 __all__ = ["PlanCache"]
 
-Key = tuple[str, str, int, int, int, str]
+Key = tuple[Any, ...]
 
 
 class PlanCache:
@@ -49,9 +50,27 @@ class PlanCache:
         self._plans: OrderedDict[Key, Plan] = OrderedDict()
 
     @staticmethod
-    def key(grid: Grid, op: str, nbytes: int, root: int, itemsize: int, algo: str) -> Key:
-        """The cache key of a :func:`~gridcoll.tune.plan` call."""
-        return (grid.fingerprint, op, nbytes, root, itemsize, algo)
+    def key(
+        grid: Grid,
+        op: str,
+        nbytes: int,
+        root: int,
+        itemsize: int,
+        algo: str,
+        params: dict[str, Any] | None = None,
+        budget_s: float | None = None,
+        commutative: bool = True,
+        host_overhead: float | None = None,
+        native: bool = False,
+        check: bool | None = None,
+    ) -> Key:
+        """The cache key of a :func:`~gridcoll.tune.plan` call (same arguments and
+        defaults): the grid's fingerprint and every argument that can change the plan."""
+        fixed = tuple(sorted(params.items())) if params else None
+        return (
+            grid.fingerprint, op, nbytes, root, itemsize, algo, fixed, budget_s,
+            commutative, host_overhead, native, check,
+        )  # fmt: skip
 
     def get(self, key: Key) -> Plan | None:
         """The cached plan (now the most recently used), or None."""

@@ -385,16 +385,23 @@ def _spaces(params: Sequence[str]) -> tuple[_Space, ...]:
 BestAt = Callable[[int], tuple[float, Params]]
 
 
-def _best_at(ev: _Evaluator, space: _Space, fixed: Params, exhaustive: bool) -> BestAt:
-    """``m -> (time, degree params)``: the best degrees for segment size m, memoised."""
+def _best_at(
+    ev: _Evaluator, space: _Space, fixed: Params, exhaustive: bool, pinned: Params | None = None
+) -> BestAt:
+    """``m -> (time, degree params)``: the best degrees for segment size m, memoised;
+    ``pinned`` parameters (the caller's) override the space's own."""
     memo: dict[int, tuple[float, Params]] = {}
+    pinned = pinned or {}
 
     def best_at(m: int) -> tuple[float, Params]:
         found = memo.get(m)
         if found is None:
             best_t, best_inner = math.inf, None
             for inner in space.inner(ev.grid, m, exhaustive):
-                t = ev({**fixed, space.seg: m, **inner})
+                inner = {k: v for k, v in inner.items() if k not in pinned}
+                if best_inner is not None and not inner:
+                    break  # every degree pinned: one evaluation
+                t = ev({**fixed, space.seg: m, **inner, **pinned})
                 if best_inner is None or t < best_t:
                     best_t, best_inner = t, inner
             found = memo[m] = (best_t, best_inner or {})
@@ -448,13 +455,16 @@ def _search(
     itemsize: int,
     exhaustive: bool,
     max_k: int,
+    pinned: Params | None = None,
 ) -> SearchResult:
     check_model_call(grid, nbytes, root, itemsize)
     spaces = _spaces(params)
+    pinned = dict(pinned or {})
     ev = _Evaluator(model, grid, nbytes, root, itemsize)
     chosen: Params = {}
     for space in spaces:
         chosen.update(_space_keys(space, grid, nbytes))
+    chosen.update(pinned)
     notes: list[str] = [] if spaces else ["no parameters to search"]
     for _ in range(3 if len(spaces) > 1 else len(spaces)):  # phases: until none changes
         before = dict(chosen)
@@ -462,12 +472,14 @@ def _search(
         for space in spaces:
             own = _space_keys(space, grid, nbytes).keys()
             fixed = {key: v for key, v in chosen.items() if key not in own}
-            best_at = _best_at(ev, space, fixed, exhaustive)
-            if exhaustive:
+            best_at = _best_at(ev, space, fixed, exhaustive, pinned)
+            if space.seg in pinned:
+                m, note = pinned[space.seg], f"m={pinned[space.seg]} fixed by the caller"
+            elif exhaustive:
                 m, note = _exhaust(best_at, nbytes, itemsize, max_k)
             else:
                 m, note = _climb(best_at, nbytes, itemsize)
-            chosen.update({space.seg: m, **best_at(m)[1]})
+            chosen.update({space.seg: m, **best_at(m)[1], **pinned})
             why = space.why(grid, m, best_at(m)[1])
             notes.append(f"{why}; {note}" if why and not exhaustive else note)
         if chosen == before:
@@ -489,6 +501,7 @@ def heuristic_search(
     model: Model,
     params: Sequence[str] = (),
     itemsize: int = 1,
+    pinned: Params | None = None,
 ) -> SearchResult:
     """Seed 000's heuristic search for the builder parameters ``params``.
 
@@ -501,6 +514,9 @@ def heuristic_search(
         ``model(grid, nbytes, root, *, itemsize, **params) -> seconds``.
     params : sequence of str
         The builder's tunable parameters (:attr:`gridcoll.algorithms.Builder.params`).
+    pinned : dict, optional
+        Parameters the caller fixed (a segment size, a degree): kept as given, and only
+        the others are searched.
 
     Returns
     -------
@@ -527,7 +543,7 @@ def heuristic_search(
     >>> r.params["degree"]
     1
     """
-    return _search(grid, nbytes, root, model, params, itemsize, False, 0)
+    return _search(grid, nbytes, root, model, params, itemsize, False, 0, pinned)
 
 
 def exhaustive_search(

@@ -17,6 +17,15 @@ plan depends only on its arguments and every MPI rank of a communicator makes th
 choice. A named anytime builder gets the whole budget (and the paper's fixed run count,
 50 + 25 annealings, without one).
 
+One entry point. Every caller plans through :func:`plan`: the command line (``plan``,
+``simulate``, ``compare``, ``run``, ``demo``), :class:`gridcoll.Comm` and the benchmarks.
+What differs between them is an argument of the call, never code outside it: a forced
+algorithm (``algo``), fixed parameters (``params``, a segment size included), the MPI
+library's own collective (``native``), the runtime's per-message host overhead
+(``host_overhead``: the plan is made on :meth:`Grid.with_host_overhead`), the budget
+(``budget_s``) and the simulator check (``check``). The result is always a
+:class:`Plan`; its ``simulated_s`` is the simulation of that very plan.
+
 Simulator check. A broadcast's ``auto`` then simulates its few best-predicted candidates
 (:data:`VERIFY_TOP`, :data:`VERIFY_WITHIN`, at most :data:`VERIFY_MESSAGES` messages)
 and ranks every candidate on its best estimate, the simulated time where it has one and
@@ -26,6 +35,7 @@ simulator is the judge of the last few (deterministic too).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 from dataclasses import dataclass, field, replace
@@ -40,12 +50,28 @@ from gridcoll.network.bounds import collective_bound
 from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import check_complete
 from gridcoll.network.presets import get_grid
-from gridcoll.schedule.ir import Schedule
+from gridcoll.schedule.ir import OPERATIONS, Schedule
 from gridcoll.tune.cache import PlanCache
 from gridcoll.tune.search import heuristic_search
 from gridcoll.units import format_size, format_time
 
-__all__ = ["ANYTIME_SHARE", "MIN_EVALUATIONS", "Candidate", "Plan", "plan"]
+__all__ = [
+    "ANYTIME_SHARE",
+    "DEFAULT_BUDGET_S",
+    "MAX_BUDGET_S",
+    "MIN_EVALUATIONS",
+    "NATIVE",
+    "ROOTED",
+    "Candidate",
+    "Plan",
+    "plan",
+]
+
+NATIVE = "native"
+"""The algorithm name of the MPI library's own collective (``plan(..., native=True)``)."""
+
+ROOTED = ("bcast", "scatter", "gather", "reduce")
+"""The collectives with a root; the others ignore ``root`` (their plans say none)."""
 
 ANYTIME_SHARE = 0.5
 """Share of a planning budget that ``auto`` gives the anytime builders, split evenly
@@ -90,6 +116,8 @@ class Plan:
 
     op: str
     grid: str
+    """The name of the grid planned on (with ``+host...`` when ``host_overhead`` was
+    given: the effective grid)."""
     nbytes: int
     root: int
     itemsize: int
@@ -102,13 +130,38 @@ class Plan:
     skipped: tuple[tuple[str, str], ...] = ()
     budget_s: float | None = None
     """The planning budget the plan was made with (None: no anytime builders)."""
+    simulated_s: float | None = None
+    """The simulator's time of this plan's schedule, when it was checked (``check``)."""
+    host_overhead_s: float = 0.0
+    """The per-message host overhead planned with (:meth:`Grid.with_host_overhead`)."""
+    reason: str = ""
+    """Why this algorithm, when it was not the search's choice (native, fixed, ...)."""
+    network: Grid | None = field(default=None, compare=False, repr=False)
+    """The grid object planned on: :meth:`build` uses it when given no grid."""
 
-    def build(self, grid: Grid | str | Path) -> Schedule:
-        """The schedule of the chosen algorithm with the chosen parameters.
+    @property
+    def rooted(self) -> bool:
+        """True for the collectives that have a root (:data:`ROOTED`)."""
+        return self.op in ROOTED
 
-        Raises :class:`ParameterError` if ``grid`` is not the grid the plan was made for
-        (compared by name).
+    @property
+    def native(self) -> bool:
+        """True when the call goes to the MPI library's own collective."""
+        return self.algorithm == NATIVE
+
+    def build(self, grid: Grid | str | Path | None = None) -> Schedule:
+        """The schedule of the chosen algorithm with the chosen parameters, on the grid
+        the plan was made for (``grid``, if given, must be that grid: compared by name).
+
+        Raises :class:`ParameterError` for another grid, :class:`GridcollError` for a
+        native plan (the MPI library's collective has no gridcoll schedule).
         """
+        if self.native:
+            raise GridcollError(f"the native {self.op} has no gridcoll schedule")
+        if grid is None:
+            if self.network is None:
+                raise ParameterError("this plan holds no grid: pass the grid to build on")
+            grid = self.network
         grid = get_grid(grid)
         if grid.name != self.grid:
             raise ParameterError(
@@ -121,18 +174,29 @@ class Plan:
         """Readable lines: the choice, its prediction against the bound, how the
         parameters were found, the runners-up and by how much they lose."""
         best = self.candidates[0]
+        origin = f" from root {self.root}" if self.rooted else ""
         lines = [
-            f"{self.op} of {format_size(self.nbytes)} ({self.nbytes} B) from root {self.root} "
+            f"{self.op} of {format_size(self.nbytes)} ({self.nbytes} B){origin} "
             f"on {self.grid}, itemsize {self.itemsize}",
             f"chosen: {_describe(best)}",
-            f"  predicted {format_time(self.predicted_s)}; {_versus_bound(self)}",
         ]
+        if self.reason:
+            lines.append(f"  because {self.reason}")
+        if math.isfinite(self.predicted_s):
+            lines.append(f"  predicted {format_time(self.predicted_s)}; {_versus_bound(self)}")
+        if self.host_overhead_s:
+            lines.append(
+                f"  planned with a host overhead of {format_time(self.host_overhead_s)} "
+                "per message and side (the runtime's software layer)"
+            )
         if best.simulated_s is not None:
             checked = sum(c.simulated_s is not None for c in self.candidates)
-            lines.append(
-                f"  simulated {format_time(best.simulated_s)}: the fastest of the "
-                f"{checked} best predictions, checked on the simulator"
+            what = (
+                f"the fastest of the {checked} best predictions, checked on the simulator"
+                if checked > 1
+                else "checked on the simulator"
             )
+            lines.append(f"  simulated {format_time(best.simulated_s)}: {what}")
         elif any(c.simulated_s is not None for c in self.candidates):
             lines.append(
                 "  not simulated (too many messages for the check): its prediction beats "
@@ -145,7 +209,7 @@ class Plan:
             for rank, other in enumerate(self.candidates[1:], start=2):
                 lines.append(f"  {rank}. {_describe(other)}: {_loss(other, best)}")
         if self.budget_s is not None:
-            lines.append(f"planning budget: {format_time(self.budget_s)} (nominal)")
+            lines.append(f"planning budget (--budget): {format_time(self.budget_s)} (nominal)")
         if self.skipped:
             lines.append("skipped:")
             lines += [f"  {name}: {reason}" for name, reason in self.skipped]
@@ -180,6 +244,10 @@ def _segment_of(params: dict[str, Any], nbytes: int) -> int:
 
 def _builders(op: str, algo: str) -> list[Builder]:
     """The builders to consider; UnknownAlgorithm for an unknown op or name."""
+    if algo == NATIVE:
+        if op not in OPERATIONS:
+            raise UnknownAlgorithm(f"unknown collective {op!r}; choose one of: {OPERATIONS}")
+        return []
     if algo != "auto":
         return [get_builder(op, algo)]
     builders = list_builders(op)
@@ -220,6 +288,29 @@ def _check_call(grid: Grid, op: str, nbytes: int, root: int, itemsize: int) -> i
     return 0
 
 
+def _pinned(builder: Builder, params: dict[str, Any], nbytes: int) -> tuple[dict, dict, str]:
+    """Split the caller's ``params`` for one builder: the tunable ones it pins (a
+    ``segment_size`` pins every segment-size parameter the builder has, clamped to the
+    message), the others passed to its model and builder as they are, and a note."""
+    pinned: dict[str, Any] = {}
+    note = ""
+    for name in builder.params:
+        value = params.get(name)
+        if value is None and name.endswith("segment_size"):
+            value = params.get("segment_size")
+        if value is None:
+            continue
+        if name.endswith("segment_size") and value > nbytes > 0:
+            note = (
+                f"{name} {format_size(value)} fixed by the caller is larger than the "
+                f"message: clamped to {format_size(nbytes)}"
+            )
+            value = nbytes
+        pinned[name] = value
+    extra = {k: v for k, v in params.items() if k not in builder.params and k != "segment_size"}
+    return pinned, extra, note
+
+
 def _candidate(
     builder: Builder,
     grid: Grid,
@@ -227,25 +318,30 @@ def _candidate(
     root: int,
     itemsize: int,
     fixed: dict[str, Any] | None = None,
+    params: dict[str, Any] | None = None,
 ) -> Candidate:
-    """The builder's best parameters (``fixed`` ones passed through, e.g. an annealing
-    budget); raises GridcollError if it cannot be modelled."""
+    """The builder's best parameters: ``fixed`` ones (an annealing budget,
+    ``commutative``) and the caller's ``params`` (:func:`_pinned`) kept, the rest
+    searched; raises GridcollError if it cannot be modelled."""
     model = MODELS.get((builder.op, builder.name))
     if model is None:
         raise Unfeasible("no model is registered")
+    pinned, extra, note = _pinned(builder, params or {}, nbytes)
+    fixed = {**(fixed or {}), **extra}
     if fixed:
         model = functools.partial(model, **fixed)
     if builder.op == "barrier":  # no size, no parameters: one evaluation
         seconds = model(grid, 0, root, itemsize=itemsize)
-        return Candidate(builder.name, dict(fixed or {}), 0, seconds, "one model evaluation")
+        return Candidate(builder.name, fixed, 0, seconds, "one model evaluation")
     found = heuristic_search(
-        grid, nbytes, root, model=model, params=builder.params, itemsize=itemsize
+        grid, nbytes, root, model=model, params=builder.params, itemsize=itemsize, pinned=pinned
     )
     if not math.isfinite(found.predicted_s):
         raise Unfeasible(f"the model predicts {found.predicted_s!r}")
-    params = {**(fixed or {}), **found.params}
-    m = _segment_of(params, nbytes)
-    return Candidate(builder.name, params, m, found.predicted_s, found.reasoning)
+    chosen = {**fixed, **found.params}
+    m = _segment_of(chosen, nbytes)
+    reasoning = f"{note}; {found.reasoning}" if note else found.reasoning
+    return Candidate(builder.name, chosen, m, found.predicted_s, reasoning)
 
 
 def _allowances(
@@ -268,7 +364,8 @@ def _allowances(
                 if named:  # the paper's fixed run count
                     out.append((b, {}, ""))
                 else:
-                    out.append((b, None, "anytime builder: auto runs it only with a budget_s"))
+                    why = "anytime builder: auto runs it only with a planning budget (--budget)"
+                    out.append((b, None, why))
                 continue
             share = anytime_total / len(families)
             evaluations = int(share / b.cost(grid)) if b.cost else MIN_EVALUATIONS
@@ -290,7 +387,7 @@ def _allowances(
 
 
 def _verified(
-    grid: Grid, nbytes: int, root: int, itemsize: int, candidates: list[Candidate]
+    grid: Grid, op: str, nbytes: int, root: int, itemsize: int, candidates: list[Candidate]
 ) -> list[Candidate]:
     """``candidates`` (best predicted first) with the few best simulated (module
     constants :data:`VERIFY_TOP`...) moved to the front, fastest simulated first.
@@ -308,10 +405,10 @@ def _verified(
         if same in seen:
             checked[index] = replace(cand, simulated_s=seen[same])
             continue
-        if -(-nbytes // max(cand.segment_size, 1)) * (grid.nranks - 1) > left:
+        if op == "bcast" and -(-nbytes // max(cand.segment_size, 1)) * (grid.nranks - 1) > left:
             continue  # a tree sends P - 1 messages per segment: too many to simulate
         try:
-            builder = get_builder("bcast", cand.algorithm)
+            builder = get_builder(op, cand.algorithm)
             schedule = builder.build(grid, nbytes, root, itemsize=itemsize, **cand.params)
         except GridcollError:
             continue
@@ -331,6 +428,69 @@ def _verified(
     return [checked.get(i, c) for i, c in ranked]
 
 
+def _native_reason(grid: Grid, algo: str) -> str:
+    """Why the call goes to the MPI library's own collective ('' if it does not)."""
+    if algo == NATIVE:
+        return "the caller asked for the MPI library's own collective"
+    if algo == "auto" and grid.is_single_cluster:
+        # One cluster, no wide-area link: gridcoll knows nothing of this network that
+        # the MPI library does not, and the library runs its tuned algorithms in C with
+        # per-message costs below a microsecond, where a schedule executed from Python
+        # pays the host overhead (several us per message, more when ranks share cores)
+        # on every segment (bench/native.py measures it).
+        return (
+            "the communicator is one cluster (no wide-area link to plan around): the "
+            "MPI library's own collective is faster than any schedule run from Python"
+        )
+    return ""
+
+
+def _native_plan(
+    grid: Grid, op: str, nbytes: int, root: int, itemsize: int, reason: str, host: float
+) -> Plan:
+    """The plan that hands the call to the MPI library. Its prediction is MPICH's
+    algorithm (``mpich``, where registered) on the physical grid: the library's own
+    overheads, not the Python runtime's."""
+    predicted = math.nan
+    if (op, "mpich") in MODELS and op != "barrier":
+        with contextlib.suppress(GridcollError):
+            predicted = predict_mpich(grid, op, nbytes, root, itemsize)
+    bound = collective_bound(grid, op, nbytes, root).time_s
+    cand = Candidate(NATIVE, {}, nbytes, predicted, "the MPI library's own algorithm")
+    return Plan(
+        op,
+        grid.name,
+        nbytes,
+        root,
+        itemsize,
+        NATIVE,
+        {},
+        nbytes,
+        predicted,
+        bound,
+        (cand,),
+        host_overhead_s=host,
+        reason=reason,
+        network=grid,
+    )
+
+
+def predict_mpich(grid: Grid, op: str, nbytes: int, root: int, itemsize: int) -> float:
+    """MPICH's algorithm for ``op`` predicted on ``grid`` (the native plan's estimate)."""
+    return _candidate(get_builder(op, "mpich"), grid, nbytes, root, itemsize).predicted_s
+
+
+def _simulated(
+    grid: Grid, op: str, nbytes: int, root: int, itemsize: int, cand: Candidate
+) -> Candidate:
+    """``cand`` with the simulator's time of its schedule (whatever its size)."""
+    from gridcoll.simulate import simulate
+
+    builder = get_builder(op, cand.algorithm)
+    schedule = builder.build(grid, nbytes, root, itemsize=itemsize, **cand.params)
+    return replace(cand, simulated_s=simulate(schedule, grid).total_s)
+
+
 def _make_plan(
     grid: Grid,
     op: str,
@@ -338,10 +498,17 @@ def _make_plan(
     root: int,
     itemsize: int,
     builders: list[Builder],
-    budget_s: float | None = None,
-    named: bool = False,
-    call_params: dict[str, Any] | None = None,
+    budget_s: float | None,
+    named: bool,
+    call_params: dict[str, Any] | None,
+    params: dict[str, Any] | None,
+    check: bool | None,
+    host: float,
+    physical: Grid,
 ) -> Plan:
+    """Search every builder on ``grid`` (the effective grid), rank, check on the
+    simulator (``check``: None for the default, True to always simulate the choice);
+    the bound is the ``physical`` grid's."""
     candidates, skipped = [], []
     for builder, fixed, why in _allowances(builders, grid, budget_s, named):
         if fixed is None:
@@ -349,17 +516,26 @@ def _make_plan(
             continue
         fixed = {**fixed, **(call_params or {})}
         try:
-            candidates.append(_candidate(builder, grid, nbytes, root, itemsize, fixed))
+            candidates.append(_candidate(builder, grid, nbytes, root, itemsize, fixed, params))
         except GridcollError as err:
             skipped.append((builder.name, str(err)))
     if not candidates:
         reasons = "; ".join(f"{name}: {why}" for name, why in skipped)
         raise Unfeasible(f"no {op} algorithm could be modelled on {grid.name!r}: {reasons}")
     candidates.sort(key=lambda c: c.predicted_s)  # stable: registry order breaks ties
-    if op == "bcast" and not named and len(candidates) > 1:
-        candidates = _verified(grid, nbytes, root, itemsize, candidates)
+    if check is None:
+        check = op == "bcast" and not named
+    if check and nbytes > 0:
+        candidates = _verified(grid, op, nbytes, root, itemsize, candidates)
+        if candidates[0].simulated_s is None and check is True:
+            candidates[0] = _simulated(grid, op, nbytes, root, itemsize, candidates[0])
     best = candidates[0]
-    bound = collective_bound(grid, op, nbytes, root).time_s
+    bound = collective_bound(physical, op, nbytes, root).time_s
+    reason = ""
+    if named and params:
+        reason = f"the caller fixed algo={best.algorithm!r} with params={params!r}"
+    elif named:
+        reason = f"the caller asked for {best.algorithm!r}"
     return Plan(
         op,
         grid.name,
@@ -374,6 +550,23 @@ def _make_plan(
         tuple(candidates),
         tuple(skipped),
         budget_s,
+        simulated_s=best.simulated_s,
+        host_overhead_s=host,
+        reason=reason,
+        network=grid,
+    )
+
+
+def _effective(grid: Grid, host_overhead: float | None) -> Grid:
+    """The grid as the runtime's software layer sees it (memoised on the grid)."""
+    if not host_overhead:
+        return grid
+    if not (isinstance(host_overhead, int | float) and 0 < host_overhead < 1):
+        raise ParameterError(
+            f"host_overhead must be a number of seconds in [0, 1), got {host_overhead!r}"
+        )
+    return grid.memo.get(
+        "host_overhead", float(host_overhead), lambda: grid.with_host_overhead(host_overhead), 8
     )
 
 
@@ -384,12 +577,18 @@ def plan(
     root: int = 0,
     *,
     algo: str = "auto",
+    params: dict[str, Any] | None = None,
     itemsize: int = 1,
     cache: PlanCache | None = None,
     budget_s: float | None = None,
     commutative: bool = True,
+    host_overhead: float | None = None,
+    native: bool = False,
+    check: bool | None = None,
 ) -> Plan:
     """Choose the algorithm and parameters for one collective call.
+
+    The one planning entry point (module docstring): every caller comes here.
 
     Parameters
     ----------
@@ -405,12 +604,19 @@ def plan(
         ignores it (its plan has ``nbytes = 0``). Rootless collectives check ``root``
         and otherwise ignore it.
     algo : str
-        ``"auto"`` searches every builder of ``op``; a builder name only that one.
+        ``"auto"`` searches every builder of ``op``; a builder name only that one;
+        ``"native"`` the MPI library's own collective.
+    params : dict, optional
+        Parameters the caller fixes (``{"segment_size": 8192}``, a degree, an
+        annealing ``seed``): kept as given, only the others are searched. With
+        ``auto`` they apply to every candidate that has them; a ``segment_size``
+        fixes every segment-size parameter, clamped to the message (the plan's
+        reasoning says so).
     itemsize : int
         The datatype extent: segment sizes are multiples of it.
     cache : PlanCache, optional
-        A repeated call with the same grid, op, size, root, itemsize, algo and budget
-        returns the cached :class:`Plan` object.
+        A repeated call with the same arguments returns the cached :class:`Plan`
+        object (a dictionary lookup: microseconds, whatever the grid's size).
     budget_s : float, optional
         Planning budget in nominal seconds (module docstring): lets ``auto`` run the
         simulated annealing builders, and bounds the others' declared costs. The
@@ -420,6 +626,18 @@ def plan(
         out the builders whose trees reorder operands (:attr:`Builder.commutative_only`),
         every candidate combines in rank order, and the chosen parameters carry
         ``commutative`` to the builder. Ignored by the other collectives.
+    host_overhead : float, optional
+        Seconds of software cost per message and side (the MPI runtime's, from
+        :mod:`gridcoll.runtime.host`): the plan is made on
+        ``grid.with_host_overhead(host_overhead)`` and :attr:`Plan.network` is it.
+    native : bool
+        The MPI library's own collective may serve the call: ``auto`` chooses it on a
+        one-cluster grid (:attr:`Plan.reason` says why). ``algo="native"`` forces it.
+    check : bool, optional
+        Simulate the best candidates (at most :data:`VERIFY_TOP` within
+        :data:`VERIFY_WITHIN` of the best prediction, :data:`VERIFY_MESSAGES` messages)
+        and rank them by the simulation; a named algorithm is simulated when it has at
+        most :data:`VERIFY_MESSAGES` messages. Default: ``auto`` broadcasts only.
 
     Returns
     -------
@@ -430,8 +648,9 @@ def plan(
     UnknownAlgorithm
         For an ``op`` without builders or an unknown ``algo``.
     ParameterError
-        For a root out of range, a size <= 0 or not a multiple of ``itemsize``, or a
-        commutative-only algorithm named for a non-commutative operation.
+        For a root out of range, a size <= 0 or not a multiple of ``itemsize``, a
+        commutative-only algorithm named for a non-commutative operation, or a bad
+        budget or host overhead.
     Unfeasible
         If no builder could be modelled (the reasons are listed).
 
@@ -446,24 +665,79 @@ def plan(
     >>> p = plan("magpie:8,1", "bcast", 2**20, algo="dary-segmented")
     >>> p.params["degree"], round(p.predicted_s, 2)
     (7, 1.06)
+    >>> plan("magpie:8,1", "bcast", 2**20, algo="dary-segmented",
+    ...      params={"segment_size": 4096}).params
+    {'segment_size': 4096, 'degree': 7}
     """
-    grid = check_complete(get_grid(grid))  # partial (interrupted) measurements: refused
+    if not isinstance(grid, Grid):
+        grid = get_grid(grid)
+    key = None
+    if cache is not None:  # the hot path: no check, one lookup
+        key = PlanCache.key(
+            grid,
+            op,
+            nbytes,
+            root,
+            itemsize,
+            algo,
+            params,
+            budget_s,
+            commutative,
+            host_overhead,
+            native,
+            check,
+        )
+        found = cache.get(key)
+        if found is not None:
+            return found
+    check_complete(grid)  # partial (interrupted) measurements: refused
     builders = _for_operation(op, algo, _builders(op, algo), commutative)
     nbytes = _check_call(grid, op, nbytes, root, itemsize)
+    if op not in ROOTED:
+        root = 0
     if budget_s is not None and not (
-        isinstance(budget_s, int | float) and math.isfinite(budget_s) and budget_s > 0
+        isinstance(budget_s, int | float)
+        and not isinstance(budget_s, bool)
+        and math.isfinite(budget_s)
+        and 0 < budget_s <= MAX_BUDGET_S
     ):
-        raise ParameterError(f"budget_s must be a positive number of seconds, got {budget_s!r}")
-    call_params = {"commutative": commutative} if op in REDUCTIONS else None
-    args = (grid, op, nbytes, root, itemsize, builders, budget_s, algo != "auto", call_params)
-    if cache is None:
-        return _make_plan(*args)
-    key_algo = algo if budget_s is None else f"{algo}@{budget_s!r}s"
-    if op in REDUCTIONS and not commutative:
-        key_algo += "|non-commutative"
-    key = PlanCache.key(grid, op, nbytes, root, itemsize, key_algo)
-    found = cache.get(key)
-    if found is None:
-        found = _make_plan(*args)
+        raise ParameterError(
+            f"budget_s must be a number of seconds in (0, {MAX_BUDGET_S:g}], got {budget_s!r}"
+        )
+    if params is not None and not isinstance(params, dict):
+        raise ParameterError(f"params must be a dict of builder parameters, got {params!r}")
+    host = float(host_overhead or 0.0)
+    reason = _native_reason(grid, algo) if native or algo == NATIVE else ""
+    if reason:
+        found = _native_plan(grid, op, nbytes, root, itemsize, reason, host)
+    else:
+        effective = _effective(grid, host_overhead)
+        named = algo != "auto"
+        call_params = {"commutative": commutative} if op in REDUCTIONS else None
+        found = _make_plan(
+            effective,
+            op,
+            nbytes,
+            root,
+            itemsize,
+            builders,
+            budget_s,
+            named,
+            call_params,
+            params,
+            check,
+            host,
+            grid,
+        )
+    if key is not None:
         cache.put(key, found)
     return found
+
+
+DEFAULT_BUDGET_S = 1.0
+"""The planning budget of the command line (``plan``, ``simulate``, ``compare``,
+``run``, ``demo`` alike, so one call chooses the same everywhere); the Python default
+is none (no anytime builders), what every MPI rank of :class:`gridcoll.Comm` uses."""
+
+MAX_BUDGET_S = 86400.0
+"""The largest planning budget accepted (a day)."""
