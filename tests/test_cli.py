@@ -391,3 +391,64 @@ def test_demo_measure_runs_the_schedules_over_mpi(capsys, tmp_path):
         assert row["host_overhead_s"] > 0  # planned for this runtime
         assert row["speedup"] is not None
     assert (tmp_path / "sizes.png").stat().st_size > 1000
+
+
+# -- one planning path (issue 10's defects) -----------------------------------------------
+def test_fixed_segment_size_is_planned_and_simulated_as_given(capsys):
+    data = run_json(
+        capsys, "plan", "--grid", "magpie:4,4", "--size", "1MB", "--segment-size", "1KB",
+        "--explain",
+    )  # fmt: skip
+    from gridcoll.simulate import simulate
+    from gridcoll.tune import plan
+
+    assert data["segment_size"] == 1024
+    for cand in data["candidates"]:
+        if "segment_size" in cand["params"]:
+            assert cand["params"]["segment_size"] == 1024, cand
+    # the reported simulation is the simulation of that very plan
+    chosen = plan("magpie:4,4", "bcast", 2**20, params={"segment_size": 1024}, budget_s=1.0)
+    assert data["simulated_s"] == pytest.approx(
+        simulate(chosen.build(), get_grid("magpie:4,4")).total_s
+    )
+    assert data["simulated_s"] == chosen.simulated_s
+
+
+def test_segment_size_larger_than_the_message_is_refused(capsys):
+    code, out, err = run(
+        capsys, "plan", "--grid", "magpie:2,2", "--size", "1KiB", "--segment-size", "4KB"
+    )
+    assert code == EXIT_ERROR and "larger than the 1 KiB message" in err and not out
+
+
+def test_explain_names_the_flag_not_the_keyword(capsys):
+    code, out, _ = run(capsys, "plan", "--grid", "das2:2", "--size", "64KiB", "--explain")
+    assert code == 0 and "--budget" in out and "budget_s" not in out
+
+
+def test_plan_and_compare_choose_alike_by_default(capsys):
+    planned = run_json(capsys, "plan", "--grid", "das2:2", "--size", "64KiB")
+    compared = run_json(
+        capsys, "compare", "--grid", "das2:2", "--sizes", "64KiB", "--algos", "binomial"
+    )
+    auto = next(r for r in compared["results"] if r["algorithm"] == "auto")
+    assert (auto["chosen"], auto["params"]) == (planned["algorithm"], planned["params"])
+
+
+@pytest.mark.parametrize("op", ["allgather", "alltoall", "allreduce", "barrier"])
+def test_rootless_collectives_print_no_root(capsys, op):
+    code, out, _ = run(
+        capsys, "plan", "--grid", "magpie:2,2", "--op", op, "--size", "1KiB", "--explain"
+    )
+    assert code == 0 and "root" not in out.lower()
+    assert (
+        run_json(capsys, "plan", "--grid", "magpie:2,2", "--op", op, "--size", "1KiB")["root"]
+        is None
+    )
+
+
+def test_architecture_lists_every_command():
+    text = (Path(__file__).resolve().parents[1] / "docs" / "architecture.md").read_text()
+    for module in COMMANDS:
+        name = module.__name__.rsplit(".", 1)[-1]
+        assert f"`{name}" in text and f"{name}.py" in text, name

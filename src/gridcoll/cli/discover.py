@@ -110,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
 def _measure(args, machine) -> dict:
     from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 
-    from gridcoll.measure import _launch
+    from gridcoll.measure import launch
 
     spec = {
         "mode": "discover",
@@ -122,7 +122,7 @@ def _measure(args, machine) -> dict:
     err = error_console()
     start = time.monotonic()
     with (
-        _launch.job(machine, emulate=not args.no_emulation) as job,
+        launch.job(machine, emulate=not args.no_emulation) as job,
         Progress(
             SpinnerColumn(),
             TextColumn("{task.description}"),

@@ -133,7 +133,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run_plogp(args, grid, a: int, b: int, k: int) -> int:
-    from gridcoll.measure import _launch
+    from gridcoll.measure import launch
     from gridcoll.runtime.emulation import subgrid
 
     sub = subgrid(grid, [a, b], name=f"{grid.name}[{a},{b}]")
@@ -153,7 +153,7 @@ def _run_plogp(args, grid, a: int, b: int, k: int) -> int:
         "fail_after": args.fail_after,
     }
     start = time.monotonic()
-    with _launch.job(sub, emulate=not args.no_emulation) as job:
+    with launch.job(sub, emulate=not args.no_emulation) as job:
         outcome = _watch(job, spec, args, f"{a} -> {b}")
         elapsed = time.monotonic() - start
         if not outcome.ok:
@@ -292,7 +292,7 @@ def _pct(x: float | None) -> str:
 
 
 def _run_matrix(args, grid) -> int:
-    from gridcoll.measure import _launch
+    from gridcoll.measure import launch
     from gridcoll.measure.matrix import LinkMatrices
     from gridcoll.runtime.emulation import subgrid
 
@@ -310,7 +310,7 @@ def _run_matrix(args, grid) -> int:
         "timeout": args.timeout,
         "history": str(Path(args.history).resolve()) if args.history else None,
     }
-    with _launch.job(sub, emulate=not args.no_emulation) as job:
+    with launch.job(sub, emulate=not args.no_emulation) as job:
         outcome = _watch(job, spec, args, "matrix")
     if not outcome.ok:
         raise MeasurementError(f"the matrix measurement failed: {outcome.describe_failure()}")

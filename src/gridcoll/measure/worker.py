@@ -2,7 +2,7 @@
 
 ``python -m gridcoll.measure.worker JOB.json``: the job file names the mode and its
 arguments and a work directory. The ranks find the grid and the WAN emulation in the
-environment the launcher set (:mod:`gridcoll.measure._launch`).
+environment the launcher set (:mod:`gridcoll.measure.launch`).
 
 * ``plogp``: :func:`gridcoll.measure.measure_plogp` between two ranks; the measure rank
   appends a progress line per probe to ``progress.jsonl`` and keeps what it has found

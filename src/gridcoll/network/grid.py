@@ -21,7 +21,6 @@ serialise on.
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -252,11 +251,23 @@ class Grid:
 
     @cached_property
     def fingerprint(self) -> str:
-        """A short hash of the full description, for caches keyed on the grid."""
-        from gridcoll.network.gridfile import grid_to_dict
+        """A short hash of the full description, for caches keyed on the grid (every
+        field's exact ``repr``, routes and links in sorted order: the same on every
+        process that builds the same grid)."""
+        texts: dict[int, str] = {}  # presets share one PLogP among many routes
 
-        text = json.dumps(grid_to_dict(self), sort_keys=True)
-        return hashlib.sha1(text.encode()).hexdigest()[:16]
+        def text(x: object) -> str:
+            found = texts.get(id(x))
+            if found is None:
+                found = texts[id(x)] = repr(x)
+            return found
+
+        digest = hashlib.sha1(repr((self.name, self.placement, self.clusters)).encode())
+        for key, route in sorted(self.routes.items()):
+            digest.update(f"{key}{text(route.plogp)}{route.links}".encode())
+        for name, link in sorted(self.links.items()):
+            digest.update(f"{name!r}{text(link.g)}".encode())
+        return digest.hexdigest()[:16]
 
     def with_host_overhead(self, seconds: float, receive: float | None = None) -> Grid:
         """The grid as a software layer with a per-message host cost sees it.
