@@ -20,6 +20,7 @@ DOCS = Path(__file__).resolve().parents[1] / "docs" / "architecture.md"
 LAYERS = (
     "errors",
     "units",
+    "limits",
     "memo",
     "network",
     "schedule",
@@ -101,7 +102,7 @@ def test_the_documented_order_is_the_tested_order():
     assert match, "docs/architecture.md must state the layer order"
     documented = [part.strip() for part in match.group(1).split("→")]
     flat = [p for part in documented for p in part.split("/")]
-    assert flat == [layer for layer in LAYERS if layer not in ("errors", "units", "memo")]
+    assert flat == [layer for layer in LAYERS if layer not in ("errors", "units", "limits", "memo")]
     for layer in LAYERS:
         assert layer in MODULES or f"gridcoll.{layer}" in MODULES
 

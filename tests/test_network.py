@@ -353,11 +353,11 @@ MALFORMED = {
     ),
     "ranks-not-int": (
         _edit(clusters=[{"name": "A", "ranks": "four", "lan": _lan()}]),
-        "cluster 'A': 'ranks' must be an integer",
+        "cluster 'A': 'ranks' must be a positive integer",
     ),
     "zero-ranks": (
         _edit(clusters=[{"name": "A", "ranks": 0, "lan": _lan()}], routes=[]),
-        "cluster 'A' must have at least one rank",
+        "cluster 'A': 'ranks' must be a positive integer",
     ),
     "bad-bandwidth": (
         _edit(clusters=[{"name": "A", "ranks": 1, "lan": _lan(bandwidth="fast")}], routes=[]),
@@ -378,7 +378,7 @@ MALFORMED = {
             ],
             routes=[],
         ),
-        "cluster 'A' lan: point 0 .* must be finite and >= 0",
+        "cluster 'A' lan: point 0 .* must be finite, >= 0",
     ),
     "non-monotone-g": (
         _edit(
@@ -417,7 +417,7 @@ MALFORMED = {
     ),
     "route-to-unknown-cluster": (
         _edit(routes=[{"from": "A", "to": "Z", "plogp": _lan()}]),
-        "route 0 names unknown cluster 'Z'",
+        "route 0: 'to' names unknown cluster 'Z'",
     ),
     "missing-route": (_edit(routes=TWO_SITES["routes"][:1]), "no route from cluster 'B'"),
     "link-without-capacity": (

@@ -21,6 +21,7 @@ from rich.table import Table
 
 from gridcoll.algorithms import get_builder, list_builders
 from gridcoll.errors import GridcollError, GridError, ParameterError, UnknownAlgorithm
+from gridcoll.limits import MAX_MESSAGE_BYTES
 from gridcoll.network import Grid, get_grid
 from gridcoll.schedule import OPERATIONS, split_segments
 from gridcoll.tune.select import NATIVE
@@ -46,12 +47,12 @@ __all__ = [
 
 def console() -> Console:
     """The stdout console: 120 columns when not a terminal, so tables do not wrap."""
-    return Console(width=None if sys.stdout.isatty() else 120, highlight=False)
+    return Console(width=None if sys.stdout.isatty() else 120, highlight=False, markup=False)
 
 
 def error_console() -> Console:
     """The stderr console, for progress bars and notes (keeps stdout clean for --json)."""
-    return Console(stderr=True, highlight=False)
+    return Console(stderr=True, highlight=False, markup=False)
 
 
 def size_arg(text: str) -> int:
@@ -64,6 +65,10 @@ def size_arg(text: str) -> int:
         raise argparse.ArgumentTypeError(str(err)) from err
     if value <= 0:
         raise argparse.ArgumentTypeError(f"size must be > 0 bytes, got {text!r}")
+    if value > MAX_MESSAGE_BYTES:
+        raise argparse.ArgumentTypeError(
+            f"size {text!r} is above the largest call, {MAX_MESSAGE_BYTES} bytes (2 GiB - 1)"
+        )
     return value
 
 
@@ -142,7 +147,7 @@ def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool =
 
 def budget_arg(text: str) -> float:
     """argparse type of ``--budget``: nominal seconds in (0, MAX_BUDGET_S]."""
-    from gridcoll.tune import MAX_BUDGET_S
+    from gridcoll.limits import MAX_BUDGET_S
 
     try:
         value = float(text)

@@ -466,7 +466,7 @@ def _compute(args, grids, algorithms, real) -> tuple[list[DemoRow], str | None]:
     the reason."""
     nrows = len(args.sizes) * len(algorithms)
     progress = Progress(
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         BarColumn(),
         MofNCompleteColumn(),
         TimeElapsedColumn(),

@@ -125,7 +125,7 @@ def _measure(args, machine) -> dict:
         launch.job(machine, emulate=not args.no_emulation) as job,
         Progress(
             SpinnerColumn(),
-            TextColumn("{task.description}"),
+            TextColumn("{task.description}", markup=False),
             TimeElapsedColumn(),
             console=err,
             transient=True,

@@ -228,7 +228,7 @@ def _watch(job, spec: dict, args, label: str):
     err = error_console()
     with Progress(
         SpinnerColumn(),
-        TextColumn("{task.description}"),
+        TextColumn("{task.description}", markup=False),
         TimeElapsedColumn(),
         console=err,
         transient=True,

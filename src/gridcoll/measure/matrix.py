@@ -32,6 +32,7 @@ from typing import Any
 from gridcoll.errors import GridError, ParameterError
 from gridcoll.measure.plogp_procedure import MeasurementError, SizeProbe
 from gridcoll.measure.stats import summarize
+from gridcoll.network.gridfile import read_json
 
 __all__ = ["LinkEstimate", "LinkMatrices", "measure_matrix", "monitor", "probe_link"]
 
@@ -163,10 +164,7 @@ class LinkMatrices:
 
     @classmethod
     def load(cls, path: str | Path) -> LinkMatrices:
-        try:
-            data = json.loads(Path(path).read_text())
-        except (OSError, json.JSONDecodeError) as err:
-            raise GridError(f"cannot read matrix file {str(path)!r}: {err}") from err
+        data = read_json(path, "matrix file")  # regular file, bounded size and depth
         return cls.from_dict(data, f"matrix file {str(path)!r}")
 
 

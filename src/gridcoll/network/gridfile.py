@@ -28,11 +28,24 @@ from __future__ import annotations
 
 import itertools
 import json
+import math
 import os
+import stat
 from pathlib import Path
 from typing import Any
 
 from gridcoll.errors import GridcollError, GridError
+from gridcoll.limits import (
+    MAX_BANDWIDTH,
+    MAX_CLUSTERS,
+    MAX_FILE_BYTES,
+    MAX_JSON_DEPTH,
+    MAX_MESSAGE_BYTES,
+    MAX_NAME_CHARS,
+    MAX_RANKS,
+    MAX_TIME_S,
+    MIN_BANDWIDTH,
+)
 from gridcoll.network.grid import Cluster, Grid, Link, Route
 from gridcoll.network.plogp import PiecewiseLinear, PLogP
 from gridcoll.units import parse_bandwidth, parse_time
@@ -49,6 +62,7 @@ __all__ = [
     "load_plogp",
     "plogp_from_dict",
     "plogp_to_dict",
+    "read_json",
     "save_grid",
     "save_plogp",
 ]
@@ -61,58 +75,134 @@ ENV_ALLOW_INCOMPLETE = "GRIDCOLL_ALLOW_INCOMPLETE"
 """Environment variable: ``1`` lets grids with incomplete P-LogP tables be used."""
 
 
+def _is_number(v: Any) -> bool:
+    return isinstance(v, int | float) and not isinstance(v, bool)
+
+
+def _seconds(v: Any, what: str) -> float:
+    """A time of a table: a number of seconds or a string with a unit, finite, in
+    ``[0, MAX_TIME_S]`` (booleans are not numbers)."""
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
+        raise GridError(f"{what} must be a number of seconds or a time such as '10ms', got {v!r}")
+    t = parse_time(v)
+    if not (math.isfinite(t) and 0 <= t <= MAX_TIME_S):
+        raise GridError(f"{what} must be finite and >= 0 (at most {MAX_TIME_S:g} s), got {v!r}")
+    return t
+
+
+def _rate(v: Any, what: str) -> float:
+    """A bandwidth: bytes/s or a string with a unit, in ``[MIN_BANDWIDTH, MAX_BANDWIDTH]``."""
+    if isinstance(v, bool) or not isinstance(v, int | float | str):
+        raise GridError(f"{what} must be a number of bytes/s or a rate such as '1MB/s', got {v!r}")
+    r = parse_bandwidth(v)
+    if not (math.isfinite(r) and MIN_BANDWIDTH <= r <= MAX_BANDWIDTH):
+        raise GridError(
+            f"{what} must be finite and between {MIN_BANDWIDTH:g} and {MAX_BANDWIDTH:g} B/s, "
+            f"got {v!r}"
+        )
+    return r
+
+
+def _name(v: Any, what: str) -> str:
+    """A name: a non-empty printable string of at most MAX_NAME_CHARS characters."""
+    if not isinstance(v, str) or not v or len(v) > MAX_NAME_CHARS or not v.isprintable():
+        raise GridError(
+            f"{what} must be a non-empty printable string of at most {MAX_NAME_CHARS} "
+            f"characters, got {v!r:.80}"
+        )
+    return v
+
+
+def _list(v: Any, what: str) -> list:
+    if not isinstance(v, list):
+        raise GridError(f"{what} must be a list, got {v!r:.80}")
+    return v
+
+
+GAP_SLACK = 1.05
+"""A measured table may show ``os(m)`` or ``or(m)`` up to 5% (plus 1 us) above ``g(m)``:
+measurement noise. Beyond it the table breaks seed 000's ``g(m) >= os(m), or(m)``."""
+
+
+def _points(data: dict[str, Any]) -> PLogP:
+    points = data["points"]
+    if not isinstance(points, list) or not points:
+        raise GridError("'points' must be a non-empty list")
+    if len(points) > 4096:
+        raise GridError(f"'points' holds {len(points)} entries; at most 4096")
+    for i, p in enumerate(points):
+        if not isinstance(p, dict):
+            raise GridError(f"point {i} must be an object, got {p!r:.80}")
+        missing = [k for k in ("m", "os", "or", "g") if k not in p]
+        if missing:
+            raise GridError(f"point {i} lacks {', '.join(missing)}")
+        for k in ("m", "os", "or", "g"):
+            v, top = p[k], (MAX_MESSAGE_BYTES if k == "m" else MAX_TIME_S)
+            if not _is_number(v):
+                raise GridError(f"point {i} (m={p['m']!r:.40}) {k}={v!r:.40} is not a number")
+            if not (math.isfinite(v) and 0 <= v <= top):
+                raise GridError(
+                    f"point {i} (m={p['m']!r}) has {k}={v!r}: must be finite, >= 0 and <= {top:g}"
+                )
+        for k in ("os", "or"):
+            if p[k] > GAP_SLACK * p["g"] + 1e-6:
+                raise GridError(
+                    f"point {i} (m={p['m']!r}) has {k}={p[k]!r} above g={p['g']!r}: the gap "
+                    "covers the overheads (seed 000, sec. 2.1: g(m) >= os(m), or(m))"
+                )
+    sizes = [float(p["m"]) for p in points]
+    if any(b <= a for a, b in itertools.pairwise(sizes)):
+        raise GridError("the points' sizes must increase strictly")
+    if "L" not in data:
+        raise GridError("a measured table needs 'L' (seconds)")
+    complete = data.get("complete", True)
+    if not isinstance(complete, bool):
+        raise GridError(f"'complete' must be true or false, got {complete!r}")
+    g = [float(p["g"]) for p in points]
+    if g[-1] <= 0:
+        raise GridError("g(m) is 0 at every size: a link must take some time per byte")
+    return PLogP.from_points(
+        _seconds(data["L"], "latency L"),
+        sizes,
+        [float(p["os"]) for p in points],
+        [float(p["or"]) for p in points],
+        g,
+        complete=complete,
+    )
+
+
+def _shorthand(data: dict[str, Any]) -> PLogP:
+    overhead = _seconds(data.get("overhead", 0.0), "'overhead'")
+    gap0 = _seconds(data.get("gap0", overhead), "'gap0'")
+    if overhead > gap0:
+        raise GridError(
+            f"'overhead' {overhead!r} s is larger than 'gap0' {gap0!r} s: the gap covers "
+            "the overheads (seed 000, sec. 2.1: g(m) >= os(m), or(m))"
+        )
+    copy = data.get("copy_bandwidth")
+    return PLogP.linear(
+        _seconds(data["latency"], "'latency'"),
+        _rate(data["bandwidth"], "'bandwidth'"),
+        g0=gap0,
+        os0=overhead,
+        or0=overhead,
+        copy_bandwidth=math.inf if copy is None else _rate(copy, "'copy_bandwidth'"),
+    )
+
+
 def plogp_from_dict(data: Any, where: str) -> PLogP:
-    """Parse one P-LogP table; ``where`` names it in error messages."""
+    """Parse one P-LogP table; ``where`` names it in error messages.
+
+    Strict: numbers are JSON numbers (booleans are not) or strings with units, finite
+    and within :mod:`gridcoll.limits`; the overheads stay below the gap."""
     if not isinstance(data, dict):
-        raise GridError(f"{where}: a P-LogP table must be an object, got {data!r}")
+        raise GridError(f"{where}: a P-LogP table must be an object, got {data!r:.80}")
     try:
         if "points" in data:
-            points = data["points"]
-            if not isinstance(points, list) or not points:
-                raise GridError(f"{where}: 'points' must be a non-empty list")
-            for i, p in enumerate(points):
-                if not isinstance(p, dict):
-                    raise GridError(f"{where}: point {i} must be an object, got {p!r}")
-                missing = [k for k in ("m", "os", "or", "g") if k not in p]
-                if missing:
-                    raise GridError(f"{where}: point {i} lacks {', '.join(missing)}")
-                for k in ("m", "os", "or", "g"):
-                    v = p[k]
-                    if isinstance(v, bool) or not isinstance(v, int | float):
-                        raise GridError(
-                            f"{where}: point {i} (m={p['m']!r}) {k}={v!r} is not a number"
-                        )
-                    if not v >= 0 or v != v or v in (float("inf"), float("-inf")):
-                        raise GridError(
-                            f"{where}: point {i} (m={p['m']!r}) has {k}={v!r}: must be finite "
-                            "and >= 0"
-                        )
-            if "L" not in data:
-                raise GridError(f"{where}: a measured table needs 'L' (seconds)")
-            complete = data.get("complete", True)
-            if not isinstance(complete, bool):
-                raise GridError(f"{where}: 'complete' must be true or false, got {complete!r}")
-            return PLogP.from_points(
-                float(data["L"]),
-                [float(p["m"]) for p in points],
-                [float(p["os"]) for p in points],
-                [float(p["or"]) for p in points],
-                [float(p["g"]) for p in points],
-                complete=complete,
-            )
+            return _points(data)
         if "latency" in data and "bandwidth" in data:
-            overhead = parse_time(data.get("overhead", 0.0))
-            return PLogP.linear(
-                parse_time(data["latency"]),
-                parse_bandwidth(data["bandwidth"]),
-                g0=parse_time(data.get("gap0", overhead)),
-                os0=overhead,
-                or0=overhead,
-                copy_bandwidth=parse_bandwidth(data.get("copy_bandwidth", float("inf"))),
-            )
-    except GridError as err:
-        raise GridError(f"{where}: {err}") from err
-    except (KeyError, TypeError, ValueError, GridcollError) as err:
+            return _shorthand(data)
+    except (GridcollError, KeyError, TypeError, ValueError, OverflowError) as err:
         raise GridError(f"{where}: {err}") from err
     raise GridError(f"{where}: needs either 'points' and 'L', or 'latency' and 'bandwidth'")
 
@@ -135,59 +225,107 @@ def _link_from_dict(raw: Any, index: int) -> Link:
     """Parse one entry of the top-level ``links`` list."""
     if not isinstance(raw, dict) or "name" not in raw:
         raise GridError(f"link {index} must be an object with a 'name'")
-    where = f"link {raw['name']!r}"
+    name = _name(raw["name"], f"link {index}'s 'name'")
+    where = f"link {name!r}"
     if "g" not in raw and "bandwidth" not in raw:
         raise GridError(f"{where} needs 'bandwidth' or 'g' points")
     try:
         if "g" in raw:
-            points = raw["g"]
+            points = _list(raw["g"], "'g'")
+            if not points or len(points) > 4096:
+                raise GridError("'g' must hold 1 to 4096 points")
+            for i, p in enumerate(points):
+                if not isinstance(p, dict) or not all(_is_number(p.get(k)) for k in "mg"):
+                    raise GridError(f"point {i} must be an object with numbers 'm' and 'g'")
+                if not (0 <= p["m"] <= MAX_MESSAGE_BYTES and 0 <= p["g"] <= MAX_TIME_S):
+                    raise GridError(f"point {i} is out of range: {p!r:.80}")
             g = PiecewiseLinear(
                 tuple(float(p["m"]) for p in points), tuple(float(p["g"]) for p in points)
             )
+            if any(b <= a for a, b in itertools.pairwise(g.sizes)):
+                raise GridError("the points' sizes must increase strictly")
             if any(b < a for a, b in itertools.pairwise(g.values)):
                 raise GridError("g(m) must not decrease with m")
+            if g.values[-1] <= 0:
+                raise GridError("g(m) is 0 at every size: a link must take some time per byte")
         else:
-            bandwidth = parse_bandwidth(raw["bandwidth"])
+            bandwidth = _rate(raw["bandwidth"], "'bandwidth'")
             g = PiecewiseLinear((0.0, 2.0**20), (0.0, 2.0**20 / bandwidth))
-    except (GridcollError, KeyError, TypeError, ValueError, ZeroDivisionError) as err:
+    except (GridcollError, KeyError, TypeError, ValueError, OverflowError) as err:
         detail = f"missing {err}" if isinstance(err, KeyError) else str(err)
         raise GridError(f"{where}: {detail}") from err
-    return Link(str(raw["name"]), g)
+    return Link(name, g)
 
 
 def grid_from_dict(data: Any) -> Grid:
-    """Build a :class:`Grid` from the parsed JSON object of a grid file."""
+    """Build a :class:`Grid` from the parsed JSON object of a grid file.
+
+    Strict (docs/grid-format.md, :mod:`gridcoll.limits`): names are printable strings
+    and unique, ``ranks`` a positive integer (not a boolean), numbers finite and in
+    range, ``placement`` a list of cluster names, every route named once. Raises
+    :class:`GridError` naming the first problem, before anything large is built.
+    """
     if not isinstance(data, dict):
         raise GridError("a grid file must hold one JSON object")
     if data.get("format", FORMAT) != FORMAT:
-        raise GridError(f"unknown grid format {data.get('format')!r}; expected {FORMAT!r}")
+        raise GridError(f"unknown grid format {data.get('format')!r:.80}; expected {FORMAT!r}")
     raw_clusters = data.get("clusters")
     if not isinstance(raw_clusters, list) or not raw_clusters:
         raise GridError("a grid file needs a non-empty 'clusters' list")
-    clusters = []
+    if len(raw_clusters) > MAX_CLUSTERS:
+        raise GridError(f"{len(raw_clusters)} clusters: at most {MAX_CLUSTERS} are supported")
+    total = 0
     for i, c in enumerate(raw_clusters):
         if not isinstance(c, dict) or "name" not in c or "ranks" not in c or "lan" not in c:
             raise GridError(f"cluster {i} needs 'name', 'ranks' and 'lan'")
-        if not isinstance(c["ranks"], int):
-            raise GridError(f"cluster {c['name']!r}: 'ranks' must be an integer")
+        name = _name(c["name"], f"cluster {i}'s 'name'")
+        ranks = c["ranks"]
+        if isinstance(ranks, bool) or not isinstance(ranks, int) or ranks < 1:
+            raise GridError(
+                f"cluster {name!r}: 'ranks' must be a positive integer, got {ranks!r:.40}"
+            )
+        total += ranks
+        if total > MAX_RANKS:
+            raise GridError(f"the clusters hold more than {MAX_RANKS} ranks, the most supported")
+    clusters = []
+    for c in raw_clusters:
         lan = plogp_from_dict(c["lan"], f"cluster {c['name']!r} lan")
-        clusters.append(Cluster(str(c["name"]), c["ranks"], lan, str(c.get("site", ""))))
+        site = c.get("site", "")
+        if site != "":
+            site = _name(site, f"cluster {c['name']!r}: 'site'")
+        clusters.append(Cluster(c["name"], c["ranks"], lan, site))
     index = {c.name: i for i, c in enumerate(clusters)}
+    if len(index) != len(clusters):
+        dup = next(c.name for k, c in enumerate(clusters) if index[c.name] != k)
+        raise GridError(f"cluster name {dup!r} is used twice")
 
     links: dict[str, Link] = {}
-    for i, raw in enumerate(data.get("links", [])):
+    for i, raw in enumerate(_list(data.get("links", []), "'links'")):
         link = _link_from_dict(raw, i)
+        if link.name in links:
+            raise GridError(f"link name {link.name!r} is used twice")
         links[link.name] = link
 
     routes: dict[tuple[int, int], Route] = {}
-    for i, raw in enumerate(data.get("routes", [])):
-        try:
-            a, b = index[raw["from"]], index[raw["to"]]
-        except KeyError as err:
-            raise GridError(f"route {i} names unknown cluster {err.args[0]!r}") from err
+    for i, raw in enumerate(_list(data.get("routes", []), "'routes'")):
+        if not isinstance(raw, dict):
+            raise GridError(f"route {i} must be an object, got {raw!r:.80}")
+        for end in ("from", "to"):
+            if end not in raw:
+                raise GridError(f"route {i} lacks '{end}' (a cluster name)")
+            if not isinstance(raw[end], str) or raw[end] not in index:
+                raise GridError(f"route {i}: '{end}' names unknown cluster {raw[end]!r:.80}")
+        a, b = index[raw["from"]], index[raw["to"]]
         where = f"route {raw['from']!r} -> {raw['to']!r}"
+        if a == b:
+            raise GridError(f"{where} joins a cluster to itself")
+        if (a, b) in routes:
+            raise GridError(f"{where} is given twice")
         plogp = plogp_from_dict(raw.get("plogp"), where)
-        names = tuple(raw.get("links", ()))
+        names = tuple(_list(raw.get("links", []), f"{where}: 'links'"))
+        for name in names:
+            if not isinstance(name, str) or name not in links:
+                raise GridError(f"{where} crosses unknown link {name!r:.80}")
         if not names:
             private = f"{raw['from']}->{raw['to']}"
             links.setdefault(private, Link(private, plogp.g_fn))
@@ -196,11 +334,13 @@ def grid_from_dict(data: Any) -> Grid:
 
     placement = None
     if "placement" in data:
-        try:
-            placement = tuple(index[name] for name in data["placement"])
-        except KeyError as err:
-            raise GridError(f"placement names unknown cluster {err.args[0]!r}") from err
-    return Grid(str(data.get("name", "grid")), tuple(clusters), routes, links, placement)
+        names = _list(data["placement"], "'placement'")
+        unknown = next((n for n in names if not isinstance(n, str) or n not in index), None)
+        if unknown is not None:
+            raise GridError(f"placement names unknown cluster {unknown!r:.80}")
+        placement = tuple(index[n] for n in names)
+    grid_name = _name(data.get("name", "grid"), "'name'")
+    return Grid(grid_name, tuple(clusters), routes, links, placement)
 
 
 def grid_to_dict(grid: Grid) -> dict[str, Any]:
@@ -268,6 +408,57 @@ def check_complete(grid: Grid, *, allow_incomplete: bool | None = None) -> Grid:
     return grid
 
 
+def _depth(value: Any) -> int:
+    """The nesting depth of parsed JSON, without recursion."""
+    deepest, stack = 0, [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if depth > MAX_JSON_DEPTH:
+            break
+        if isinstance(item, dict):
+            stack += [(v, depth + 1) for v in item.values()]
+        elif isinstance(item, list):
+            stack += [(v, depth + 1) for v in item]
+    return deepest
+
+
+def read_json(path: str | Path, what: str) -> Any:
+    """The JSON document of a file the user named, read safely: only a regular file
+    (never a FIFO or a device, which would block or never end), at most
+    :data:`~gridcoll.limits.MAX_FILE_BYTES`, nested at most
+    :data:`~gridcoll.limits.MAX_JSON_DEPTH` deep. Raises :class:`GridError` naming the
+    file (``what``: "grid file", ...)."""
+    path = Path(path)
+    shown = repr(str(path))
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            raise GridError(f"{what} {shown} is not a regular file")
+        if info.st_size > MAX_FILE_BYTES:
+            raise GridError(
+                f"{what} {shown} holds {info.st_size} bytes; at most {MAX_FILE_BYTES} are read"
+            )
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+        with os.fdopen(fd, "rb") as f:
+            raw = f.read(MAX_FILE_BYTES + 1)
+    except OSError as err:
+        raise GridError(f"cannot read {what} {shown}: {err.strerror}") from err
+    if len(raw) > MAX_FILE_BYTES:
+        raise GridError(f"{what} {shown} is larger than {MAX_FILE_BYTES} bytes")
+    try:
+        data = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError as err:
+        raise GridError(f"{what} {shown} is not UTF-8 text") from err
+    except json.JSONDecodeError as err:
+        raise GridError(f"{what} {shown} is not valid JSON: {err}") from err
+    except RecursionError as err:
+        raise GridError(f"{what} {shown} is nested too deeply") from err
+    if _depth(data) > MAX_JSON_DEPTH:
+        raise GridError(f"{what} {shown} is nested more than {MAX_JSON_DEPTH} levels deep")
+    return data
+
+
 def load_grid(path: str | Path, *, allow_incomplete: bool | None = None) -> Grid:
     """Read a grid file. Raises :class:`GridError` naming the file and the problem.
 
@@ -275,12 +466,7 @@ def load_grid(path: str | Path, *, allow_incomplete: bool | None = None) -> Grid
     ``allow_incomplete`` (default: ``GRIDCOLL_ALLOW_INCOMPLETE=1``) is true.
     """
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise GridError(f"cannot read grid file {str(path)!r}: {err.strerror}") from err
-    except json.JSONDecodeError as err:
-        raise GridError(f"grid file {str(path)!r} is not valid JSON: {err}") from err
+    data = read_json(path, "grid file")
     try:
         return check_complete(grid_from_dict(data), allow_incomplete=allow_incomplete)
     except GridError as err:
@@ -320,12 +506,7 @@ def load_plogp(
     incomplete is refused unless ``allow_incomplete`` (or
     ``GRIDCOLL_ALLOW_INCOMPLETE=1``)."""
     path = Path(path)
-    try:
-        data = json.loads(path.read_text())
-    except OSError as err:
-        raise GridError(f"cannot read P-LogP file {str(path)!r}: {err.strerror}") from err
-    except json.JSONDecodeError as err:
-        raise GridError(f"P-LogP file {str(path)!r} is not valid JSON: {err}") from err
+    data = read_json(path, "P-LogP file")
     where = f"P-LogP file {str(path)!r}"
     if not isinstance(data, dict):
         raise GridError(f"{where} must hold one JSON object")

@@ -19,11 +19,13 @@ from __future__ import annotations
 
 import itertools
 import math
+import os
 import random
 import re
 from pathlib import Path
 
 from gridcoll.errors import GridError
+from gridcoll.limits import MAX_CLUSTERS, MAX_RANKS
 from gridcoll.network.grid import Cluster, Grid, Link, Route
 from gridcoll.network.gridfile import load_grid
 from gridcoll.network.plogp import PLogP
@@ -97,10 +99,19 @@ def _pair_grid(name: str, clusters: list[Cluster], wan: dict[tuple[int, int], PL
     return Grid(name, tuple(clusters), routes, links)
 
 
+def check_size(spec: str, nclusters: int, nranks: int) -> None:
+    """Refuse, before building anything, a grid beyond :mod:`gridcoll.limits`."""
+    if nclusters > MAX_CLUSTERS:
+        raise GridError(f"{spec} has {nclusters} clusters; at most {MAX_CLUSTERS} are supported")
+    if nranks > MAX_RANKS:
+        raise GridError(f"{spec} has {nranks} ranks; at most {MAX_RANKS} are supported")
+
+
 def magpie(nclusters: int, nranks: int) -> Grid:
     """``magpie:C,N``: seed 000's simulated WAN (10 ms, 1 MB/s per link) over Myrinet."""
     if nclusters < 1 or nranks < 1:
         raise GridError(f"magpie needs C >= 1 clusters and N >= 1 ranks, got {nclusters},{nranks}")
+    check_size(f"magpie:{nclusters},{nranks}", nclusters, nclusters * nranks)
     lan = lan_plogp()
     wan = wan_plogp(10e-3, 1e6, lan)
     clusters = [Cluster(f"c{i}", nranks, lan) for i in range(nclusters)]
@@ -137,6 +148,7 @@ def das2(nranks: int) -> Grid:
     """
     if nranks < 1:
         raise GridError(f"das2 needs N >= 1 ranks per cluster, got {nranks}")
+    check_size(f"das2:{nranks}", 4, 4 * nranks)
     lan = lan_plogp()
     clusters = [Cluster(name, nranks, lan) for name in DAS2_SITES]
     wan = {
@@ -221,6 +233,7 @@ def transit_stub(nnodes: int, seed: int) -> Grid:
     """
     if nnodes < 2:
         raise GridError(f"transit-stub needs N >= 2 nodes, got {nnodes}")
+    check_size(f"transit-stub:{nnodes},{seed}", nnodes, nnodes)
     import networkx as nx  # slow to import; only this preset needs it
 
     rng = random.Random(seed)
@@ -277,6 +290,7 @@ def lan(nranks: int) -> Grid:
     """``lan:N``: one cluster of N ranks on the MagPIe LAN (a single-layer network)."""
     if nranks < 1:
         raise GridError(f"lan needs N >= 1 ranks, got {nranks}")
+    check_size(f"lan:{nranks}", 1, nranks)
     return Grid(f"lan:{nranks}", (Cluster("lan", nranks, lan_plogp()),))
 
 
@@ -300,10 +314,13 @@ def get_grid(spec: str | Path | Grid) -> Grid:
         build, nargs, usage = PRESETS[match.group(1)]
         raw = match.group(2)
         args = [a for a in (raw or "").split(",") if a.strip()]
-        if len(args) != nargs or not all(a.strip().isdigit() for a in args):
-            raise GridError(f"preset {text!r} needs {nargs} integer argument(s): use {usage}")
+        if len(args) != nargs or not all(a.strip().isdigit() and len(a) < 10 for a in args):
+            raise GridError(
+                f"preset {text!r} needs {nargs} integer argument(s) of at most 9 digits: "
+                f"use {usage}"
+            )
         return build(*(int(a) for a in args))
-    if Path(text).exists():
+    if os.path.lexists(text):
         return load_grid(text)
     known = ", ".join(usage for _, _, usage in PRESETS.values())
     raise GridError(f"unknown grid {text!r}: not a preset ({known}) nor a grid file")

@@ -21,7 +21,6 @@ from gridcoll.tune.search import (
 )
 from gridcoll.tune.select import (
     DEFAULT_BUDGET_S,
-    MAX_BUDGET_S,
     NATIVE,
     ROOTED,
     Candidate,
@@ -31,7 +30,6 @@ from gridcoll.tune.select import (
 
 __all__ = [
     "DEFAULT_BUDGET_S",
-    "MAX_BUDGET_S",
     "NATIVE",
     "ROOTED",
     "Candidate",

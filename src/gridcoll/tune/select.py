@@ -44,6 +44,7 @@ from typing import Any
 
 from gridcoll.algorithms.registry import Builder, get_builder, list_builders
 from gridcoll.errors import GridcollError, ParameterError, Unfeasible, UnknownAlgorithm
+from gridcoll.limits import MAX_BUDGET_S, MAX_MESSAGE_BYTES
 from gridcoll.models.registry import MODELS
 from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.bounds import collective_bound
@@ -58,7 +59,6 @@ from gridcoll.units import format_size, format_time
 __all__ = [
     "ANYTIME_SHARE",
     "DEFAULT_BUDGET_S",
-    "MAX_BUDGET_S",
     "MIN_EVALUATIONS",
     "NATIVE",
     "ROOTED",
@@ -280,6 +280,10 @@ def _for_operation(op: str, algo: str, builders: list[Builder], commutative: boo
 def _check_call(grid: Grid, op: str, nbytes: int, root: int, itemsize: int) -> int:
     """The call's checks (:func:`check_model_call`); a barrier's size is ignored (0)."""
     if op != "barrier":
+        if isinstance(nbytes, int) and nbytes > MAX_MESSAGE_BYTES:
+            raise ParameterError(
+                f"a call of {nbytes} bytes is above the largest supported, {MAX_MESSAGE_BYTES}"
+            )
         check_model_call(grid, nbytes, root, itemsize)
         return nbytes
     grid.check_rank(root, "root")
@@ -739,5 +743,3 @@ DEFAULT_BUDGET_S = 1.0
 ``run``, ``demo`` alike, so one call chooses the same everywhere); the Python default
 is none (no anytime builders), what every MPI rank of :class:`gridcoll.Comm` uses."""
 
-MAX_BUDGET_S = 86400.0
-"""The largest planning budget accepted (a day)."""
