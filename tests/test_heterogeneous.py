@@ -399,7 +399,7 @@ def test_auto_ranks_its_best_predictions_on_the_simulator():
         Candidate("binomial", {}, 2**20, 1.1),
         Candidate("chain", {}, 2**20, 2.0),  # beyond 1.25x the best: not simulated
     ]
-    ranked = _verified(grid, 2**20, 0, 1, fake)
+    ranked = _verified(grid, "bcast", 2**20, 0, 1, fake)
     assert [c.algorithm for c in ranked] == ["binomial", "flat", "chain"]
     for c in ranked[:2]:
         schedule = get_builder("bcast", c.algorithm).build(grid, 2**20, 0)
@@ -423,7 +423,7 @@ def test_a_candidate_too_large_to_simulate_still_wins_on_a_better_prediction():
         Candidate("binomial", {}, 2**20, 0.011),
         Candidate("chain", {"segment_size": 1}, 1, 0.012),  # within 1.25x: too large
     ]
-    ranked = _verified(grid, 2**20, 0, 1, fake)
+    ranked = _verified(grid, "bcast", 2**20, 0, 1, fake)
     simulated = [c.simulated_s for c in ranked if c.simulated_s is not None]
     assert len(simulated) == 2 and min(simulated) > 0.012  # flat and binomial: > 80 ms
     assert ranked[0].algorithm == "chain" and ranked[0].simulated_s is None
@@ -471,13 +471,16 @@ def test_compare_table_runs(capsys):
 def test_plan_cli_takes_a_planning_budget(capsys):
     """``gridcoll plan --budget S``: auto then weighs the annealing builders."""
     argv = ["plan", "--grid", "magpie:3,3", "--size", "64KB", "--json"]
-    assert main(argv) == 0
+    assert main([*argv, "--budget", "none"]) == 0
     plain = {c["algorithm"] for c in json.loads(capsys.readouterr().out)["candidates"]}
     assert main([*argv, "--budget", "0.5"]) == 0
     budgeted = {c["algorithm"] for c in json.loads(capsys.readouterr().out)["candidates"]}
     assert "sa" not in plain and {"sa", "sa-clustered-segmented"} <= budgeted
+    assert main(argv) == 0  # the default budget (tune.DEFAULT_BUDGET_S) lets them in
+    default = {c["algorithm"] for c in json.loads(capsys.readouterr().out)["candidates"]}
+    assert {"sa", "sa-clustered-segmented"} <= default
     assert main([*argv, "--budget", "-1"]) == 2
-    assert "budget_s" in capsys.readouterr().err
+    assert "--budget" in capsys.readouterr().err
 
 
 def test_schedule_tree_rejects_non_tree_schedules():
@@ -487,3 +490,74 @@ def test_schedule_tree_rejects_non_tree_schedules():
     assert math.isfinite(
         tree_time(grid, schedule_tree(get_builder("bcast", "binomial").build(grid, 64)), 64)
     )
+
+
+# -- one declaration per family, two builders --------------------------------------------
+def test_every_family_is_declared_once_and_registered_as_both_builders():
+    from gridcoll.algorithms.registry import TREE_FAMILIES
+
+    assert [f.name for f in TREE_FAMILIES] == [
+        "fef", "ecef", "look-ahead", "hlot", "tps", "mateescu",
+        "phoenix-latency", "phoenix-bandwidth", "mpich-g2", "sa", "sa-clustered",
+    ]  # fmt: skip
+    assert set(FAMILIES) == {f.name for f in TREE_FAMILIES}
+    for family in TREE_FAMILIES:
+        plain = get_builder("bcast", family.name)
+        segmented = get_builder("bcast", f"{family.name}-segmented")
+        assert plain.build is family.build and segmented.build is family.build_segmented
+        assert plain.summary == family.summary and segmented.params == ("segment_size",)
+        assert TREES[family.name] is family.tree
+        fn = family.name.replace("-", "_")
+        module = __import__(plain.build.__module__, fromlist=[fn])
+        assert getattr(module, fn) is plain.build, fn  # callable from Python as before
+        assert getattr(module, f"{fn}_segmented") is segmented.build
+        assert plain.build.__name__ == fn and segmented.build.__name__ == f"{fn}_segmented"
+
+
+def test_generated_builders_keep_the_algorithm_docstring_citation_and_complexity():
+    from gridcoll.algorithms.registry import TREE_FAMILIES
+
+    for family in TREE_FAMILIES:
+        plain, segmented = family.build.__doc__, family.build_segmented.__doc__
+        assert plain.splitlines()[0].endswith(", whole message.")
+        assert segmented.splitlines()[0].endswith(", segments forwarded as they arrive.")
+        for doc in (plain, segmented):
+            assert "\nReferences\n----------\n" in doc and "\nNotes\n-----\n" in doc
+            assert "O(" in doc.split("\nNotes\n-----\n")[1]  # the build complexity
+        refs = plain.split("\nReferences\n----------\n")[1].split("\n\n")[0]
+        assert refs in segmented  # the same citation
+        assert "segment_size : int" in segmented and "(k-1) gamma(m) + lam(m)" in segmented
+        assert "Examples" not in segmented
+
+
+def test_generated_builders_check_their_keywords_and_record_their_parameters():
+    from gridcoll.algorithms.heuristics import fef, fef_segmented
+    from gridcoll.algorithms.phoenix import phoenix_latency_segmented
+
+    grid = magpie(2, 2)
+    with pytest.raises(TypeError, match="segment_size"):
+        fef(grid, 1024, segment_size=512)
+    with pytest.raises(TypeError, match="segment_size"):
+        fef_segmented(grid, 1024)
+    assert fef(grid, 1024).params == {}
+    assert fef_segmented(grid, 1024, 1, segment_size=256).params == {"segment_size": 256}
+    assert phoenix_latency_segmented(grid, 1024, segment_size=512, seed=3).params == {
+        "seed": 3,
+        "segment_size": 512,
+    }
+    with pytest.raises(ParameterError, match="segment size"):
+        fef_segmented(grid, 1024, segment_size=0)
+
+
+@settings(max_examples=15)
+@given(grid=grids(), root_seed=st.integers(0, 10**6), nbytes=st.integers(1, 100_000))
+def test_property_one_segment_is_the_whole_message(grid, root_seed, nbytes):
+    """``X-segmented`` with ``m >= M`` sends exactly what ``X`` sends."""
+    from gridcoll.algorithms.registry import TREE_FAMILIES
+
+    root = root_seed % grid.nranks
+    for family in TREE_FAMILIES:
+        kw = fast(family.name)
+        plain = family.build(grid, nbytes, root, **kw)
+        one = family.build_segmented(grid, nbytes, root, segment_size=nbytes, **kw)
+        assert one.programs == plain.programs and one.segments == plain.segments

@@ -145,10 +145,13 @@ def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool =
     parser.add_argument("--explain", action="store_true", help="explain the choice")
 
 
-def budget_arg(text: str) -> float:
-    """argparse type of ``--budget``: nominal seconds in (0, MAX_BUDGET_S]."""
+def budget_arg(text: str) -> float | None:
+    """argparse type of ``--budget``: nominal seconds in (0, MAX_BUDGET_S], or ``none``
+    (no anytime builders)."""
     from gridcoll.limits import MAX_BUDGET_S
 
+    if text.strip().lower() == "none":
+        return None
     try:
         value = float(text)
     except ValueError:
@@ -172,7 +175,8 @@ def add_budget_argument(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BUDGET_S,
         metavar="SECONDS",
         help="planning budget in nominal seconds: lets auto run the simulated-annealing "
-        f"builders and skips builders whose planning would not fit (default {DEFAULT_BUDGET_S:g})",
+        "builders and skips builders whose planning would not fit; 'none' leaves the "
+        f"annealing out (default {DEFAULT_BUDGET_S:g})",
     )
 
 

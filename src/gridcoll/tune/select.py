@@ -527,11 +527,12 @@ def _make_plan(
         reasons = "; ".join(f"{name}: {why}" for name, why in skipped)
         raise Unfeasible(f"no {op} algorithm could be modelled on {grid.name!r}: {reasons}")
     candidates.sort(key=lambda c: c.predicted_s)  # stable: registry order breaks ties
+    force = check is True  # the caller wants the choice simulated, whatever its size
     if check is None:
         check = op == "bcast" and not named
     if check and nbytes > 0:
         candidates = _verified(grid, op, nbytes, root, itemsize, candidates)
-        if candidates[0].simulated_s is None and check is True:
+        if candidates[0].simulated_s is None and force:
             candidates[0] = _simulated(grid, op, nbytes, root, itemsize, candidates[0])
     best = candidates[0]
     bound = collective_bound(physical, op, nbytes, root).time_s
