@@ -18,7 +18,6 @@ from gridcoll.models.alltoall import (
     alltoall_bounds,
     fit_contention,
     least_squares_ratio,
-    simulated_contention,
 )
 from gridcoll.models.scatter import scatter_table2
 from gridcoll.network import das2, get_grid, lan, magpie
@@ -26,6 +25,7 @@ from gridcoll.network.bounds import collective_bound
 from gridcoll.schedule import Recv, Schedule, schedule_from_json, schedule_to_json, validate
 from gridcoll.simulate import simulate
 from gridcoll.tune import plan
+from gridcoll.tune.contention import simulated_contention
 
 OPS = ("scatter", "gather", "allgather", "alltoall", "reduce", "allreduce", "barrier")
 REDUCTIONS = ("reduce", "allreduce")
@@ -432,7 +432,8 @@ def test_simulated_contention_is_memoised_and_used_by_the_model():
     gamma = simulated_contention(grid, "direct-rotated")
     assert simulated_contention(lan(8), "direct-rotated") == gamma  # by fingerprint
     b = alltoall_bounds(grid, 4096)
-    assert predict(grid, "alltoall", "direct-rotated", 4096) == pytest.approx(b.predict(gamma))
+    rotated = predict(grid, "alltoall", "direct-rotated", 4096, contention=gamma)
+    assert rotated == pytest.approx(b.predict(gamma))
     model = MODELS["alltoall", "direct"]
     assert model(grid, 4096, contention=2 / 3) == pytest.approx(b.predict(2 / 3))
 

@@ -23,22 +23,27 @@ Trees for reductions
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from gridcoll.algorithms._common import check_call
-from gridcoll.algorithms.trees import Tree, dary_tree
+from gridcoll.algorithms.magpie import check_degree
+from gridcoll.algorithms.trees import Tree, append_tree_broadcast, dary_tree
 from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Op, Recv, Schedule, Send, split_segments
+from gridcoll.schedule.ir import Op, Recv, Schedule, split_segments
+from gridcoll.schedule.transform import reverse_program
 
 __all__ = [
     "Blocks",
     "append_tree_reduce",
     "check_commutative",
+    "check_reduction",
     "check_segment_size",
     "finish",
+    "mirrored",
     "preorder_tree",
+    "reduction_params",
     "rotated",
     "runs",
 ]
@@ -69,6 +74,38 @@ def check_commutative(commutative: object, algorithm: str, *, supported: bool = 
             "chain-segmented, two-level, recursive-doubling, rabenseifner)"
         )
     return commutative
+
+
+_WHOLE = object()
+"""``check_reduction``'s default: the builder takes no segment size."""
+
+
+def check_reduction(
+    grid: Grid,
+    nbytes: int,
+    root: int,
+    algorithm: str,
+    commutative: object,
+    *,
+    itemsize: int = 1,
+    segment_size: object = _WHOLE,
+    degrees: Mapping[str, object] | None = None,
+    supported: bool = True,
+) -> None:
+    """The checks every reduce and allreduce builder makes before building, in order:
+    the call, the segment size (if the builder takes one: any value passed, None
+    included, is checked), each named degree, then :func:`check_commutative`."""
+    check_call(grid, nbytes, root)
+    if segment_size is not _WHOLE:
+        check_segment_size(segment_size, itemsize)
+    for name, degree in (degrees or {}).items():
+        check_degree(degree, name)
+    check_commutative(commutative, algorithm, supported=supported)
+
+
+def reduction_params(commutative: bool, **params: object) -> dict:
+    """A reduction schedule's parameters: the builder's, then ``commutative``."""
+    return {**params, "commutative": commutative}
 
 
 @dataclass(frozen=True)
@@ -153,6 +190,11 @@ def preorder_tree(ranks: Sequence[int], degree: int) -> Tree:
     return Tree(ranks[0], children)
 
 
+def mirrored(tree: Tree) -> Tree:
+    """``tree`` with every node's children in reverse order. O(P)."""
+    return Tree(tree.root, {v: tuple(reversed(kids)) for v, kids in tree.children.items()})
+
+
 def append_tree_reduce(
     programs: Sequence[list[Op]],
     tree: Tree,
@@ -166,18 +208,27 @@ def append_tree_reduce(
     order, combining it on the right of what it holds, then sends the result to its
     parent. With ``to`` (another rank), the tree's root sends each message's result
     there as soon as it has it, and ``to`` receives them after its own ops.
+
+    The reduce is the broadcast run backwards (:func:`gridcoll.schedule.transform.reverse`
+    with combining receives): the broadcast of the messages in reverse order down the
+    :func:`mirrored` tree, each program reversed, takes every node's children in the
+    tree's order and the messages in order. The data flow is each broadcast path
+    walked upwards, so the validator's proof of the broadcast carries over; with
+    order-preserving trees (:func:`preorder_tree`) each combine joins the held interval
+    with the next child's, so non-commutative operations stay in rank order. The hop
+    to ``to`` is a plain receive there (it takes the result; it does not combine).
+    O(P) per message.
     """
-    parent = dict(tree.parents())
-    if to is not None and to != tree.root:
-        parent[tree.root] = to
+    hop = to is not None and to != tree.root
+    down: list[list[Op]] = [[] for _ in programs]
+    mirror = mirrored(tree)
+    for message in reversed(messages):
+        if hop:  # backwards: the root takes the message from ``to`` before forwarding it
+            down[tree.root].append(Recv(to, message))
+        append_tree_broadcast(down, mirror, [message])
     for v in tree.nodes():
-        program = programs[v]
-        kids = tree.children.get(v, ())
-        for message in messages:
-            program += [Recv(c, message, combine=True) for c in kids]
-            if v in parent:
-                program.append(Send(parent[v], message))
-    if to is not None and to != tree.root:
+        programs[v] += reverse_program(down[v], combine=True)
+    if hop:
         programs[to] += [Recv(tree.root, message) for message in messages]
 
 

@@ -30,16 +30,14 @@ from __future__ import annotations
 
 from gridcoll.algorithms._collective import (
     append_tree_reduce,
-    check_commutative,
-    check_segment_size,
+    check_reduction,
     finish,
     preorder_tree,
+    reduction_params,
     runs,
 )
-from gridcoll.algorithms._common import check_call
-from gridcoll.algorithms.magpie import check_degree
 from gridcoll.algorithms.reduce import binomial_reduce_tree
-from gridcoll.algorithms.trees import append_tree_broadcast, binomial_tree
+from gridcoll.algorithms.trees import Tree, append_tree_broadcast, binomial_tree
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Op, Recv, Schedule, Send, split_segments
 
@@ -64,10 +62,6 @@ SHORT_MSG_SIZE = 2048
 
 def _empty(P: int) -> list[list[Op]]:
     return [[] for _ in range(P)]
-
-
-def _params(commutative: bool, **params) -> dict:
-    return {**params, "commutative": commutative}
 
 
 def reduce_bcast_allreduce(
@@ -110,14 +104,13 @@ def reduce_bcast_allreduce(
     ...  reduce_bcast_allreduce(magpie(1, 2), 8).programs[1]]
     [('Send', 0), ('Recv', 0)]
     """
-    check_call(grid, nbytes, root)
-    check_commutative(commutative, "reduce-bcast")
+    check_reduction(grid, nbytes, root, "reduce-bcast", commutative)
     segments = split_segments(nbytes, None, itemsize)
     ranks = list(range(grid.nranks))
     programs = _empty(grid.nranks)
     append_tree_reduce(programs, binomial_reduce_tree(ranks), [(0,)])
     append_tree_broadcast(programs, binomial_tree(ranks), [(0,)])
-    params = _params(commutative)
+    params = reduction_params(commutative)
     return finish("allreduce", "reduce-bcast", grid, 0, nbytes, segments, programs, params)
 
 
@@ -167,8 +160,7 @@ def recursive_doubling_allreduce(
     ----------
     Thakur, Rabenseifner and Gropp 2005, sec. 4.5.
     """
-    check_call(grid, nbytes, root)
-    check_commutative(commutative, "recursive-doubling")
+    check_reduction(grid, nbytes, root, "recursive-doubling", commutative)
     segments = split_segments(nbytes, None, itemsize)
     whole = [tuple(range(len(segments)))]
     programs = _empty(grid.nranks)
@@ -182,7 +174,7 @@ def recursive_doubling_allreduce(
             programs[me].append(Recv(partner, whole[0], combine=True, incoming_first=partner < me))
         mask <<= 1
     fold.unfold(programs, whole)
-    params = _params(commutative)
+    params = reduction_params(commutative)
     return finish("allreduce", "recursive-doubling", grid, 0, nbytes, segments, programs, params)
 
 
@@ -223,8 +215,7 @@ def rabenseifner_allreduce(
     R. Rabenseifner, *Optimization of collective reduction operations*, ICCS 2004;
     Thakur, Rabenseifner and Gropp 2005, sec. 4.5.
     """
-    check_call(grid, nbytes, root)
-    check_commutative(commutative, "rabenseifner")
+    check_reduction(grid, nbytes, root, "rabenseifner", commutative)
     split_segments(nbytes, None, itemsize)
     fold = Fold(grid.nranks)
     p = fold.p
@@ -272,7 +263,7 @@ def rabenseifner_allreduce(
                 programs[me].append(Recv(peer, message(*ranges[partner])))
         ranges = before
     fold.unfold(programs, whole)
-    params = _params(commutative)
+    params = reduction_params(commutative)
     return finish("allreduce", "rabenseifner", grid, 0, nbytes, tuple(segments), programs, params)
 
 
@@ -300,16 +291,27 @@ def mpich_allreduce(
     ----------
     Thakur, Rabenseifner and Gropp 2005, sec. 4.5.
     """
-    check_call(grid, nbytes, root)
-    check_commutative(commutative, "mpich")
+    check_reduction(grid, nbytes, root, "mpich", commutative)
     variant = mpich_allreduce_variant(grid.nranks, nbytes, itemsize, commutative)
     build = {
         "recursive-doubling": recursive_doubling_allreduce,
         "rabenseifner": rabenseifner_allreduce,
     }[variant]
     s = build(grid, nbytes, root, itemsize=itemsize, commutative=commutative)
-    params = _params(commutative, variant=variant)
+    params = reduction_params(commutative, variant=variant)
     return finish("allreduce", "mpich", grid, 0, nbytes, s.segments, s.programs, params)
+
+
+def _append_members(programs: list[list[Op]], tree: Tree, rounds: list[tuple[int, ...]]) -> None:
+    """Append to every rank of ``tree`` but its root (the group's leader, whose ops the
+    caller writes) its part of the local reduce of ``rounds`` up ``tree``, then of
+    their broadcast down it. O(group size x rounds)."""
+    scratch = _empty(len(programs))
+    append_tree_reduce(scratch, tree, rounds)
+    append_tree_broadcast(scratch, tree, rounds)
+    for r in tree.nodes():
+        if r != tree.root:
+            programs[r] += scratch[r]
 
 
 def reduction_groups(grid: Grid, commutative: bool) -> list[list[int]]:
@@ -375,10 +377,10 @@ def two_level_allreduce(
     ----------
     Seed 000, sec. 3.1.2 and 3.4; Rabenseifner 2004 (reduce-scatter + allgather).
     """
-    check_call(grid, nbytes, root)
-    check_segment_size(segment_size, itemsize)
-    check_degree(lan_degree, "lan_degree")
-    check_commutative(commutative, "two-level")
+    check_reduction(
+        grid, nbytes, root, "two-level", commutative, itemsize=itemsize,
+        segment_size=segment_size, degrees={"lan_degree": lan_degree},
+    )  # fmt: skip
     split_segments(nbytes, None, itemsize)
     groups = reduction_groups(grid, commutative)
     G = len(groups)
@@ -399,10 +401,7 @@ def two_level_allreduce(
     for g, group in enumerate(groups):
         tree = preorder_tree(group, lan_degree)
         leader = leaders[g]
-        scratch = _empty(grid.nranks)
-        append_tree_reduce(scratch, tree, rounds)
-        for r in group:
-            programs[r] += scratch[r] if r != leader else []
+        _append_members(programs, tree, rounds)
         lead = programs[leader]
         others = [(g + i) % G for i in range(1, G)]
         before = [q for q in range(g - 1, -1, -1)]
@@ -421,12 +420,7 @@ def two_level_allreduce(
         for j in range(k):  # 4. the other chunks' results, down the local tree
             lead += [Recv(leaders[q], seg(q, j)) for q in others if seg(q, j)]
             lead += [Send(c, rounds[j]) for c in kids]
-        scratch = _empty(grid.nranks)
-        append_tree_broadcast(scratch, tree, rounds)
-        for r in group:
-            if r != leader:
-                programs[r] += scratch[r]
-    params = _params(commutative, segment_size=segment_size, lan_degree=lan_degree)
+    params = reduction_params(commutative, segment_size=segment_size, lan_degree=lan_degree)
     return finish("allreduce", "two-level", grid, 0, nbytes, tuple(segments), programs, params)
 
 
@@ -473,10 +467,10 @@ def two_level_exchange_allreduce(
     ----------
     Seed 000, sec. 3.4 (MagPIe's allgather among coordinators, here of partial results).
     """
-    check_call(grid, nbytes, root)
-    check_segment_size(segment_size, itemsize)
-    check_degree(lan_degree, "lan_degree")
-    check_commutative(commutative, "two-level-exchange")
+    check_reduction(
+        grid, nbytes, root, "two-level-exchange", commutative, itemsize=itemsize,
+        segment_size=segment_size, degrees={"lan_degree": lan_degree},
+    )  # fmt: skip
     segments = split_segments(nbytes, segment_size, itemsize)
     rounds = [(s,) for s in range(len(segments))]
     groups = reduction_groups(grid, commutative)
@@ -486,12 +480,7 @@ def two_level_exchange_allreduce(
     for g, group in enumerate(groups):
         tree = preorder_tree(group, lan_degree)
         leader = leaders[g]
-        scratch = _empty(grid.nranks)
-        append_tree_reduce(scratch, tree, rounds)
-        append_tree_broadcast(scratch, tree, rounds)
-        for r in group:
-            if r != leader:
-                programs[r] += scratch[r]
+        _append_members(programs, tree, rounds)
         lead = programs[leader]
         others = [(g + i) % G for i in range(1, G)]
         kids = tree.children.get(leader, ())
@@ -505,5 +494,5 @@ def two_level_exchange_allreduce(
                 for q in range(g - 1, -1, -1)
             ]
             lead += [Send(c, message) for c in kids]
-    params = _params(commutative, segment_size=segment_size, lan_degree=lan_degree)
+    params = reduction_params(commutative, segment_size=segment_size, lan_degree=lan_degree)
     return finish("allreduce", "two-level-exchange", grid, 0, nbytes, segments, programs, params)

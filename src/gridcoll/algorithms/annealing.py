@@ -50,18 +50,18 @@ sec. 2.2-2.4, figures 1, 2, 4 and table 1.
 
 from __future__ import annotations
 
+import heapq
 import math
 import random
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from gridcoll.algorithms._hetero import cached_tree, tree_bcast
+from gridcoll.algorithms._hetero import cached_tree, tree_family
 from gridcoll.algorithms.mpich_g2 import mpich_g2_tree
 from gridcoll.algorithms.trees import Tree
 from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Schedule
 
 __all__ = [
     "ACCEPT_LIMIT",
@@ -74,6 +74,8 @@ __all__ = [
     "QUIT_FRACTION",
     "REFINEMENTS",
     "RESTARTS",
+    "SA",
+    "SA_CLUSTERED",
     "TEMP_FACTOR",
     "TREES",
     "GoodList",
@@ -185,27 +187,40 @@ class TreeCost:
         return out
 
     def arrivals(self, root: int, children: Sequence[Sequence[int]]) -> list[float]:
-        """Arrival time of every node (breadth-first, as the per-edge model)."""
+        """Arrival time of every node, as the per-edge model: the sends take the shared
+        links in the order of their nominal start (breadth-first order breaks ties)."""
         self.evaluations += 1
         s, r, links = self.s, self.r, self.links
         arrival = [0.0] * len(s)
-        free = [0.0] * self.nlinks
         order = [root]
         for v in order:
-            t = arrival[v]
-            sv, rv, lv = s[v], r[v], links[v]
-            for c in children[v]:
-                depart = t
-                route = lv[c]
+            order.extend(children[v])
+        if not self.nlinks:  # nothing to wait for: breadth first is the model's order
+            for v in order:
+                t, sv, rv = arrival[v], s[v], r[v]
+                for c in children[v]:
+                    arrival[c] = t + rv[c]
+                    t += sv[c]
+            return arrival
+        position = {v: i for i, v in enumerate(order)}
+        free = [0.0] * self.nlinks
+        sends: list[tuple[float, int, int, int]] = []  # (nominal start, order, v, c)
+        heapq.heappush(sends, (0.0, 0, root, root))
+        while sends:
+            depart, _, v, c = heapq.heappop(sends)
+            if c != v:  # the send v -> c
+                route = links[v][c]
                 if route:  # wait until every link of the route is free
                     for lid, _ in route:
                         if free[lid] > depart:
                             depart = free[lid]
                     for lid, g in route:
                         free[lid] = depart + g
-                arrival[c] = depart + rv[c]
-                t += sv[c]
-                order.append(c)
+                arrival[c] = depart + r[v][c]
+            t, sc = arrival[c], s[c]
+            for child in children[c]:  # c's sends, back to back from its arrival
+                heapq.heappush(sends, (t, position[child], c, child))
+                t += sc[child]
         return arrival
 
 
@@ -722,34 +737,11 @@ TREES = {"sa": _on_grid("sa"), "sa-clustered": _on_grid("sa-clustered")}
 warm_start)``."""
 
 
-def _build(name, kind, grid, nbytes, root, segment_size, itemsize, **sa) -> Schedule:
-    params = {k: v for k, v in sa.items() if v is not None}
-    if segment_size is not None:
-        params["segment_size"] = segment_size
-    return tree_bcast(
-        name,
-        grid,
-        nbytes,
-        root,
-        lambda: TREES[kind](grid, nbytes, root, **sa),
-        segment_size=segment_size,
-        itemsize=itemsize,
-        params=params,
-    )
-
-
-def sa(
-    grid: Grid,
-    nbytes: int,
-    root: int = 0,
-    *,
-    seed: int = 0,
-    evaluations: int | None = None,
-    time_budget_s: float | None = None,
-    warm_start: bool = True,
-    itemsize: int = 1,
-) -> Schedule:
-    """driverSA's tree over all ranks (seed 001, figures 1 and 2), whole message.
+SA = tree_family(
+    "sa",
+    TREES["sa"],
+    "simulated annealing over all ranks: basicSA + driverSA (seed 001)",
+    """driverSA's tree over all ranks (seed 001, figures 1 and 2).
 
     Parameters
     ----------
@@ -778,56 +770,18 @@ def sa(
     >>> from gridcoll.network import magpie
     >>> sa(magpie(2, 2), 2**20, evaluations=500).nmessages
     3
-    """
-    return _build(
-        "sa", "sa", grid, nbytes, root, None, itemsize,
-        seed=seed, evaluations=evaluations, time_budget_s=time_budget_s, warm_start=warm_start,
-    )  # fmt: skip
+    """,
+    module=__name__,
+    anytime=True,
+)
+sa, sa_segmented = SA.build, SA.build_segmented
 
 
-def sa_segmented(
-    grid: Grid,
-    nbytes: int,
-    root: int = 0,
-    *,
-    segment_size: int,
-    seed: int = 0,
-    evaluations: int | None = None,
-    time_budget_s: float | None = None,
-    warm_start: bool = True,
-    itemsize: int = 1,
-) -> Schedule:
-    """driverSA's tree, segments forwarded as they arrive (same tree as :func:`sa`).
-
-    Notes
-    -----
-    The tree of :func:`sa` (O(evaluations x P) to build); every node forwards each
-    segment as it arrives (seed 003's packet-level transfer). Model: seed 000's
-    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
-    segment size.
-
-    References
-    ----------
-    Seed 001, sec. 2.2-2.3, figures 1 and 2.
-    """
-    return _build(
-        "sa-segmented", "sa", grid, nbytes, root, segment_size, itemsize,
-        seed=seed, evaluations=evaluations, time_budget_s=time_budget_s, warm_start=warm_start,
-    )  # fmt: skip
-
-
-def sa_clustered(
-    grid: Grid,
-    nbytes: int,
-    root: int = 0,
-    *,
-    seed: int = 0,
-    evaluations: int | None = None,
-    time_budget_s: float | None = None,
-    warm_start: bool = True,
-    itemsize: int = 1,
-) -> Schedule:
-    """clusteredSA's tree (seed 001, figure 4), whole message.
+SA_CLUSTERED = tree_family(
+    "sa-clustered",
+    TREES["sa-clustered"],
+    "clusteredSA: annealing in bandwidth pools (seed 001)",
+    """clusteredSA's tree (seed 001, figure 4).
 
     Parameters as :func:`sa`; with ``warm_start`` the result is the better (in the
     model) of clusteredSA's tree and the MPICH-G2 tree.
@@ -841,39 +795,8 @@ def sa_clustered(
     References
     ----------
     Seed 001, sec. 2.4.
-    """
-    return _build(
-        "sa-clustered", "sa-clustered", grid, nbytes, root, None, itemsize,
-        seed=seed, evaluations=evaluations, time_budget_s=time_budget_s, warm_start=warm_start,
-    )  # fmt: skip
-
-
-def sa_clustered_segmented(
-    grid: Grid,
-    nbytes: int,
-    root: int = 0,
-    *,
-    segment_size: int,
-    seed: int = 0,
-    evaluations: int | None = None,
-    time_budget_s: float | None = None,
-    warm_start: bool = True,
-    itemsize: int = 1,
-) -> Schedule:
-    """clusteredSA's tree, segments forwarded as they arrive.
-
-    Notes
-    -----
-    The tree of :func:`sa_clustered` (O(evaluations x pool size) to build); every node forwards each
-    segment as it arrives (seed 003's packet-level transfer). Model: seed 000's
-    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
-    segment size.
-
-    References
-    ----------
-    Seed 001, sec. 2.4, figure 4.
-    """
-    return _build(
-        "sa-clustered-segmented", "sa-clustered", grid, nbytes, root, segment_size, itemsize,
-        seed=seed, evaluations=evaluations, time_budget_s=time_budget_s, warm_start=warm_start,
-    )  # fmt: skip
+    """,
+    module=__name__,
+    anytime=True,
+)
+sa_clustered, sa_clustered_segmented = SA_CLUSTERED.build, SA_CLUSTERED.build_segmented

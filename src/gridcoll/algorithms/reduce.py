@@ -2,7 +2,9 @@
 
 The data space is the ``M = nbytes`` bytes of the vector each rank contributes. Data
 flows up a tree: a node combines each child's partial result into its own (a combining
-:class:`~gridcoll.schedule.ir.Recv`) and sends the result to its parent.
+:class:`~gridcoll.schedule.ir.Recv`) and sends the result to its parent: a broadcast down
+the tree run backwards (:func:`~gridcoll.algorithms._collective.append_tree_reduce`,
+:func:`gridcoll.schedule.transform.reverse`).
 
 Operation order. ``commutative=True`` (the default, MPI's predefined operations) lets a
 builder number ranks from the root, as MPICH does, so the tree needs no extra hop.
@@ -28,14 +30,13 @@ from collections.abc import Sequence
 
 from gridcoll.algorithms._collective import (
     append_tree_reduce,
-    check_commutative,
-    check_segment_size,
+    check_reduction,
     finish,
     preorder_tree,
+    reduction_params,
     runs,
 )
-from gridcoll.algorithms._common import check_call
-from gridcoll.algorithms.magpie import check_degree, cluster_ranks, coordinator_order
+from gridcoll.algorithms.magpie import cluster_ranks, coordinator_order
 from gridcoll.algorithms.trees import Tree, chain_tree, dary_tree, relative_ranks
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Op, Schedule, split_segments
@@ -74,26 +75,28 @@ def _order(grid: Grid, root: int, commutative: bool) -> list[int]:
 
 
 def reduce_tree(
-    op: str,
     algorithm: str,
     grid: Grid,
     nbytes: int,
     root: int,
     tree: Tree,
     *,
-    segment_size: int | None,
     itemsize: int,
     commutative: bool,
-    params: dict,
+    segment_size: int | None = None,
+    **params: int,
 ) -> Schedule:
-    """The schedule reducing ``nbytes`` up ``tree`` (then to ``root`` if it is not the
-    tree's root), in segments of ``segment_size`` bytes."""
+    """The reduce schedule of ``nbytes`` up ``tree`` (then to ``root`` if it is not
+    the tree's root), in segments of ``segment_size`` bytes (None: whole), recording
+    ``segment_size`` (if given), ``params`` and ``commutative``. O(P k)."""
     segments = split_segments(nbytes, segment_size, itemsize)
     messages = [(s,) for s in range(len(segments))]
     programs: list[list[Op]] = [[] for _ in range(grid.nranks)]
     append_tree_reduce(programs, tree, messages, to=root)  # one more hop if not the root
-    params = {**params, "commutative": commutative}
-    return finish(op, algorithm, grid, root, nbytes, segments, programs, params)
+    if segment_size is not None:
+        params = {"segment_size": segment_size, **params}
+    params = reduction_params(commutative, **params)
+    return finish("reduce", algorithm, grid, root, nbytes, segments, programs, params)
 
 
 def binomial_reduce(
@@ -137,20 +140,10 @@ def binomial_reduce(
     >>> [(type(op).__name__, op.peer) for op in s.programs[0]]
     [('Recv', 1), ('Recv', 2), ('Send', 2)]
     """
-    check_call(grid, nbytes, root)
-    check_commutative(commutative, "binomial")
+    check_reduction(grid, nbytes, root, "binomial", commutative)
     tree = binomial_reduce_tree(_order(grid, root, commutative))
     return reduce_tree(
-        "reduce",
-        "binomial",
-        grid,
-        nbytes,
-        root,
-        tree,
-        segment_size=None,
-        itemsize=itemsize,
-        commutative=commutative,
-        params={},
+        "binomial", grid, nbytes, root, tree, itemsize=itemsize, commutative=commutative
     )
 
 
@@ -188,22 +181,15 @@ def chain_segmented_reduce(
     ----------
     Seed 002, Table 1; Open MPI's pipeline reduce.
     """
-    check_call(grid, nbytes, root)
-    check_segment_size(segment_size, itemsize)
-    check_commutative(commutative, "chain-segmented")
+    check_reduction(
+        grid, nbytes, root, "chain-segmented", commutative,
+        itemsize=itemsize, segment_size=segment_size,
+    )  # fmt: skip
     tree = chain_tree(_order(grid, root, commutative))
     return reduce_tree(
-        "reduce",
-        "chain-segmented",
-        grid,
-        nbytes,
-        root,
-        tree,
-        segment_size=segment_size,
-        itemsize=itemsize,
-        commutative=commutative,
-        params={"segment_size": segment_size},
-    )
+        "chain-segmented", grid, nbytes, root, tree,
+        itemsize=itemsize, commutative=commutative, segment_size=segment_size,
+    )  # fmt: skip
 
 
 def dary_segmented_reduce(
@@ -250,23 +236,15 @@ def dary_segmented_reduce(
     ----------
     Seed 000, sec. 3.1.1; Open MPI's tree reduces, which likewise need commutativity.
     """
-    check_call(grid, nbytes, root)
-    check_segment_size(segment_size, itemsize)
-    check_degree(degree, "degree")
-    check_commutative(commutative, "dary-segmented", supported=False)
+    check_reduction(
+        grid, nbytes, root, "dary-segmented", commutative, itemsize=itemsize,
+        segment_size=segment_size, degrees={"degree": degree}, supported=False,
+    )  # fmt: skip
     tree = dary_tree(relative_ranks(grid.nranks, root), degree)
     return reduce_tree(
-        "reduce",
-        "dary-segmented",
-        grid,
-        nbytes,
-        root,
-        tree,
-        segment_size=segment_size,
-        itemsize=itemsize,
-        commutative=commutative,
-        params={"segment_size": segment_size, "degree": degree},
-    )
+        "dary-segmented", grid, nbytes, root, tree,
+        itemsize=itemsize, commutative=commutative, segment_size=segment_size, degree=degree,
+    )  # fmt: skip
 
 
 def two_level_reduce_tree(
@@ -344,22 +322,12 @@ def two_level_reduce(
     ----------
     Seed 000, sec. 3.1.2; seed 004 (Phoenix), reduction along spanning trees.
     """
-    check_call(grid, nbytes, root)
-    check_segment_size(segment_size, itemsize)
-    check_degree(wan_degree, "wan_degree")
-    check_degree(lan_degree, "lan_degree")
-    check_commutative(commutative, "two-level")
+    check_reduction(
+        grid, nbytes, root, "two-level", commutative, itemsize=itemsize,
+        segment_size=segment_size, degrees={"wan_degree": wan_degree, "lan_degree": lan_degree},
+    )  # fmt: skip
     tree = two_level_reduce_tree(grid, root, wan_degree, lan_degree, commutative)
-    params = {"segment_size": segment_size, "wan_degree": wan_degree, "lan_degree": lan_degree}
     return reduce_tree(
-        "reduce",
-        "two-level",
-        grid,
-        nbytes,
-        root,
-        tree,
-        segment_size=segment_size,
-        itemsize=itemsize,
-        commutative=commutative,
-        params=params,
-    )
+        "two-level", grid, nbytes, root, tree, itemsize=itemsize, commutative=commutative,
+        segment_size=segment_size, wan_degree=wan_degree, lan_degree=lan_degree,
+    )  # fmt: skip

@@ -1,4 +1,9 @@
-"""The table of builders, by collective and name (the names ``--algo`` takes)."""
+"""The table of builders, by collective and name (the names ``--algo`` takes).
+
+The heterogeneous broadcast trees are registered by family (:data:`TREE_FAMILIES`,
+:func:`tree_family_builders`): one :class:`~gridcoll.algorithms._hetero.TreeFamily`
+declared in its module gives the builders ``X`` and ``X-segmented``.
+"""
 
 from __future__ import annotations
 
@@ -29,12 +34,19 @@ from gridcoll.algorithms import (
     scatter,
     tps,
 )
-from gridcoll.algorithms._hetero import planning_cost
+from gridcoll.algorithms._hetero import TreeFamily, planning_cost
 from gridcoll.errors import UnknownAlgorithm
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Schedule
 
-__all__ = ["BUILDERS", "Builder", "get_builder", "list_builders"]
+__all__ = [
+    "BUILDERS",
+    "TREE_FAMILIES",
+    "Builder",
+    "get_builder",
+    "list_builders",
+    "tree_family_builders",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,111 +169,77 @@ def _table() -> dict[tuple[str, str], Builder]:
     return {(b.op, b.name): b for b in entries}
 
 
-def _heterogeneous() -> list[Builder]:
-    """The tree builders for grids where every link differs (seeds 001, 003, 004), each
-    unsegmented and segmented (the same tree, the segments forwarded as they arrive)."""
-    seg = ("segment_size",)
-    flat_cost = planning_cost(segmented=False)
-    seg_cost = planning_cost(segmented=True)
-    linear = planning_cost(segmented=False, quadratic=False)
-    linear_seg = planning_cost(segmented=True, quadratic=False)
-    families = [
-        (heuristics, "fef", "fef", "FEF: fastest edge first (Bhat et al. 1999)", True),
-        (heuristics, "ecef", "ecef", "ECEF: earliest completing edge first (Bhat et al.)", True),
-        (
-            heuristics,
-            "look-ahead",
-            "look_ahead",
-            "ECEF with look-ahead: prefers receivers that forward fast (Bhat et al.)",
-            True,
-        ),
-        (
-            hlot,
-            "hlot",
-            "hlot",
-            "HLOT: latency-optimal WAN tree, binomial LANs (Park et al.)",
-            False,
-        ),
-        (
-            tps,
-            "tps",
-            "tps",
-            "TPS: ECEF without bottleneck nodes, then them as leaves (seed 003)",
-            True,
-        ),
-        (
-            mateescu,
-            "mateescu",
-            "mateescu",
-            "shortest-path tree from per-edge costs, shared links ignored (seed 001, 2.1)",
-            True,
-        ),
-        (
-            phoenix,
-            "phoenix-latency",
-            "phoenix_latency",
-            "seed 004's latency-aware spanning tree, built from random probes",
-            False,
-        ),
-        (
-            phoenix,
-            "phoenix-bandwidth",
-            "phoenix_bandwidth",
-            "seed 004's bandwidth-aware spanning tree, built from random probes",
-            False,
-        ),
-        (
-            mpich_g2,
-            "mpich-g2",
-            "mpich_g2",
-            "MPICH-G2's multilevel tree: flat over sites, then clusters, binomial inside",
-            False,
-        ),
-    ]
-    out = []
-    for module, name, fn, summary, quadratic in families:
-        plain = getattr(module, fn)
-        segmented = getattr(module, f"{fn}_segmented")
-        out.append(Builder("bcast", name, plain, summary, (), flat_cost if quadratic else linear))
-        out.append(
+TREE_FAMILIES: tuple[TreeFamily, ...] = (
+    heuristics.FEF,
+    heuristics.ECEF,
+    heuristics.LOOK_AHEAD,
+    hlot.HLOT,
+    tps.TPS,
+    mateescu.MATEESCU,
+    phoenix.PHOENIX_LATENCY,
+    phoenix.PHOENIX_BANDWIDTH,
+    mpich_g2.MPICH_G2,
+    annealing.SA,
+    annealing.SA_CLUSTERED,
+)
+"""The heterogeneous trees (seeds 001, 003, 004), each registered as two builders."""
+
+
+def tree_family_builders(family: TreeFamily) -> list[Builder]:
+    """``X`` (the whole message down the family's tree) and ``X-segmented`` (the same
+    tree, segments forwarded as they arrive), with their planning costs: an anytime
+    family (annealing) costs per evaluation and shares one budget between the two."""
+    name, segmented = family.name, f"{family.name}-segmented"
+    if family.anytime:
+        per_eval = annealing.nominal_evaluation_s
+        return [
+            Builder("bcast", name, family.build, family.summary, (), per_eval, anytime=name),
             Builder(
                 "bcast",
-                f"{name}-segmented",
                 segmented,
-                summary.split(":")[0] + ", segments forwarded as they arrive",
-                seg,
-                seg_cost if quadratic else linear_seg,
-            )
-        )
+                family.build_segmented,
+                f"{name}'s tree, segments forwarded as they arrive",
+                ("segment_size",),
+                per_eval,
+                anytime=name,
+            ),
+        ]
+    return [
+        Builder(
+            "bcast",
+            name,
+            family.build,
+            family.summary,
+            (),
+            planning_cost(segmented=False, quadratic=family.quadratic),
+        ),
+        Builder(
+            "bcast",
+            segmented,
+            family.build_segmented,
+            family.summary.split(":")[0] + ", segments forwarded as they arrive",
+            ("segment_size",),
+            planning_cost(segmented=True, quadratic=family.quadratic),
+        ),
+    ]
+
+
+def _heterogeneous() -> list[Builder]:
+    """The tree builders for grids where every link differs (seeds 001, 003, 004): two
+    per :data:`TREE_FAMILIES`, in that order (the annealing ones last), and ``list``."""
+    families = [f for f in TREE_FAMILIES if not f.anytime]
+    out = [b for family in families for b in tree_family_builders(family)]
     out.append(
         Builder(
             "bcast",
             "list",
             phoenix.list_bcast,
             "segments pipelined down the chain with the widest bottleneck (seed 004's List)",
-            seg,
-            linear_seg,
+            ("segment_size",),
+            planning_cost(segmented=True, quadratic=False),
         )
     )
-    per_eval = annealing.nominal_evaluation_s
-    for name, fn, summary in (
-        ("sa", "sa", "simulated annealing over all ranks: basicSA + driverSA (seed 001)"),
-        ("sa-clustered", "sa_clustered", "clusteredSA: annealing in bandwidth pools (seed 001)"),
-    ):
-        plain = getattr(annealing, fn)
-        segmented = getattr(annealing, f"{fn}_segmented")
-        out.append(Builder("bcast", name, plain, summary, (), per_eval, anytime=name))
-        out.append(
-            Builder(
-                "bcast",
-                f"{name}-segmented",
-                segmented,
-                f"{name}'s tree, segments forwarded as they arrive",
-                seg,
-                per_eval,
-                anytime=name,
-            )
-        )
+    out += [b for family in TREE_FAMILIES if family.anytime for b in tree_family_builders(family)]
     return out
 
 

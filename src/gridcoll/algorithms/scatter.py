@@ -20,9 +20,16 @@ WAN-aware shapes of seed 000, sec. 3.2:
   clusters walked round-robin so consecutive sends use different WAN links;
 * :func:`cluster_aware_scatter` - each cluster's share crosses the WAN once, segmented
   and round-robin over clusters, its coordinator forwarding every segment at once.
+
+``backwards=True`` (the flat and WAN-aware shapes) sends in the reverse order: the
+last rank, cluster and round first. A scatter's time reversal is a gather
+(:mod:`gridcoll.algorithms.gather`), whose root receives in the reverse of the send
+order; reversing a backwards scatter lets it receive in the order the messages arrive.
 """
 
 from __future__ import annotations
+
+from collections.abc import Iterable
 
 from gridcoll.algorithms._collective import (
     Blocks,
@@ -51,6 +58,12 @@ def _empty(P: int) -> list[list[Op]]:
     return [[] for _ in range(P)]
 
 
+def _ordered(items: Iterable[int], backwards: bool) -> list[int]:
+    """``items`` as a list, reversed if ``backwards``."""
+    out = list(items)
+    return out[::-1] if backwards else out
+
+
 def round_robin_order(grid: Grid, root: int) -> list[int]:
     """The non-root ranks in seed 000's scatter order: the first rank of every cluster,
     then the second of every cluster, and so on; remote clusters (by coordinator order)
@@ -66,7 +79,9 @@ def round_robin_order(grid: Grid, root: int) -> list[int]:
     return [lists[c][p] for p in range(depth) for c in order if p < len(lists[c])]
 
 
-def flat_scatter(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
+def flat_scatter(
+    grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1, backwards: bool = False
+) -> Schedule:
     """Flat-tree scatter: the root sends each rank its block, one after the other.
 
     Parameters
@@ -76,6 +91,8 @@ def flat_scatter(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -
         ``b``: bytes per rank (a whole number of ``itemsize`` elements).
     root : int
     itemsize : int
+    backwards : bool
+        Send in reverse root-relative rank order (module docstring).
 
     Returns
     -------
@@ -106,7 +123,7 @@ def flat_scatter(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -
     P = grid.nranks
     blocks = Blocks.cut(P, nbytes, None, itemsize)
     programs = _empty(P)
-    for r in relative_ranks(P, root)[1:]:
+    for r in _ordered(relative_ranks(P, root)[1:], backwards):
         programs[root].append(Send(r, blocks.block(r)))
         programs[r].append(Recv(root, blocks.block(r)))
     return finish("scatter", "flat", grid, root, nbytes, blocks.segments, programs)
@@ -234,13 +251,14 @@ def binomial_scatter(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 
 
 
 def magpie_original_scatter(
-    grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1
+    grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1, backwards: bool = False
 ) -> Schedule:
     """MagPIe's original scatter: one whole message per cluster, then local flat trees.
 
     The root sends each remote coordinator (:meth:`Grid.coordinators`) the blocks of
     its whole cluster in one message, one cluster after the other, then its own
     cluster's blocks; each coordinator then sends every member of its cluster its block.
+    ``backwards``: the clusters and each cluster's members in reverse order.
 
     Notes
     -----
@@ -257,21 +275,28 @@ def magpie_original_scatter(
     P = grid.nranks
     blocks = Blocks.cut(P, nbytes, None, itemsize)
     programs = _empty(P)
-    for coordinator in coordinator_order(grid, root)[1:]:
+    coordinators = coordinator_order(grid, root)
+    for coordinator in _ordered(coordinators[1:], backwards):
         members = cluster_ranks(grid, grid.cluster_of[coordinator], coordinator)
         message = blocks.blocks(members)
         programs[root].append(Send(coordinator, message))
         programs[coordinator].append(Recv(root, message))
-    for coordinator in coordinator_order(grid, root):
+    for coordinator in coordinators:
         members = cluster_ranks(grid, grid.cluster_of[coordinator], coordinator)
-        for r in members[1:]:
+        for r in _ordered(members[1:], backwards):
             programs[coordinator].append(Send(r, blocks.block(r)))
             programs[r].append(Recv(coordinator, blocks.block(r)))
     return finish("scatter", "magpie-original", grid, root, nbytes, blocks.segments, programs)
 
 
 def magpie_segmented_scatter(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
+    grid: Grid,
+    nbytes: int,
+    root: int = 0,
+    *,
+    segment_size: int,
+    itemsize: int = 1,
+    backwards: bool = False,
 ) -> Schedule:
     """Seed 000's WAN-aware scatter: a segmented flat tree walking clusters round-robin.
 
@@ -289,6 +314,8 @@ def magpie_segmented_scatter(
     segment_size : int
         ``m`` (a multiple of ``itemsize``; ``m >= b`` means whole blocks).
     itemsize : int
+    backwards : bool
+        The last round first, each in the reverse of :func:`round_robin_order`.
 
     Notes
     -----
@@ -311,9 +338,9 @@ def magpie_segmented_scatter(
     check_segment_size(segment_size, itemsize)
     P = grid.nranks
     blocks = Blocks.cut(P, nbytes, segment_size, itemsize)
-    order = round_robin_order(grid, root)
+    order = _ordered(round_robin_order(grid, root), backwards)
     programs = _empty(P)
-    for j in range(blocks.k):
+    for j in _ordered(range(blocks.k), backwards):
         for r in order:
             seg = (blocks.seg(r, j),)
             programs[root].append(Send(r, seg))
@@ -325,7 +352,13 @@ def magpie_segmented_scatter(
 
 
 def cluster_aware_scatter(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
+    grid: Grid,
+    nbytes: int,
+    root: int = 0,
+    *,
+    segment_size: int,
+    itemsize: int = 1,
+    backwards: bool = False,
 ) -> Schedule:
     """Each cluster's share crosses the WAN once, segmented, then is scattered inside.
 
@@ -343,6 +376,8 @@ def cluster_aware_scatter(
     segment_size : int
         ``m`` per block; a WAN message carries ``N_c m`` bytes.
     itemsize : int
+    backwards : bool
+        The last round first, clusters and members in reverse order.
 
     Notes
     -----
@@ -363,15 +398,15 @@ def cluster_aware_scatter(
     coordinators = coordinator_order(grid, root)
     members = {c: cluster_ranks(grid, grid.cluster_of[c], c) for c in coordinators}
     programs = _empty(P)
-    for j in range(blocks.k):
-        for c in coordinators[1:]:
+    for j in _ordered(range(blocks.k), backwards):
+        for c in _ordered(coordinators[1:], backwards):
             message = blocks.round(members[c], j)
             programs[root].append(Send(c, message))
             programs[c].append(Recv(root, message))
-            for r in members[c][1:]:
+            for r in _ordered(members[c][1:], backwards):
                 programs[c].append(Send(r, (blocks.seg(r, j),)))
                 programs[r].append(Recv(c, (blocks.seg(r, j),)))
-        for r in members[root][1:]:
+        for r in _ordered(members[root][1:], backwards):
             programs[root].append(Send(r, (blocks.seg(r, j),)))
             programs[r].append(Recv(root, (blocks.seg(r, j),)))
     params = {"segment_size": segment_size}
