@@ -1,11 +1,13 @@
 """The schedule IR, its validator and its JSON form."""
 
 import itertools
+import pickle
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gridcoll.algorithms.trees import Tree, _explicit_tree_broadcast, tree_broadcast
 from gridcoll.errors import ParameterError, ScheduleError
 from gridcoll.schedule import (
     CONTROL_BYTES,
@@ -17,6 +19,7 @@ from gridcoll.schedule import (
     split_segments,
     validate,
 )
+from gridcoll.schedule.ir import PeriodicProgram
 
 
 def bcast(programs, nranks=3, nsegments=1, nbytes=None, root=0):
@@ -185,3 +188,72 @@ def test_json_round_trip_and_malformed_json():
         schedule_from_json('{"format": "other"}')
     with pytest.raises(ScheduleError, match="malformed"):
         schedule_from_json('{"format": "gridcoll-schedule/1"}')
+
+
+# -- compact programs ----------------------------------------------------------------
+PATTERN = ((False, 0), (True, 2), (True, 5))
+MESSAGES = ((0,), (1,), (2, 3))
+EXPLICIT = tuple(
+    (Send if send else Recv)(peer, segments) for segments in MESSAGES for send, peer in PATTERN
+)
+
+
+def test_periodic_program_is_the_tuple_of_its_ops():
+    program = PeriodicProgram(PATTERN, MESSAGES)
+    assert len(program) == 9 and program.nsends == 6
+    assert program == EXPLICIT and list(EXPLICIT) == program
+    assert EXPLICIT == program  # noqa: SIM300 - the tuple on the left: reflected __eq__
+    assert program != EXPLICIT[:-1] and program != (*EXPLICIT[:-1], Send(5, (2,)))
+    assert hash(program) == hash(EXPLICIT)
+    assert tuple(program) == EXPLICIT and repr(program) == repr(EXPLICIT)
+    assert [program[i] for i in range(-9, 9)] == list(EXPLICIT * 2)
+    assert program[2:7:2] == EXPLICIT[2:7:2] and program[:] == EXPLICIT
+    assert program + (Send(1, ()),) == (*EXPLICIT, Send(1, ()))  # noqa: RUF005
+    assert (Send(1, ()),) + program == (Send(1, ()), *EXPLICIT)  # noqa: RUF005
+    assert program.index(Send(5, (1,))) == 5 and Recv(0, (2, 3)) in program
+    assert pickle.loads(pickle.dumps(program)) == program
+    for bad in (9, -10):
+        with pytest.raises(IndexError):
+            program[bad]
+    assert PeriodicProgram((), MESSAGES) == () and len(PeriodicProgram(PATTERN, ())) == 0
+
+
+def test_schedule_of_periodic_programs_counts_as_its_tuples():
+    programs = (PeriodicProgram(((True, 1), (True, 2)), ((0,), (1,))),)
+    programs += (PeriodicProgram(((False, 0),), ((0,), (1,))),) * 2
+    compact = Schedule("bcast", "hand", 3, 0, 30, ((0, 20), (20, 10)), programs)
+    explicit = Schedule("bcast", "hand", 3, 0, 30, compact.segments, tuple(map(tuple, programs)))
+    assert compact == explicit
+    assert compact.nmessages == explicit.nmessages == 4
+    assert compact.message_bytes == explicit.message_bytes == {(0,): 20, (1,): 10}
+    validate(compact)
+    assert schedule_from_json(schedule_to_json(compact)) == compact
+    outside = (PeriodicProgram(PATTERN, ((7,),)),)
+    bad = Schedule("bcast", "hand", 1, 0, 30, compact.segments, outside)
+    with pytest.raises(ScheduleError, match="segment 7"):
+        bad.message_bytes  # noqa: B018
+
+
+@st.composite
+def trees(draw):
+    """A random rooted tree over a random subset of ranks (parents before children),
+    children in a random send order."""
+    nranks = draw(st.integers(1, 12))
+    ranks = draw(st.permutations(range(nranks)))[: draw(st.integers(1, nranks))]
+    children: dict[int, list[int]] = {}
+    for i, v in enumerate(ranks[1:], start=1):
+        children.setdefault(ranks[draw(st.integers(0, i - 1))], []).append(v)
+    return nranks, Tree(ranks[0], {v: tuple(kids) for v, kids in children.items()})
+
+
+@given(trees(), st.integers(1, 6))
+def test_tree_broadcast_equals_its_explicit_programs(case, nsegments):
+    nranks, tree = case
+    compact = tree_broadcast(tree, nranks, nsegments)
+    explicit = _explicit_tree_broadcast(tree, nranks, nsegments, rendezvous=False)
+    assert compact == explicit
+    assert [len(p) for p in compact] == [len(p) for p in explicit]
+    assert all(isinstance(p, PeriodicProgram) or p == () for p in compact)
+    assert tree_broadcast(tree, nranks, nsegments, rendezvous=True) == _explicit_tree_broadcast(
+        tree, nranks, nsegments, rendezvous=True
+    )

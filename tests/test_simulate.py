@@ -11,10 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from gridcoll.algorithms import get_builder, list_builders
+from gridcoll.algorithms.trees import Tree, _explicit_tree_broadcast, tree_broadcast
 from gridcoll.errors import ParameterError, ScheduleError
 from gridcoll.network import Cluster, Grid, PLogP, broadcast_bound, get_grid, magpie
 from gridcoll.plot.timeline import plot_timeline, resource_rows
-from gridcoll.schedule import Recv, Schedule, Send
+from gridcoll.schedule import Recv, Schedule, Send, split_segments
 from gridcoll.simulate import (
     NORMAL,
     URGENT,
@@ -28,6 +29,7 @@ from gridcoll.simulate import (
     Timeout,
     simulate,
 )
+from gridcoll.simulate.streams import replay_streams, single_stream_paths
 
 # A LAN whose overheads fit inside the gap twice: os + or <= g(m) for every m.
 NET = PLogP.linear(50e-6, 10e6, g0=10e-6, os0=3e-6, or0=4e-6)
@@ -385,6 +387,126 @@ def test_any_broadcast_finishes_above_the_bound(case):
     for msg in result.timeline.messages:
         assert result.finish_s[msg.dst] >= msg.arrival
         assert result.finish_s[msg.src] >= msg.send_start
+
+
+# -- the two evaluations: the dataflow replay equals the event loop, bit for bit ------------
+def same_result(schedule: Schedule, grid: Grid) -> SimResult:
+    """simulate() without record (the dataflow replay when it applies) and with it (the
+    event loop, always) agree exactly; return the recorded result."""
+    fast = simulate(schedule, grid)
+    loop = simulate(schedule, grid, record=True)
+    assert fast.total_s == loop.total_s
+    assert fast.finish_s == loop.finish_s  # float ==: bit for bit, no tolerance
+    assert (fast.nmessages, fast.nevents) == (loop.nmessages, loop.nevents)
+    assert loop.nevents == len(loop.timeline.intervals) - loop.nmessages
+    return loop
+
+
+GRIDS = {
+    "lan:6": get_grid("lan:6"),
+    "magpie:3,3": magpie(3, 3),
+    "das2:2": get_grid("das2:2"),
+    "teragrid": get_grid("teragrid"),
+    "transit-stub:8,3": get_grid("transit-stub:8,3"),
+}
+
+
+@st.composite
+def tree_broadcasts(draw):
+    """A random tree over a random subset of a grid's ranks, cut into 1-8 segments,
+    as compact (PeriodicProgram) programs, some made tuples, or explicit ones."""
+    grid = GRIDS[draw(st.sampled_from(sorted(GRIDS)))]
+    ranks = draw(st.permutations(range(grid.nranks)))[: draw(st.integers(2, 12))]
+    children: dict[int, list[int]] = {}
+    for i, v in enumerate(ranks[1:], start=1):
+        children.setdefault(ranks[draw(st.integers(0, i - 1))], []).append(v)
+    tree = Tree(ranks[0], {v: tuple(kids) for v, kids in children.items()})
+    nbytes = draw(st.integers(1, 100_000))
+    segments = split_segments(nbytes, draw(st.integers(max(1, nbytes // 8), nbytes)))
+    if draw(st.booleans()):  # compact programs, some ranks' made explicit
+        programs = tree_broadcast(tree, grid.nranks, len(segments))
+        programs = tuple(tuple(p) if draw(st.booleans()) else p for p in programs)
+    else:
+        rendezvous = draw(st.booleans())
+        programs = _explicit_tree_broadcast(tree, grid.nranks, len(segments), rendezvous=rendezvous)
+    return grid, Schedule("bcast", "t", grid.nranks, ranks[0], nbytes, segments, programs)
+
+
+@st.composite
+def message_sequences(draw):
+    """Any deadlock-free schedule: messages in one global order, each a Send appended
+    to its sender's program and a Recv to its receiver's, carrying random segments."""
+    grid = GRIDS[draw(st.sampled_from(sorted(GRIDS)))]
+    P = min(grid.nranks, 8)
+    nsegments = draw(st.integers(1, 4))
+    segments = split_segments(1000 * nsegments, 1000)
+    programs: list[list] = [[] for _ in range(grid.nranks)]
+    for _ in range(draw(st.integers(0, 30))):
+        src, dst = draw(st.permutations(range(P)))[:2]
+        carried = tuple(draw(st.sets(st.integers(0, nsegments - 1), max_size=2)))
+        programs[src].append(Send(dst, carried))
+        programs[dst].append(Recv(src, carried))
+    return grid, Schedule(
+        "bcast", "t", grid.nranks, 0, 1000 * nsegments, segments, tuple(map(tuple, programs))
+    )
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(tree_broadcasts(), message_sequences()))
+def test_dataflow_replay_equals_the_event_loop(case):
+    grid, schedule = case
+    same_result(schedule, grid)
+
+
+def test_dataflow_replay_serves_every_two_layer_broadcast():
+    """And every tree broadcast on one LAN; a cluster-unaware tree on a WAN is not
+    single-stream (two ranks of one cluster send into another: its gateway)."""
+    lan = lan_grid(20)
+    for name in ("dary-segmented", "binomial-segmented", "flat-segmented"):
+        params = {"segment_size": 5000} | ({"degree": 3} if name.startswith("dary") else {})
+        schedule = build(lan, name, 40_000, 6, **params)
+        assert replay_streams(schedule, lan, schedule.message_bytes) is not None, name
+        same_result(schedule, lan)
+    grid = magpie(4, 5)
+    for name, params in [
+        ("magpie-segmented", {"segment_size": 3000, "wan_degree": 2, "lan_degree": 2}),
+        ("magpie-segmented", {"segment_size": 7000, "wan_degree": 3, "lan_degree": 4}),
+        ("chain-segmented", {"segment_size": 4000}),
+        ("magpie-original", {}),
+    ]:
+        schedule = build(grid, name, 40_000, 6, **params)
+        assert replay_streams(schedule, grid, schedule.message_bytes) is not None, name
+        same_result(schedule, grid)
+
+
+def test_a_resource_fed_by_two_streams_takes_the_event_loop():
+    grid = magpie(3, 2)  # gw_in of cluster 2 fed by ranks 0 and 2: two streams
+    assert single_stream_paths(grid, [(0, 4), (2, 5)]) is None
+    assert single_stream_paths(grid, [(0, 4), (0, 5), (0, 2)]) is not None
+    schedule = hand(6, [[Send(4, (0,))], [], [Send(5, (0,))], [], [Recv(0, (0,))], [Recv(2, (0,))]])
+    assert replay_streams(schedule, grid, schedule.message_bytes) is None
+    same_result(schedule, grid)
+    for name, params in [  # answers share the parent's NIC; relays share gateways
+        ("flat-rendezvous", {}),
+        ("binomial-rendezvous", {}),
+        ("multitree", {"segment_size": 2000, "lan_degree": 2}),
+    ]:
+        schedule = build(grid, name, 5000, 1, **params)
+        assert replay_streams(schedule, grid, schedule.message_bytes) is None
+        same_result(schedule, grid)
+
+
+def test_two_layer_broadcast_at_scale_exactly():
+    """A 1,600-rank magpie-segmented broadcast of 64 segments: the dataflow replay's
+    figures, pinned (the event loop gave them before the replay existed)."""
+    grid = magpie(40, 40)
+    schedule = build(
+        grid, "magpie-segmented", 2**17, 0, segment_size=2048, wan_degree=39, lan_degree=3
+    )
+    result = simulate(schedule, grid)
+    assert (result.nmessages, result.nevents) == (102_336, 109_824)
+    assert result.total_s == 0.14396527999999972
+    assert sum(result.finish_s) == 228.03656239999924
 
 
 # -- the plot ----------------------------------------------------------------------------

@@ -43,18 +43,34 @@ Reductions
 Executing the program in order is the semantics all three executors share: a rank
 that receives segment ``s`` and then sends it on forwards each segment as soon as it
 has arrived (seed 003's packet-level transfer), with parallel sends to its children.
+
+Compact programs
+    A program is any sequence of ops equal to the tuple of them. Most are tuples; a
+    tree broadcast's is a :class:`PeriodicProgram` (one pattern of peers repeated for
+    every segment), which stores O(degree) instead of O(k degree) objects and makes its
+    ops on demand: a 10,000-rank broadcast of 512 segments is 10,000 small objects, not
+    5 million ``Send`` and ``Recv``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
+from typing import Any, overload
 
 from gridcoll.errors import ParameterError, ScheduleError
 
-__all__ = ["CONTROL_BYTES", "OPERATIONS", "Op", "Recv", "Schedule", "Send", "split_segments"]
+__all__ = [
+    "CONTROL_BYTES",
+    "OPERATIONS",
+    "Op",
+    "PeriodicProgram",
+    "Recv",
+    "Schedule",
+    "Send",
+    "split_segments",
+]
 
 CONTROL_BYTES = 1
 """Size of a control message (rendezvous request or clear-to-send): ``g(1)`` in Table 1."""
@@ -97,6 +113,97 @@ class Recv:
 Op = Send | Recv
 
 
+class PeriodicProgram(Sequence[Op]):
+    """A program that repeats one pattern of ops for every message, in order.
+
+    For each ``segments`` of ``messages`` in turn, one op per ``(send, peer)`` of
+    ``pattern``: ``Send(peer, segments)`` if ``send``, else ``Recv(peer, segments)``.
+    A segmented tree broadcast's node has ``pattern = ((False, parent), (True, c_1),
+    ..., (True, c_d))``: receive segment s from the parent, forward it to each child,
+    next segment (seed 000, sec. 3.1.1; seed 003's packet-level forwarding).
+
+    It is a read-only sequence equal to (and hashing as) the tuple of its ops, so every
+    executor reads it as any program. It stores O(len(pattern)) values; the ``Send``
+    and ``Recv`` objects are made only when the program is indexed or iterated (once,
+    then kept), and never by the simulator's dataflow replay, which reads ``pattern``
+    and ``messages`` (:mod:`gridcoll.simulate.streams`). Slices are tuples; ``len`` is
+    ``len(pattern) * len(messages)``.
+
+    Examples
+    --------
+    >>> p = PeriodicProgram(((False, 0), (True, 2)), ((0,), (1,)))
+    >>> p == (Recv(0, (0,)), Send(2, (0,)), Recv(0, (1,)), Send(2, (1,)))
+    True
+    >>> p[-1], len(p), p.nsends
+    (Send(peer=2, segments=(1,)), 4, 2)
+    """
+
+    __slots__ = ("_ops", "messages", "pattern")
+
+    def __init__(
+        self, pattern: tuple[tuple[bool, int], ...], messages: tuple[tuple[int, ...], ...]
+    ):
+        self.pattern = tuple((bool(send), peer) for send, peer in pattern)
+        self.messages = tuple(messages)
+        self._ops: tuple[Op, ...] | None = None
+
+    def ops(self) -> tuple[Op, ...]:
+        """The explicit tuple of ops (made on the first call, O(len(self)), then kept)."""
+        ops = self._ops
+        if ops is None:
+            kinds = [(Send if send else Recv, peer) for send, peer in self.pattern]
+            ops = self._ops = tuple(
+                [kind(peer, segments) for segments in self.messages for kind, peer in kinds]
+            )
+        return ops
+
+    def __len__(self) -> int:
+        return len(self.pattern) * len(self.messages)
+
+    @overload
+    def __getitem__(self, index: int) -> Op: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> tuple[Op, ...]: ...
+
+    def __getitem__(self, index: int | slice) -> Op | tuple[Op, ...]:
+        return self.ops()[index]
+
+    def __iter__(self) -> Iterator[Op]:
+        return iter(self.ops())
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, PeriodicProgram):
+            if (self.pattern, self.messages) == (other.pattern, other.messages):
+                return True
+            return self.ops() == other.ops()
+        if isinstance(other, tuple):
+            return self.ops() == other
+        if isinstance(other, Sequence) and not isinstance(other, str | bytes):
+            return self.ops() == tuple(other)
+        return NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self.ops())
+
+    def __add__(self, other: Sequence[Op]) -> tuple[Op, ...]:
+        return (*self.ops(), *other)
+
+    def __radd__(self, other: Sequence[Op]) -> tuple[Op, ...]:
+        return (*other, *self.ops())
+
+    def __repr__(self) -> str:
+        return repr(self.ops())
+
+    def __reduce__(self):
+        return (PeriodicProgram, (self.pattern, self.messages))
+
+    @property
+    def nsends(self) -> int:
+        """Number of ``Send`` ops, without making them."""
+        return sum(send for send, _ in self.pattern) * len(self.messages)
+
+
 @dataclass(frozen=True)
 class Schedule:
     """The program of one collective call.
@@ -113,8 +220,9 @@ class Schedule:
         ``M``: the message size of the call (per rank, for the personalised ones).
     segments : tuple of (offset, length)
         The segments of the data space.
-    programs : tuple of tuple of Op
-        ``programs[r]`` is rank r's program.
+    programs : tuple of sequences of Op
+        ``programs[r]`` is rank r's program: a tuple of ops, or a
+        :class:`PeriodicProgram` equal to one.
     params : mapping
         The builder's parameters (segment size, degrees...), kept for explanations.
     """
@@ -125,7 +233,7 @@ class Schedule:
     root: int
     nbytes: int
     segments: tuple[tuple[int, int], ...]
-    programs: tuple[tuple[Op, ...], ...]
+    programs: tuple[Sequence[Op], ...]
     params: Mapping[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -141,10 +249,17 @@ class Schedule:
         """Byte size of every distinct segment tuple that some message carries."""
         lengths = self.segments
         sizes: dict[tuple[int, ...], int] = {}
+        shared: set[int] = set()  # ids of the periodic programs' messages seen
         for rank, program in enumerate(self.programs):
-            for op in program:
-                if op.segments not in sizes:
-                    bad = [s for s in op.segments if not 0 <= s < len(lengths)]
+            if isinstance(program, PeriodicProgram):  # its messages, without its ops
+                seen = id(program.messages) in shared or not program.pattern
+                shared.add(id(program.messages))
+                carried = () if seen else program.messages
+            else:
+                carried = (op.segments for op in program)
+            for segments in carried:
+                if segments not in sizes:
+                    bad = [s for s in segments if not 0 <= s < len(lengths)]
                     if bad:
                         raise ScheduleError(
                             f"rank {rank} names segment {bad[0]!r}, which the schedule "
@@ -152,8 +267,8 @@ class Schedule:
                             rank=rank,
                             segment=bad[0],
                         )
-                    sizes[op.segments] = (
-                        sum(lengths[s][1] for s in op.segments) if op.segments else CONTROL_BYTES
+                    sizes[segments] = (
+                        sum(lengths[s][1] for s in segments) if segments else CONTROL_BYTES
                     )
         return sizes
 
@@ -164,7 +279,12 @@ class Schedule:
     @property
     def nmessages(self) -> int:
         """Number of messages sent in total."""
-        return sum(isinstance(op, Send) for program in self.programs for op in program)
+        return sum(
+            program.nsends
+            if isinstance(program, PeriodicProgram)
+            else sum(isinstance(op, Send) for op in program)
+            for program in self.programs
+        )
 
     @property
     def segment_size(self) -> int:

@@ -3,7 +3,9 @@
 :func:`simulate` gives exact per-rank completion times under the P-LogP timing rules
 (see :mod:`gridcoll.simulate.executor`), and with ``record=True`` a :class:`Timeline`
 of every message and resource occupancy. :mod:`gridcoll.simulate.engine` is the small
-SimPy-style event core it runs on.
+SimPy-style event core it runs on; :mod:`gridcoll.simulate.streams` replays, without
+the heap and bit for bit the same, the schedules whose every resource serves a single
+stream (every tree broadcast).
 """
 
 from gridcoll.simulate.engine import (

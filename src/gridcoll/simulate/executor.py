@@ -34,6 +34,14 @@ the order they were created: ranks start in rank order at t = 0, and a rank runs
 
 Cost: O(E log E) for E hop events (one per hop after the first, per message); paths,
 P-LogP values and occupancies are computed once per (sender, receiver, size).
+
+Two evaluations, one result
+---------------------------
+Without ``record``, a schedule whose every resource serves a single stream (every tree
+broadcast) is evaluated by :func:`gridcoll.simulate.streams.replay_streams`: the same
+arithmetic in dataflow order, without the heap, O(E) -- bit for bit the same times
+(that module proves it; ``tests/test_simulate.py`` checks it on random schedules). Any
+other schedule, a faulty one, or ``record=True`` runs the event loop below.
 """
 
 from __future__ import annotations
@@ -43,10 +51,11 @@ from collections import deque
 from dataclasses import dataclass
 from heapq import heappop, heappush
 
-from gridcoll.errors import GridError, ScheduleError
+from gridcoll.errors import ScheduleError
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Recv, Schedule, Send
+from gridcoll.schedule.ir import PeriodicProgram, Recv, Schedule, Send
 from gridcoll.simulate.engine import NORMAL, Environment
+from gridcoll.simulate.streams import replay_streams, resource_gap
 from gridcoll.simulate.timeline import Interval, MessageRecord, Timeline
 
 __all__ = ["SimResult", "simulate"]
@@ -64,6 +73,8 @@ class SimResult:
     """Number of messages sent."""
     timeline: Timeline | None = None
     """Every message and resource occupancy, with ``record=True``; else None."""
+    nevents: int = 0
+    """Number of hop events: every hop of every message after its first."""
 
 
 def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResult:
@@ -95,8 +106,9 @@ def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResu
     The timing rules are in this module's docstring; they realise seed 000's
     ``s(m) = g(m)``, ``r(m) = L + g(m)``, ``s_w(m) = max(g_l(m), os_w(m))`` and
     ``r_w(m) = L_w + g_w(m)`` and serialise messages that share a NIC, a gateway or a
-    wide-area link. A 1024-rank broadcast of 256 segments (262 000 messages) takes
-    about a second.
+    wide-area link. The event loop costs O(E log E) for E hop events; a tree broadcast
+    without ``record`` is replayed without the heap in O(E) (module notes), over a
+    million messages a second (``bench/simulator_speed.py``).
 
     References
     ----------
@@ -122,6 +134,11 @@ def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResu
         raise ScheduleError(
             f"schedule {schedule.algorithm!r} names a segment it does not define"
         ) from err
+    if not record:
+        streams = replay_streams(schedule, grid, message_bytes)
+        if streams is not None:
+            finish, nmessages, nevents = streams
+            return SimResult(max(finish, default=0.0), finish, nmessages, None, nevents)
     replay = _Replay(schedule, grid, message_bytes, record)
     if not record:
         return replay.run()
@@ -134,18 +151,6 @@ def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResu
     finally:
         if was_enabled:
             gc.enable()
-
-
-def _resource_gap(grid: Grid, resource: tuple[str, int | str]):
-    """The occupancy function ``g(m)`` of one resource of :meth:`Grid.path`."""
-    kind, key = resource
-    if kind in ("nic_out", "nic_in"):
-        return grid.lan(key).g_fn
-    if kind in ("gw_out", "gw_in"):
-        return grid.clusters[key].lan.g_fn
-    if kind == "link":
-        return grid.links[key].g
-    raise GridError(f"unknown resource kind {kind!r} in a path of grid {grid.name!r}")
 
 
 # Layout of a message in flight: a plain list, indexed by these constants (a list is
@@ -176,6 +181,10 @@ class _Replay:
         self.grid = grid
         self.message_bytes = message_bytes
         self.record = record
+        # Every program as a tuple of ops (a PeriodicProgram makes its ops once, here).
+        self.programs = [
+            p.ops() if isinstance(p, PeriodicProgram) else p for p in schedule.programs
+        ]
         P = schedule.nranks
         self.now = [0.0] * P  # when the rank's previous op completed (or it reached a Recv)
         self.pc = [0] * P  # the rank's next op
@@ -188,6 +197,7 @@ class _Replay:
         self.gaps: dict[tuple[int, float], float] = {}  # (id(g_fn), m) -> g(m)
         self.info: dict[tuple[int, int, int], tuple] = {}  # (a, b, m) -> per-send constants
         self.nmessages = 0
+        self.nevents = 0
         self.messages: list[list] = []  # only with record
         self.intervals: list[tuple[int, float, float, int]] = []  # only with record
         self.env = Environment()
@@ -224,7 +234,7 @@ class _Replay:
                     self.resources.append(resource)
                     self.free.append(0.0)
                 ids.append(rid)
-            gaps = tuple(_resource_gap(self.grid, r) for r in path)
+            gaps = tuple(resource_gap(self.grid, r) for r in path)
             pair = (tuple(ids), gaps, self.grid.plogp(a, b), self.channel(a, b, op_index))
             self.pairs[(a, b)] = pair
         ids, gap_fns, p, chan = pair
@@ -281,11 +291,11 @@ class _Replay:
         self.check_finished()
         finish = tuple(self.now)
         timeline = self.timeline() if record else None
-        return SimResult(max(finish, default=0.0), finish, self.nmessages, timeline)
+        return SimResult(max(finish, default=0.0), finish, self.nmessages, timeline, self.nevents)
 
     def advance(self, r: int) -> None:
         """Run rank r's program from its current op until it ends or must wait."""
-        program = self.schedule.programs[r]
+        program = self.programs[r]
         n = len(program)
         i = self.pc[r]
         t = self.now[r]
@@ -311,6 +321,7 @@ class _Replay:
                 free[rid] = tail
                 index = self.nmessages
                 self.nmessages = index + 1
+                self.nevents += len(res) - 1
                 msg = [1, tail, res, occs, L, or_, peer, chan, segs, None, r, m, t, 0.0, index]
                 chan.append(msg)
                 if record:
@@ -349,7 +360,7 @@ class _Replay:
     # -- the end -----------------------------------------------------------------------
     def check_finished(self) -> None:
         """Raise ScheduleError if a rank is stuck or a message was never received."""
-        programs = self.schedule.programs
+        programs = self.programs
         stuck = [r for r, program in enumerate(programs) if self.pc[r] < len(program)]
         if stuck:
             r = stuck[0]
