@@ -18,11 +18,9 @@ from gridcoll.network import (
     PiecewiseLinear,
     PLogP,
     Route,
-    broadcast_bound,
     get_grid,
     grid_from_dict,
     grid_to_dict,
-    latency_bound,
     load_grid,
     r_w,
     s_w,
@@ -546,111 +544,6 @@ def test_grid_errors_are_gridcoll_errors():
         get_grid("nosuch")
 
 
-# -- bounds ------------------------------------------------------------------------------------
-@pytest.mark.parametrize(("clusters", "rate"), [(8, 7e6), (4, 3e6), (2, 1e6)])
-def test_throughput_rate_magpie_one_rank_per_cluster(clusters, rate):
-    # root -> c directly, plus root -> c' -> c through each of the other C-2 clusters
-    assert throughput_rate(get_grid(f"magpie:{clusters},1")) == pytest.approx(rate)
-
-
-def test_throughput_bound_magpie_8_1_is_about_0_15s_for_1MiB():
-    bound = broadcast_bound(get_grid("magpie:8,1"), MiB)
-    assert bound.rate == pytest.approx(7e6)
-    assert bound.throughput_s == pytest.approx(MiB / 7e6 + 10e-3)
-    assert bound.time_s == bound.throughput_s
-    assert 0.15 < bound.time_s < 0.17
-    single_tree = MiB / 1e6  # any one tree sends everything over one 1 MB/s link
-    assert single_tree / bound.time_s > 6
-
-
-def test_throughput_rate_is_root_independent_on_symmetric_grids():
-    grid = get_grid("magpie:4,4")
-    assert [throughput_rate(grid, r) for r in (0, 5, 15)] == pytest.approx([3e6] * 3)
-
-
-def test_latency_bound_magpie_is_wan_latency_plus_one_send_overhead():
-    for spec in ("magpie:8,1", "magpie:4,4", "magpie:2,16"):
-        assert latency_bound(get_grid(spec)) == pytest.approx(10e-3 + OS1)
-
-
-def test_latency_bound_of_a_lan_is_one_hop():
-    assert latency_bound(get_grid("lan:16")) == pytest.approx(20e-6 + OS1)
-    assert throughput_rate(get_grid("lan:16")) == pytest.approx(50e6)
-
-
-def test_single_rank_grid_has_no_bound():
-    bound = broadcast_bound(get_grid("lan:1"), MiB)
-    assert math.isinf(bound.rate)
-    assert bound.time_s == 0.0
-
-
-def test_bounds_two_clusters_asymmetric_links():
-    grid = _pair_grid([[0, 5], [20, 0]], [[2e6, 2e6], [0.5e6, 0.5e6]], nranks=3)
-    assert throughput_rate(grid, root=0) == pytest.approx(2e6)
-    assert throughput_rate(grid, root=3) == pytest.approx(0.5e6)
-    assert latency_bound(grid, root=0) == pytest.approx(5e-3 + OS1)
-    assert latency_bound(grid, root=4) == pytest.approx(20e-3 + OS1)
-    bound = broadcast_bound(grid, 10**6, root=3)
-    assert bound.throughput_s == pytest.approx(10**6 / 0.5e6 + 20e-3)
-
-
-def test_latency_bound_takes_the_shortest_path_through_clusters():
-    # A -> C directly costs 100 ms; A -> B -> C costs 2 x 10 ms and two send overheads
-    ms = [[0, 10, 100], [10, 0, 10], [100, 10, 0]]
-    grid = _pair_grid(ms, [[1e6] * 3] * 3)
-    assert latency_bound(grid, root=0) == pytest.approx(20e-3 + 2 * OS1)
-    assert broadcast_bound(grid, 1, root=0).latency_s == pytest.approx(20e-3 + 2 * OS1)
-
-
-def _site_grid(shared: bool) -> Grid:
-    """Clusters A, B at site X and C at site Y; 1 MB/s WAN, 10 MB/s between A and B.
-
-    With ``shared``, everything A and B send off-site crosses X's uplink (1 MB/s), and
-    everything they receive from off-site crosses X's downlink; otherwise each ordered
-    pair has its own 1 MB/s wire.
-    """
-    clusters = (Cluster("A", 2, LAN, "X"), Cluster("B", 2, LAN, "X"), Cluster("C", 2, LAN, "Y"))
-    wan = wan_plogp(10e-3, 1e6, LAN)
-    near = wan_plogp(1e-3, 10e6, LAN)
-    links, routes = {}, {}
-
-    def link(name: str, plogp: PLogP) -> str:
-        links[name] = Link(name, plogp.g_fn)
-        return name
-
-    for a in range(3):
-        for b in range(3):
-            if a == b:
-                continue
-            ends = {clusters[a].site, clusters[b].site}
-            if ends == {"X"}:
-                routes[(a, b)] = Route(near, (link(f"{a}->{b}", near),))
-            elif shared:
-                up, down = f"{clusters[a].site}:up", f"{clusters[b].site}:down"
-                routes[(a, b)] = Route(wan, (link(up, wan), link(down, wan)))
-            else:
-                routes[(a, b)] = Route(wan, (link(f"{a}->{b}", wan),))
-    return Grid("sites", clusters, routes, links)
-
-
-def test_shared_uplink_halves_the_rate():
-    private, shared = _site_grid(shared=False), _site_grid(shared=True)
-    # root in A: to C directly, and through B (A -> B is fast): 2 MB/s on private wires
-    assert throughput_rate(private, root=0) == pytest.approx(2e6)
-    # both ways out of site X cross X's one uplink
-    assert throughput_rate(shared, root=0) == pytest.approx(1e6)
-    # root in C: everything into X crosses X's downlink
-    assert throughput_rate(private, root=4) == pytest.approx(2e6)
-    assert throughput_rate(shared, root=4) == pytest.approx(1e6)
-    # latency is unchanged by sharing
-    assert latency_bound(private, 0) == pytest.approx(latency_bound(shared, 0))
-
-
-def test_bounds_reject_a_bad_root():
-    with pytest.raises(ParameterError, match="root 8 is out of range"):
-        broadcast_bound(get_grid("magpie:8,1"), MiB, root=8)
-
-
 LINK_GAPS = {
     "link-negative-g": ([{"name": "up", "g": [{"m": 0, "g": -1.0}]}], "link 'up'"),
     "link-non-monotone-g": (
@@ -669,27 +562,6 @@ def test_malformed_link_entries_name_the_link(case, tmp_path):
     path.write_text(json.dumps(_edit(links=links)))
     with pytest.raises(GridError, match=message):
         load_grid(path)
-
-
-# -- the max-flows of the throughput bound, against networkx ------------------------------
-@pytest.mark.parametrize("spec", ["teragrid", "das2:3", "transit-stub:12,4", "magpie:3,2"])
-def test_receiver_flows_match_networkx_minimum_cut(spec):
-    """bounds.py's own Edmonds-Karp gives networkx's flow value and its sink-side cut."""
-    import networkx as nx
-
-    from gridcoll.network import get_grid
-    from gridcoll.network.bounds import _compute_receiver_flows, capacity_graph
-
-    grid = get_grid(spec)
-    graph = capacity_graph(grid)
-    root = grid.nranks - 1
-    ours = _compute_receiver_flows(grid, root)
-    others = [[r for r in ranks if r != root] for ranks in grid.members]
-    receivers = [ranks[0] for ranks in others if ranks]
-    assert len(ours) == len(receivers)
-    for (flow, _), receiver in zip(ours, receivers, strict=True):
-        theirs, _ = nx.minimum_cut(graph, ("rank", root), ("rank", receiver))
-        assert flow == pytest.approx(theirs, rel=1e-9)
 
 
 def test_piecewise_batch_is_the_functions_bit_for_bit():

@@ -13,10 +13,19 @@ the slowest rank counts (:func:`alltoall_bounds`). Between them, seed 002 predic
 ``T = lower + (upper - lower) gamma`` with a *contention ratio* ``gamma``, "constant and
 depend[ing] only on the network characteristics", fitted to measurements (its cluster:
 ``gamma = 2/3``). :func:`fit_contention` is that least-squares fit from ``(size,
-time)`` pairs (simulated here, measured by the runtime benchmarks);
-:func:`simulated_contention` fits ``gamma`` of one algorithm on one grid from the
-simulator, once per grid; the registered models use it (or :data:`DEFAULT_CONTENTION`
-on grids too large to simulate cheaply), unless given ``contention=``.
+time)`` pairs (simulated or measured by the runtime benchmarks). The registered models
+take ``gamma`` as data (``contention=``, default :data:`DEFAULT_CONTENTION`); the
+tuner fits it on the simulator (:func:`gridcoll.tune.contention.simulated_contention`)
+and passes it in, so this module needs no executor (models sit above ``simulate`` in
+docs/architecture.md's layering).
+
+Table 3's lower bound counts the CPU overheads only; in the simulator a rank's NIC also
+serialises its ``P - 1`` messages at ``g_l(b)`` each (and a gateway its cluster's
+``N_A (P - N_A)``), which exceeds ``(P-1)(os + or)`` once ``g(b) > os(b) + or(b)``
+(``lan:24`` at 64 KiB: 30.3 ms against 20.3 ms). :func:`alltoall_bounds` reports these
+resources as ``floor`` and a prediction never falls below it
+(:meth:`AlltoallBounds.predict`): without it the fitted ratio predicted 29.8 ms there,
+below the physical bound of 30.2 ms.
 
 A constant ratio is the paper's simplification. In the simulator the ratio moves with
 the message size when the protocol changes (from ``rendezvous_limit`` a sender is busy
@@ -33,6 +42,8 @@ messages evaluated edge by edge (:func:`cluster_aware_alltoall_model`).
 
 from __future__ import annotations
 
+import itertools
+import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
@@ -45,7 +56,6 @@ from gridcoll.network.grid import Grid
 __all__ = [
     "CONTENTION_SIZES",
     "DEFAULT_CONTENTION",
-    "MAX_FIT_RANKS",
     "MODELS",
     "AlltoallBounds",
     "alltoall_bounds",
@@ -55,18 +65,15 @@ __all__ = [
     "direct_rotated_alltoall_model",
     "fit_contention",
     "least_squares_ratio",
-    "simulated_contention",
+    "resource_floor",
 ]
 
 DEFAULT_CONTENTION = 2 / 3
 """Seed 002's contention ratio for its Gigabit Ethernet cluster (sec. 5.1)."""
 
 CONTENTION_SIZES = (1024, 8192, 65536, 524288)
-"""Block sizes (bytes per pair) :func:`simulated_contention` fits on."""
-
-MAX_FIT_RANKS = 128
-"""Above this many ranks :func:`simulated_contention` returns :data:`DEFAULT_CONTENTION`
-instead of simulating (``P^2`` messages per size)."""
+"""Block sizes (bytes per pair) the tuner fits ``gamma`` on
+(:mod:`gridcoll.tune.contention`)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,23 +82,27 @@ class AlltoallBounds:
 
     lower: float
     upper: float
+    floor: float = 0.0
+    """The busiest NIC's, gateway's or link's serialised occupancy plus the least latency
+    after it (:func:`resource_floor`): no direct exchange finishes before it."""
 
     def predict(self, contention: float) -> float:
-        """``lower + (upper - lower) * contention``."""
-        return self.lower + (self.upper - self.lower) * contention
+        """``lower + (upper - lower) * contention``, and never below ``floor``."""
+        return max(self.floor, self.lower + (self.upper - self.lower) * contention)
 
 
 def _link_load(grid: Grid, nbytes: int) -> float:
     """The busiest shared link's occupancy when every pair exchanges ``nbytes``, plus the
-    largest latency across it: no schedule that sends each block directly is faster."""
+    least latency across it (the last block on it may take the shortest route): no
+    schedule that sends each block directly is faster."""
     counts = [c.nranks for c in grid.clusters]
     busy: dict[str, list[float]] = {}
     for (a, b), route in grid.routes.items():
         n = counts[a] * counts[b]
         for name in route.links:
-            load = busy.setdefault(name, [0.0, 0.0])
+            load = busy.setdefault(name, [0.0, math.inf])
             load[0] += n * grid.links[name].g(nbytes)
-            load[1] = max(load[1], route.plogp.L)
+            load[1] = min(load[1], route.plogp.L)
     return max((g + L for g, L in busy.values()), default=0.0)
 
 
@@ -127,34 +138,82 @@ def alltoall_bounds(grid: Grid, nbytes: int) -> AlltoallBounds:
             L = max(L, into.L)
         lower, upper = max(lower, os + or_ + L), max(upper, g + or_ + L)
     links = _link_load(grid, nbytes)
-    return AlltoallBounds(max(lower, links), upper + links)
+    return AlltoallBounds(max(lower, links), upper + links, resource_floor(grid, nbytes))
 
 
-def least_squares_ratio(
-    samples: Iterable[tuple[float, float, float]], *, relative: bool = True
-) -> float:
-    """The contention ratio that best fits ``(lower, upper, time)`` samples.
+def resource_floor(grid: Grid, nbytes: int) -> float:
+    """The time the busiest resource needs when every rank sends ``b = nbytes`` to every
+    other directly, plus the least latency after it (seconds).
 
-    Minimises ``sum w (lower + (upper - lower) gamma - time)^2``:
-    ``gamma = sum w (u - l)(t - l) / sum w (u - l)^2``, with ``w = 1 / t^2`` (relative
-    errors, so that sizes spanning decades weigh alike) or ``w = 1`` (``relative=False``,
-    plain least squares on seconds). Not clamped: ``gamma > 1`` means slower than the
-    upper bound. Raises ParameterError when no sample has ``upper > lower``.
+    In the simulator (docs/architecture.md) every message of a rank ``r`` occupies its
+    NIC for ``g_l(b)`` of its LAN on the way out, and every message to it on the way in;
+    every message leaving or entering cluster ``A`` occupies its gateway side as long.
+    A resource serving ``n`` messages is busy ``n g_l(b)`` from ``t >= 0``, and the last
+    of them arrives ``L`` after it left its last resource, so: ``(P-1) g_l(b) + L_min``
+    per NIC, ``N_A (P - N_A) g_l(b) + L_min`` per gateway side, and the shared links'
+    load (:func:`_link_load`) on grids. O(C^2).
+    """
+    P = grid.nranks
+    if P < 2:
+        return 0.0
+    C = grid.nclusters
+    floor = _link_load(grid, nbytes) if C > 1 else 0.0
+    for a, cluster in enumerate(grid.clusters):
+        g = cluster.lan.g(nbytes)
+        lat_out = [grid.wan(a, b).L for b in range(C) if b != a]
+        lat_in = [grid.wan(b, a).L for b in range(C) if b != a]
+        lan = [cluster.lan.L] if cluster.nranks > 1 else []
+        floor = max(floor, (P - 1) * g + min(lan + lat_out), (P - 1) * g + min(lan + lat_in))
+        away = cluster.nranks * (P - cluster.nranks)
+        if away:
+            floor = max(floor, away * g + min(lat_out), away * g + min(lat_in))
+    return floor
+
+
+def least_squares_ratio(samples: Iterable[tuple[float, ...]], *, relative: bool = True) -> float:
+    """The contention ratio that best fits ``(lower, upper, time[, floor])`` samples.
+
+    Minimises ``sum w (max(floor, lower + (upper - lower) gamma) - time)^2`` (the
+    prediction of :meth:`AlltoallBounds.predict`; ``floor`` defaults to none), with
+    ``w = 1 / t^2`` (relative errors, so that sizes spanning decades weigh alike) or
+    ``w = 1`` (``relative=False``, plain least squares on seconds). Without floors this
+    is ``gamma = sum w (u - l)(t - l) / sum w (u - l)^2``. With them the objective is
+    quadratic between the breakpoints ``(floor - l) / (u - l)`` where a sample leaves
+    its floor: each piece's minimiser, clipped to the piece, and each breakpoint are
+    tried, the least objective wins (a sample at its floor only says ``gamma`` is no
+    larger). O(n^2). Not clamped: ``gamma > 1`` means slower than the upper bound.
+    Raises ParameterError when no sample has ``upper > lower``.
 
     Examples
     --------
     >>> least_squares_ratio([(1.0, 4.0, 3.0), (2.0, 8.0, 6.0)], relative=False)
     0.6666666666666666
+    >>> least_squares_ratio([(1.0, 4.0, 3.0), (2.0, 8.0, 7.0, 7.0)], relative=False)
+    0.6666666666666666
     """
-    num = den = 0.0
-    for lower, upper, time in samples:
-        spread = upper - lower
+    rows = []
+    for sample in samples:
+        lower, upper, time = sample[:3]
+        floor = sample[3] if len(sample) > 3 else -math.inf
         w = 1.0 / (time * time) if relative and time > 0 else 1.0
-        num += w * spread * (time - lower)
-        den += w * spread * spread
-    if den <= 0:
+        rows.append((lower, upper - lower, time, floor, w))
+    moving = [r for r in rows if r[1] > 0]
+    if not moving:
         raise ParameterError("cannot fit a contention ratio: no sample has upper > lower")
-    return num / den
+
+    def objective(gamma: float) -> float:
+        return sum(w * (max(f, l + s * gamma) - t) ** 2 for l, s, t, f, w in rows)
+
+    breaks = sorted({(f - l) / s for l, s, _, f, _ in moving if f > -math.inf})
+    edges = [-math.inf, *breaks, math.inf]
+    trials = list(breaks)
+    for lo, hi in itertools.pairwise(edges):
+        active = [r for r in moving if r[3] == -math.inf or (r[3] - r[0]) / r[1] <= lo]
+        den = sum(w * s * s for _, s, _, _, w in active)
+        if den > 0:
+            num = sum(w * s * (t - l) for l, s, t, _, w in active)
+            trials.append(min(max(num / den, lo), hi))
+    return min(trials, key=objective)
 
 
 def fit_contention(
@@ -180,45 +239,14 @@ def fit_contention(
 
 def contention_samples(
     grid: Grid, times: Iterable[tuple[int, float]]
-) -> list[tuple[float, float, float]]:
-    """``(lower, upper, time)`` for ``(bytes per pair, seconds)`` pairs on ``grid``."""
+) -> list[tuple[float, float, float, float]]:
+    """``(lower, upper, time, floor)`` for ``(bytes per pair, seconds)`` pairs on
+    ``grid`` (:func:`alltoall_bounds`)."""
     out = []
     for nbytes, seconds in times:
         bounds = alltoall_bounds(grid, nbytes)
-        out.append((bounds.lower, bounds.upper, seconds))
+        out.append((bounds.lower, bounds.upper, seconds, bounds.floor))
     return out
-
-
-_FITTED: dict[tuple[str, str], float] = {}
-_FITTED_MAX = 256
-
-
-def simulated_contention(grid: Grid, algorithm: str = "direct") -> float:
-    """``gamma`` of ``algorithm`` (``direct`` or ``direct-rotated``) on ``grid``, fitted
-    (:func:`fit_contention`) on the simulator at :data:`CONTENTION_SIZES`; memoised by
-    grid fingerprint.
-
-    Grids of more than :data:`MAX_FIT_RANKS` ranks, and grids where the bounds
-    coincide at every size, get :data:`DEFAULT_CONTENTION`.
-    """
-    key = (grid.fingerprint, algorithm)
-    if key in _FITTED:
-        return _FITTED[key]
-    gamma = DEFAULT_CONTENTION
-    if 2 <= grid.nranks <= MAX_FIT_RANKS:
-        from gridcoll.algorithms.registry import get_builder
-        from gridcoll.simulate import simulate
-
-        build = get_builder("alltoall", algorithm).build
-        times = [(b, simulate(build(grid, b), grid).total_s) for b in CONTENTION_SIZES]
-        try:
-            gamma = fit_contention(grid, times)
-        except ParameterError:
-            gamma = DEFAULT_CONTENTION
-    if len(_FITTED) >= _FITTED_MAX:
-        _FITTED.pop(next(iter(_FITTED)))
-    _FITTED[key] = gamma
-    return gamma
 
 
 def _direct(
@@ -226,7 +254,7 @@ def _direct(
 ) -> float:
     b = check_model_call(grid, nbytes, root, itemsize)
     if contention is None:
-        contention = simulated_contention(grid, algorithm)
+        contention = DEFAULT_CONTENTION
     return alltoall_bounds(grid, b).predict(contention)
 
 
@@ -239,7 +267,9 @@ def direct_alltoall_model(
     contention: float | None = None,
 ) -> float:
     """Model of :func:`~gridcoll.algorithms.alltoall.direct_alltoall`: Table 3's bounds
-    with the contention ratio (``contention``, default :func:`simulated_contention`)."""
+    with the contention ratio ``contention`` (default :data:`DEFAULT_CONTENTION`; the
+    tuner passes the simulator's fit, :mod:`gridcoll.tune.contention`), never below the
+    resources' floor (:meth:`AlltoallBounds.predict`). O(C^2)."""
     return _direct("direct", grid, nbytes, root, itemsize, contention)
 
 

@@ -53,6 +53,7 @@ from gridcoll.network.gridfile import check_complete
 from gridcoll.network.presets import get_grid
 from gridcoll.schedule.ir import OPERATIONS, Schedule
 from gridcoll.tune.cache import PlanCache
+from gridcoll.tune.contention import contention_model
 from gridcoll.tune.search import heuristic_search
 from gridcoll.units import format_size, format_time
 
@@ -268,7 +269,7 @@ def _for_operation(op: str, algo: str, builders: list[Builder], commutative: boo
         raise ParameterError(f"commutative must be True or False, got {commutative!r}")
     if commutative or op not in REDUCTIONS:
         return builders
-    if algo != "auto" and builders[0].commutative_only:
+    if algo != "auto" and builders and builders[0].commutative_only:
         ordered = [b.name for b in list_builders(op) if not b.commutative_only]
         raise ParameterError(
             f"{op} algorithm {algo!r} reorders operands and needs a commutative operation; "
@@ -330,6 +331,7 @@ def _candidate(
     model = MODELS.get((builder.op, builder.name))
     if model is None:
         raise Unfeasible("no model is registered")
+    model = contention_model(model, grid, builder.op, builder.name)
     pinned, extra, note = _pinned(builder, params or {}, nbytes)
     fixed = {**(fixed or {}), **extra}
     if fixed:
