@@ -77,25 +77,46 @@ class EdgeCosts:
 
 
 def _cluster_costs(grid: Grid, m: float) -> tuple[np.ndarray, ...]:
-    """``(C, S, L, B)`` per ordered cluster pair; the diagonal is the cluster's LAN."""
+    """``(C, S, L, B)`` per ordered cluster pair; the diagonal is the cluster's LAN.
+
+    The routes in one batch (:attr:`Grid.route_batch`, bit for bit their own values):
+    O(C^2) numpy and O(C) Python.
+    """
     n = grid.nclusters
+    lans = [c.lan for c in grid.clusters]
+    lan_g = np.array([lan.g(m) for lan in lans])
+    lan_os = np.array([lan.os(m) for lan in lans])
+    lan_L = np.array([lan.L for lan in lans])
     C, S, L, B = (np.empty((n, n)) for _ in range(4))
-    for a in range(n):
-        lan = grid.clusters[a].lan
-        for b in range(n):
-            net = lan if a == b else grid.routes[(a, b)].plogp
-            C[a, b] = net.L + net.g(m)  # r(m) = L + g(m)
-            S[a, b] = max(lan.g(m), net.os(m))  # s_w(m) = max(g_l(m), os_w(m))
-            L[a, b] = net.L
-            B[a, b] = net.bandwidth
+    diag = np.arange(n)
+    C[diag, diag] = lan_L + lan_g  # r(m) = L + g(m)
+    S[diag, diag] = np.maximum(lan_g, lan_os)
+    L[diag, diag] = lan_L
+    B[diag, diag] = [lan.bandwidth for lan in lans]
+    if grid.routes:
+        batch = grid.route_batch
+        a, b = batch.src, batch.dst
+        C[a, b] = batch.latency + batch.g(m)
+        S[a, b] = np.maximum(lan_g[a], batch.os(m))  # s_w(m) = max(g_l(m), os_w(m))
+        L[a, b] = batch.latency
+        B[a, b] = grid.memo.get(
+            "edge_costs.bandwidth",
+            None,
+            lambda: np.array([route.plogp.bandwidth for route in grid.routes.values()]),
+            1,
+        )
     return C, S, L, B
+
+
+EDGE_COSTS_SIZES = 16
+"""Message sizes whose dense ``P x P`` matrices are kept per grid (O(P^2) memory each)."""
 
 
 def edge_costs(grid: Grid, m: float) -> EdgeCosts:
     """The :class:`EdgeCosts` of messages of ``m`` bytes between the ranks of ``grid``.
 
-    Memoised on the grid object (grids are immutable), keyed by ``m``. O(C^2) P-LogP
-    evaluations plus O(P^2) to spread them over the ranks.
+    Memoised in ``grid.memo``, keyed by ``m``. O(C^2) numpy P-LogP evaluations plus
+    O(P^2) to spread them over the ranks.
 
     Examples
     --------
@@ -104,13 +125,9 @@ def edge_costs(grid: Grid, m: float) -> EdgeCosts:
     >>> round(float(costs.completion[0, 2]) * 1e3, 3)  # 10 ms + 8 us + 1000 B at 1 MB/s
     11.008
     """
-    memo = grid.__dict__.setdefault("_edge_costs", {})
-    found = memo.get(float(m))
-    if found is None:
+
+    def make() -> EdgeCosts:
         cl = np.asarray(grid.cluster_of)
-        C, S, L, B = (x[np.ix_(cl, cl)] for x in _cluster_costs(grid, m))
-        found = EdgeCosts(C, S, L, B)
-        if len(memo) >= 64:
-            memo.pop(next(iter(memo)))
-        memo[float(m)] = found
-    return found
+        return EdgeCosts(*(x[np.ix_(cl, cl)] for x in _cluster_costs(grid, m)))
+
+    return grid.memo.get("edge_costs", float(m), make, EDGE_COSTS_SIZES)

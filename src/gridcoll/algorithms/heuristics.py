@@ -26,6 +26,11 @@ Each step costs O(P) numpy work: the best sender of every rank of B is kept, and
 the ranks whose best sender was just delayed are re-examined (the paper's
 O(P^2 log P) and O(P^3) become O(P^2) amortised in practice).
 
+Above :data:`~gridcoll.algorithms._hetero.COORDINATOR_RANKS` ranks, on a grid with
+clusters of several ranks, the tree is grown over the coordinators (the rule kept,
+on the coordinator grid) and every cluster gets MPICH's binomial tree below its
+coordinator (:func:`~gridcoll.algorithms._hetero.coordinator_tree`): O(C^2).
+
 References
 ----------
 P. B. Bhat, C. S. Raghavendra, V. K. Prasanna, *Efficient collective communication in
@@ -40,14 +45,16 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gridcoll.algorithms._hetero import cached_tree, make_tree, tree_bcast
+from gridcoll.algorithms._hetero import coordinator_tree, make_tree, tree_family
 from gridcoll.algorithms.edge_costs import EdgeCosts, edge_costs
 from gridcoll.algorithms.trees import Tree
 from gridcoll.errors import ParameterError, Unfeasible
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Schedule
 
 __all__ = [
+    "ECEF",
+    "FEF",
+    "LOOK_AHEAD",
     "RULES",
     "TREES",
     "Growth",
@@ -223,10 +230,11 @@ def lookahead_tree(costs: EdgeCosts, root: int, nodes: Iterable[int] | None = No
 
 def _on_grid(rule: str):
     def tree(grid: Grid, nbytes: int, root: int = 0) -> Tree:
-        return cached_tree(
+        return coordinator_tree(
             grid,
             (rule, nbytes, root),
-            lambda: grow(edge_costs(grid, nbytes), root, rule).tree,
+            root,
+            lambda g, r: grow(edge_costs(g, nbytes), r, rule).tree,
         )
 
     tree.__doc__ = f"The {rule} tree of ``grid`` for ``nbytes`` from ``root`` (memoised)."
@@ -237,22 +245,11 @@ TREES = {rule: _on_grid(rule) for rule in RULES}
 """Builder name -> ``tree(grid, nbytes, root)``: the tree each builder sends down."""
 
 
-def _build(name: str, rule: str, grid, nbytes, root, segment_size, itemsize) -> Schedule:
-    params = {} if segment_size is None else {"segment_size": segment_size}
-    return tree_bcast(
-        name,
-        grid,
-        nbytes,
-        root,
-        lambda: TREES[rule](grid, nbytes, root),
-        segment_size=segment_size,
-        itemsize=itemsize,
-        params=params,
-    )
-
-
-def fef(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
-    """FEF tree (fastest edge first), whole message.
+FEF = tree_family(
+    "fef",
+    TREES["fef"],
+    "FEF: fastest edge first (Bhat et al. 1999)",
+    """FEF tree (fastest edge first)
 
     Notes
     -----
@@ -268,31 +265,16 @@ def fef(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedul
     >>> from gridcoll.network import magpie
     >>> fef(magpie(2, 2), 1024).nmessages
     3
-    """
-    return _build("fef", "fef", grid, nbytes, root, None, itemsize)
+    """,
+    module=__name__,
+)
+fef, fef_segmented = FEF.build, FEF.build_segmented
 
-
-def fef_segmented(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
-) -> Schedule:
-    """FEF tree, message sent as segments forwarded as they arrive (seed 003, sec. 3).
-
-    Notes
-    -----
-    The tree of :func:`fef` (O(P^2) to build); every node forwards each segment
-    as it arrives (seed 003's packet-level transfer). Model: seed 000's
-    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
-    segment size.
-
-    References
-    ----------
-    Bhat, Raghavendra, Prasanna (1999); seed 003, sec. 2.2 and 3.1.
-    """
-    return _build("fef-segmented", "fef", grid, nbytes, root, segment_size, itemsize)
-
-
-def ecef(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
-    """ECEF tree (earliest completing edge first), whole message.
+ECEF = tree_family(
+    "ecef",
+    TREES["ecef"],
+    "ECEF: earliest completing edge first (Bhat et al.)",
+    """ECEF tree (earliest completing edge first)
 
     Notes
     -----
@@ -309,31 +291,16 @@ def ecef(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedu
     >>> s = ecef(magpie(2, 2), 1024)
     >>> [op.peer for op in s.programs[0]]  # the LAN rank first (48 us), then the WAN
     [1, 2]
-    """
-    return _build("ecef", "ecef", grid, nbytes, root, None, itemsize)
+    """,
+    module=__name__,
+)
+ecef, ecef_segmented = ECEF.build, ECEF.build_segmented
 
-
-def ecef_segmented(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
-) -> Schedule:
-    """ECEF tree, message sent as segments forwarded as they arrive.
-
-    Notes
-    -----
-    The tree of :func:`ecef` (O(P^2) to build); every node forwards each segment
-    as it arrives (seed 003's packet-level transfer). Model: seed 000's
-    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
-    segment size.
-
-    References
-    ----------
-    Bhat, Raghavendra, Prasanna (1999); seed 003, sec. 2.2 and 3.1.
-    """
-    return _build("ecef-segmented", "ecef", grid, nbytes, root, segment_size, itemsize)
-
-
-def look_ahead(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
-    """ECEF with look-ahead, whole message.
+LOOK_AHEAD = tree_family(
+    "look-ahead",
+    TREES["look-ahead"],
+    "ECEF with look-ahead: prefers receivers that forward fast (Bhat et al.)",
+    """ECEF with look-ahead
 
     Notes
     -----
@@ -344,24 +311,7 @@ def look_ahead(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> 
     References
     ----------
     Bhat, Raghavendra, Prasanna (1999); seed 003, sec. 2.2.
-    """
-    return _build("look-ahead", "look-ahead", grid, nbytes, root, None, itemsize)
-
-
-def look_ahead_segmented(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
-) -> Schedule:
-    """ECEF with look-ahead, message sent as segments forwarded as they arrive.
-
-    Notes
-    -----
-    The tree of :func:`look_ahead` (O(P^2) amortised to build); every node forwards each segment
-    as it arrives (seed 003's packet-level transfer). Model: seed 000's
-    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
-    segment size.
-
-    References
-    ----------
-    Bhat, Raghavendra, Prasanna (1999); seed 003, sec. 2.2 and 3.1.
-    """
-    return _build("look-ahead-segmented", "look-ahead", grid, nbytes, root, segment_size, itemsize)
+    """,
+    module=__name__,
+)
+look_ahead, look_ahead_segmented = LOOK_AHEAD.build, LOOK_AHEAD.build_segmented

@@ -34,13 +34,19 @@ from __future__ import annotations
 
 import heapq
 
-from gridcoll.algorithms._hetero import cached_tree, make_tree, tree_bcast
+from gridcoll.algorithms._hetero import cached_tree, make_tree, tree_family
 from gridcoll.algorithms.magpie import coordinator_order, lan_trees
 from gridcoll.algorithms.trees import Tree, binomial_tree
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Schedule
 
-__all__ = ["TREES", "hlot", "hlot_segmented", "hlot_tree", "latency_tree"]
+__all__ = [
+    "HLOT",
+    "TREES",
+    "hlot",
+    "hlot_segmented",
+    "hlot_tree",
+    "latency_tree",
+]
 
 
 def latency_tree(latency, nodes: list[int]) -> Tree:
@@ -93,8 +99,11 @@ TREES = {"hlot": _hlot_on}
 """Builder name -> ``tree(grid, nbytes, root)``."""
 
 
-def hlot(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
-    """HLOT, whole message: latency-optimal WAN tree, binomial trees in the clusters.
+HLOT = tree_family(
+    "hlot",
+    TREES["hlot"],
+    "HLOT: latency-optimal WAN tree, binomial LANs (Park et al.)",
+    """HLOT: latency-optimal WAN tree, binomial trees in the clusters.
 
     Notes
     -----
@@ -102,43 +111,16 @@ def hlot(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedu
 
     References
     ----------
-    Park et al., ICCS 2003, as seeds 001 (sec. 4) and 003 (sec. 2.2) describe it.
+    Park et al., ICCS 2003, as seeds 001 (sec. 4) and 003 (sec. 2.2) describe it;
+    seed 003, sec. 3.1.
 
     Examples
     --------
     >>> from gridcoll.network import magpie
     >>> [op.peer for op in hlot(magpie(3, 2), 1024).programs[0]]  # flat WAN, then LAN
     [2, 4, 1]
-    """
-    return tree_bcast(
-        "hlot", grid, nbytes, root, lambda: _hlot_on(grid, nbytes, root), itemsize=itemsize
-    )
-
-
-def hlot_segmented(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
-) -> Schedule:
-    """HLOT, message sent as segments forwarded as they arrive.
-
-    Notes
-    -----
-    The tree of :func:`hlot` (O(C^2 log C + P) to build); every node forwards each segment
-    as it arrives (seed 003's packet-level transfer). Model: seed 000's
-    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
-    segment size.
-
-    References
-    ----------
-    Park et al., ICCS 2003, as seeds 001 (sec. 4) and 003 (sec. 2.2) describe it;
-    seed 003, sec. 3.1.
-    """
-    return tree_bcast(
-        "hlot-segmented",
-        grid,
-        nbytes,
-        root,
-        lambda: _hlot_on(grid, nbytes, root),
-        segment_size=segment_size,
-        itemsize=itemsize,
-        params={"segment_size": segment_size},
-    )
+    """,
+    module=__name__,
+    quadratic=False,
+)
+hlot, hlot_segmented = HLOT.build, HLOT.build_segmented

@@ -23,6 +23,11 @@ On routes whose costs obey the triangle inequality the shortest path is the dire
 edge, so the tree is nearly flat: the root sends the whole message to almost every
 rank itself, which is exactly the contention seed 001 measures. O(P^2).
 
+Above :data:`~gridcoll.algorithms._hetero.COORDINATOR_RANKS` ranks, on a grid with
+clusters of several ranks, the tree is grown over the coordinators (the rule kept,
+on the coordinator grid) and every cluster gets MPICH's binomial tree below its
+coordinator (:func:`~gridcoll.algorithms._hetero.coordinator_tree`): O(C^2).
+
 References
 ----------
 G. Mateescu, *A method for MPI broadcast in computational grids*, IPDPS 2005, as seed
@@ -33,13 +38,19 @@ from __future__ import annotations
 
 import numpy as np
 
-from gridcoll.algorithms._hetero import cached_tree, tree_bcast
+from gridcoll.algorithms._hetero import coordinator_tree, tree_family
 from gridcoll.algorithms.edge_costs import edge_costs
 from gridcoll.algorithms.trees import Tree
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Schedule
 
-__all__ = ["TREES", "mateescu", "mateescu_segmented", "mateescu_tree", "shortest_path_tree"]
+__all__ = [
+    "MATEESCU",
+    "TREES",
+    "mateescu",
+    "mateescu_segmented",
+    "mateescu_tree",
+    "shortest_path_tree",
+]
 
 
 def _init_costs(grid: Grid) -> np.ndarray:
@@ -93,15 +104,20 @@ def mateescu_tree(grid: Grid, nbytes: int, root: int = 0) -> Tree:
 
 
 def _mateescu_on(grid: Grid, nbytes: int, root: int = 0) -> Tree:
-    return cached_tree(grid, ("mateescu", nbytes, root), lambda: mateescu_tree(grid, nbytes, root))
+    return coordinator_tree(
+        grid, ("mateescu", nbytes, root), root, lambda g, r: mateescu_tree(g, nbytes, r)
+    )
 
 
 TREES = {"mateescu": _mateescu_on}
 """Builder name -> ``tree(grid, nbytes, root)``."""
 
 
-def mateescu(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
-    """Mateescu-style shortest-path tree, whole message.
+MATEESCU = tree_family(
+    "mateescu",
+    TREES["mateescu"],
+    "shortest-path tree from per-edge costs, shared links ignored (seed 001, 2.1)",
+    """Mateescu-style shortest-path tree.
 
     Notes
     -----
@@ -118,35 +134,7 @@ def mateescu(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Sc
     >>> from gridcoll.network import magpie
     >>> [op.peer for op in mateescu(magpie(2, 2), 2**20).programs[0]]  # flat
     [2, 3, 1]
-    """
-    return tree_bcast(
-        "mateescu", grid, nbytes, root, lambda: _mateescu_on(grid, nbytes, root), itemsize=itemsize
-    )
-
-
-def mateescu_segmented(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
-) -> Schedule:
-    """Mateescu-style tree, message sent as segments forwarded as they arrive.
-
-    Notes
-    -----
-    The tree of :func:`mateescu` (O(P^2) to build); every node forwards each
-    segment as it arrives (seed 003's packet-level transfer). Model: seed 000's
-    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
-    segment size.
-
-    References
-    ----------
-    Seed 001, sec. 2.1 and figure 9.
-    """
-    return tree_bcast(
-        "mateescu-segmented",
-        grid,
-        nbytes,
-        root,
-        lambda: _mateescu_on(grid, nbytes, root),
-        segment_size=segment_size,
-        itemsize=itemsize,
-        params={"segment_size": segment_size},
-    )
+    """,
+    module=__name__,
+)
+mateescu, mateescu_segmented = MATEESCU.build, MATEESCU.build_segmented

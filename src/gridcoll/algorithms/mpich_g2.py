@@ -31,13 +31,19 @@ loaded).
 
 from __future__ import annotations
 
-from gridcoll.algorithms._hetero import cached_tree, tree_bcast
+from gridcoll.algorithms._hetero import cached_tree, tree_family
 from gridcoll.algorithms.magpie import lan_trees
 from gridcoll.algorithms.trees import Tree, binomial_tree
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Schedule
 
-__all__ = ["TREES", "mpich_g2", "mpich_g2_segmented", "mpich_g2_tree", "sites"]
+__all__ = [
+    "MPICH_G2",
+    "TREES",
+    "mpich_g2",
+    "mpich_g2_segmented",
+    "mpich_g2_tree",
+    "sites",
+]
 
 
 def sites(grid: Grid) -> list[list[int]]:
@@ -77,8 +83,11 @@ TREES = {"mpich-g2": _mpich_g2_on}
 """Builder name -> ``tree(grid, nbytes, root)``."""
 
 
-def mpich_g2(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
-    """MPICH-G2's multilevel tree, whole message.
+MPICH_G2 = tree_family(
+    "mpich-g2",
+    TREES["mpich-g2"],
+    "MPICH-G2's multilevel tree: flat over sites, then clusters, binomial inside",
+    """MPICH-G2's multilevel tree.
 
     Notes
     -----
@@ -94,35 +103,8 @@ def mpich_g2(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Sc
     >>> s = mpich_g2(teragrid(), 1024, root=8)  # root in C2 (SDSC), as in seed 001
     >>> [op.peer for op in s.programs[8]][:4]  # ANL, NCSA, PSC, then C1 of SDSC
     [16, 32, 48, 0]
-    """
-    return tree_bcast(
-        "mpich-g2", grid, nbytes, root, lambda: _mpich_g2_on(grid, nbytes, root), itemsize=itemsize
-    )
-
-
-def mpich_g2_segmented(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
-) -> Schedule:
-    """MPICH-G2's multilevel tree, message sent as segments forwarded as they arrive.
-
-    Notes
-    -----
-    The tree of :func:`mpich_g2` (O(P) to build); every node forwards each
-    segment as it arrives (seed 003's packet-level transfer). Model: seed 000's
-    ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the tree (sec. 3.1.1), O(P) per
-    segment size.
-
-    References
-    ----------
-    Karonis, Toonen, Foster (2003); seed 001, figure 7.
-    """
-    return tree_bcast(
-        "mpich-g2-segmented",
-        grid,
-        nbytes,
-        root,
-        lambda: _mpich_g2_on(grid, nbytes, root),
-        segment_size=segment_size,
-        itemsize=itemsize,
-        params={"segment_size": segment_size},
-    )
+    """,
+    module=__name__,
+    quadratic=False,
+)
+mpich_g2, mpich_g2_segmented = MPICH_G2.build, MPICH_G2.build_segmented

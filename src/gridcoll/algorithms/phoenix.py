@@ -33,6 +33,11 @@ learnt its ancestors' changes at once. One ``random.Random(seed)`` draws the pro
 processors and the noise, so a tree is reproducible. A parent sends to its children in the order
 they joined it (the paper fixes no order).
 
+The probes run among all ranks up to :data:`~gridcoll.algorithms._hetero.COORDINATOR_RANKS`;
+above, on a grid with clusters of several ranks, among the coordinators only (the same
+protocol on the coordinator grid), each cluster then getting MPICH's binomial tree
+below its coordinator (:func:`~gridcoll.algorithms._hetero.coordinator_tree`).
+
 ``list`` is the paper's strongest static baseline for long messages (sec. V-A.2):
 "the processors were lined up in a list that made the bottleneck as wide as possible,
 and messages were pipelined along that list". Ranks of a cluster are consecutive in
@@ -52,7 +57,7 @@ from __future__ import annotations
 import math
 import random
 
-from gridcoll.algorithms._hetero import cached_tree, tree_bcast
+from gridcoll.algorithms._hetero import cached_tree, coordinator_tree, tree_bcast, tree_family
 from gridcoll.algorithms.trees import Tree, chain_tree
 from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
@@ -61,6 +66,8 @@ from gridcoll.schedule.ir import Schedule
 __all__ = [
     "EXTRA_PROBES",
     "LIST_EXACT_CLUSTERS",
+    "PHOENIX_BANDWIDTH",
+    "PHOENIX_LATENCY",
     "PROBE_BYTES",
     "PROBE_JITTER",
     "TREES",
@@ -290,8 +297,8 @@ def _phoenix_on(kind: str):
     make = latency_tree if kind == "latency" else bandwidth_tree
 
     def tree(grid: Grid, nbytes: int, root: int = 0, *, seed: int = 0) -> Tree:
-        return cached_tree(
-            grid, (f"phoenix-{kind}", root, seed), lambda: make(grid, root, seed=seed)
+        return coordinator_tree(
+            grid, (f"phoenix-{kind}", root, seed), root, lambda g, r: make(g, r, seed=seed)
         )
 
     tree.__doc__ = f"Seed 004's {kind}-aware tree (independent of ``nbytes``), memoised."
@@ -311,26 +318,11 @@ TREES = {
 """Builder name -> ``tree(grid, nbytes, root, **params)``."""
 
 
-def _build(name, kind, grid, nbytes, root, segment_size, itemsize, seed) -> Schedule:
-    params: dict = {"seed": seed}
-    if segment_size is not None:
-        params["segment_size"] = segment_size
-    return tree_bcast(
-        name,
-        grid,
-        nbytes,
-        root,
-        lambda: TREES[kind](grid, nbytes, root, seed=seed),
-        segment_size=segment_size,
-        itemsize=itemsize,
-        params=params,
-    )
-
-
-def phoenix_latency(
-    grid: Grid, nbytes: int, root: int = 0, *, seed: int = 0, itemsize: int = 1
-) -> Schedule:
-    """Seed 004's latency-aware tree (for short messages), whole message.
+PHOENIX_LATENCY = tree_family(
+    "phoenix-latency",
+    TREES["phoenix-latency"],
+    "seed 004's latency-aware spanning tree, built from random probes",
+    """Seed 004's latency-aware tree (for short messages).
 
     Parameters
     ----------
@@ -344,49 +336,25 @@ def phoenix_latency(
 
     References
     ----------
-    Seed 004, sec. IV-B.
+    Seed 004, sec. IV-B; sec. IV-D (pipelining).
 
     Examples
     --------
     >>> from gridcoll.network import magpie
     >>> phoenix_latency(magpie(2, 4), 1024).nmessages
     7
-    """
-    return _build("phoenix-latency", "phoenix-latency", grid, nbytes, root, None, itemsize, seed)
+    """,
+    module=__name__,
+    quadratic=False,
+)
+phoenix_latency, phoenix_latency_segmented = PHOENIX_LATENCY.build, PHOENIX_LATENCY.build_segmented
 
 
-def phoenix_latency_segmented(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, seed: int = 0, itemsize: int = 1
-) -> Schedule:
-    """Seed 004's latency-aware tree, segments forwarded as they arrive.
-
-    Notes
-    -----
-    The tree of :func:`phoenix_latency` (expected O(P (log P + 10)) probes to
-    build); every node forwards each segment as it arrives (seed 003's packet-level
-    transfer). Model: seed 000's ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the
-    tree (sec. 3.1.1), O(P) per segment size.
-
-    References
-    ----------
-    Seed 004, sec. IV-B and IV-D.
-    """
-    return _build(
-        "phoenix-latency-segmented",
-        "phoenix-latency",
-        grid,
-        nbytes,
-        root,
-        segment_size,
-        itemsize,
-        seed,
-    )
-
-
-def phoenix_bandwidth(
-    grid: Grid, nbytes: int, root: int = 0, *, seed: int = 0, itemsize: int = 1
-) -> Schedule:
-    """Seed 004's bandwidth-aware tree, whole message.
+PHOENIX_BANDWIDTH = tree_family(
+    "phoenix-bandwidth",
+    TREES["phoenix-bandwidth"],
+    "seed 004's bandwidth-aware spanning tree, built from random probes",
+    """Seed 004's bandwidth-aware tree.
 
     Notes
     -----
@@ -396,39 +364,15 @@ def phoenix_bandwidth(
 
     References
     ----------
-    Seed 004, sec. IV-C.
-    """
-    return _build(
-        "phoenix-bandwidth", "phoenix-bandwidth", grid, nbytes, root, None, itemsize, seed
-    )
-
-
-def phoenix_bandwidth_segmented(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, seed: int = 0, itemsize: int = 1
-) -> Schedule:
-    """Seed 004's bandwidth-aware tree, segments pipelined down it (sec. IV-D).
-
-    Notes
-    -----
-    The tree of :func:`phoenix_bandwidth` (expected O(P (log P + 10)) probes to
-    build); every node forwards each segment as it arrives (seed 003's packet-level
-    transfer). Model: seed 000's ``T = (k-1) gamma(m) + lam(m)`` edge by edge on the
-    tree (sec. 3.1.1), O(P) per segment size.
-
-    References
-    ----------
-    Seed 004, sec. IV-C and IV-D.
-    """
-    return _build(
-        "phoenix-bandwidth-segmented",
-        "phoenix-bandwidth",
-        grid,
-        nbytes,
-        root,
-        segment_size,
-        itemsize,
-        seed,
-    )
+    Seed 004, sec. IV-C; sec. IV-D (pipelining).
+    """,
+    module=__name__,
+    quadratic=False,
+)
+phoenix_bandwidth, phoenix_bandwidth_segmented = (
+    PHOENIX_BANDWIDTH.build,
+    PHOENIX_BANDWIDTH.build_segmented,
+)
 
 
 def list_bcast(

@@ -21,6 +21,11 @@ would delay all its descendants if it sat in the middle of the tree, so:
 
 O(P^2) with the incremental ECEF (the paper: O(N^2 log N)).
 
+Above :data:`~gridcoll.algorithms._hetero.COORDINATOR_RANKS` ranks, on a grid with
+clusters of several ranks, the tree is grown over the coordinators (the rule kept,
+on the coordinator grid) and every cluster gets MPICH's binomial tree below its
+coordinator (:func:`~gridcoll.algorithms._hetero.coordinator_tree`): O(C^2).
+
 References
 ----------
 J. Lee, D. Han, *A two-phase scheduling algorithm for efficient collective
@@ -33,14 +38,14 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gridcoll.algorithms._hetero import cached_tree, make_tree, tree_bcast
+from gridcoll.algorithms._hetero import coordinator_tree, make_tree, tree_family
 from gridcoll.algorithms.edge_costs import EdgeCosts, edge_costs
 from gridcoll.algorithms.heuristics import grow
 from gridcoll.algorithms.trees import Tree
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Schedule
 
 __all__ = [
+    "TPS",
     "TREES",
     "TwoPhase",
     "bottleneck_set",
@@ -105,8 +110,8 @@ def tps_tree(costs: EdgeCosts, root: int) -> Tree:
 
 def _tps_on(grid: Grid, nbytes: int, root: int = 0) -> Tree:
     """The TPS tree of ``grid`` for ``nbytes`` from ``root`` (memoised)."""
-    return cached_tree(
-        grid, ("tps", nbytes, root), lambda: tps_tree(edge_costs(grid, nbytes), root)
+    return coordinator_tree(
+        grid, ("tps", nbytes, root), root, lambda g, r: tps_tree(edge_costs(g, nbytes), r)
     )
 
 
@@ -114,8 +119,11 @@ TREES = {"tps": _tps_on}
 """Builder name -> ``tree(grid, nbytes, root)``."""
 
 
-def tps(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedule:
-    """TPS tree, whole message.
+TPS = tree_family(
+    "tps",
+    TREES["tps"],
+    "TPS: ECEF without bottleneck nodes, then them as leaves (seed 003)",
+    """TPS tree.
 
     Notes
     -----
@@ -125,41 +133,14 @@ def tps(grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1) -> Schedul
 
     References
     ----------
-    Seed 003, sec. 4 (figure 4).
+    Seed 003, sec. 4 (figure 4); sec. 3.1 (packet-level transfer).
 
     Examples
     --------
     >>> from gridcoll.network import magpie
     >>> tps(magpie(2, 2), 1024).nmessages
     3
-    """
-    return tree_bcast(
-        "tps", grid, nbytes, root, lambda: _tps_on(grid, nbytes, root), itemsize=itemsize
-    )
-
-
-def tps_segmented(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
-) -> Schedule:
-    """TPS tree with seed 003's packet-level transfer: segments forwarded on arrival.
-
-    Notes
-    -----
-    The tree of :func:`tps` (O(P^2) to build); every node forwards each segment as it
-    arrives (seed 003, sec. 3.1). Model: seed 000's ``T = (k-1) gamma(m) + lam(m)`` edge
-    by edge on the tree (sec. 3.1.1), O(P) per segment size.
-
-    References
-    ----------
-    Seed 003, sec. 3.1 (packet-level transfer) and sec. 4 (figure 4).
-    """
-    return tree_bcast(
-        "tps-segmented",
-        grid,
-        nbytes,
-        root,
-        lambda: _tps_on(grid, nbytes, root),
-        segment_size=segment_size,
-        itemsize=itemsize,
-        params={"segment_size": segment_size},
-    )
+    """,
+    module=__name__,
+)
+tps, tps_segmented = TPS.build, TPS.build_segmented

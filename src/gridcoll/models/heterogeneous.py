@@ -14,7 +14,8 @@ shows up between this model and the simulator, as seed 001 warns.
 The model of ``name`` takes the builder's parameters (``segment_size`` for the
 segmented variants; ``seed``, ``evaluations``, ``time_budget_s``, ``warm_start`` for
 the randomised builders) and evaluates the memoised tree, so the tuner's segment-size
-search builds each tree once. O(P) per evaluation after the tree.
+search builds each tree once. O(P) to compile the tree once, then O(E log h) numpy per
+evaluation (:func:`~gridcoll.models.tree_model.tree_gamma_lambda`).
 """
 
 from __future__ import annotations

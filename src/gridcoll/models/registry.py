@@ -11,11 +11,13 @@ import importlib
 from collections.abc import Callable
 from pathlib import Path
 
+from gridcoll.algorithms.mpich import mpich_variant
 from gridcoll.errors import UnknownAlgorithm
+from gridcoll.models.tree_model import tree_lower_bound
 from gridcoll.network.grid import Grid
 from gridcoll.network.presets import get_grid
 
-__all__ = ["FAMILIES", "MODELS", "get_model", "predict"]
+__all__ = ["FAMILIES", "MODELS", "get_model", "optimistic_s", "predict"]
 
 Model = Callable[..., float]
 
@@ -94,3 +96,84 @@ def predict(
     104.0
     """
     return get_model(op, name)(get_grid(grid), nbytes, root, itemsize=itemsize, **params)
+
+
+SINGLE_TREE = frozenset(
+    {
+        "flat",
+        "flat-rendezvous",
+        "chain",
+        "chain-rendezvous",
+        "binary",
+        "binomial",
+        "binomial-rendezvous",
+        "magpie-original",
+        "fef",
+        "ecef",
+        "look-ahead",
+        "hlot",
+        "tps",
+        "mateescu",
+        "sa",
+        "sa-clustered",
+        "phoenix-latency",
+        "phoenix-bandwidth",
+        "mpich-g2",
+    }
+)
+"""Broadcast builders whose model is the per-edge ``lam(M)`` of one tree over every
+rank (:func:`gridcoll.models.tree_model.tree_time`, one segment); their ``-segmented``
+variants send the same tree's segments."""
+
+SEGMENTED_TREE = frozenset(
+    {
+        "flat-segmented",
+        "chain-segmented",
+        "binomial-segmented",
+        "dary-segmented",
+        "magpie-segmented",
+        "magpie-sequential",
+        "fef-segmented",
+        "ecef-segmented",
+        "look-ahead-segmented",
+        "hlot-segmented",
+        "tps-segmented",
+        "mateescu-segmented",
+        "sa-segmented",
+        "sa-clustered-segmented",
+        "phoenix-latency-segmented",
+        "phoenix-bandwidth-segmented",
+        "mpich-g2-segmented",
+        "list",
+    }
+)
+"""Broadcast builders whose model is ``(k-1) gamma(m) + lam(m)`` on one tree over every
+rank, or (``magpie-sequential``) adds a LAN phase to such a tree over the
+coordinators; ``m`` is a parameter."""
+
+
+def optimistic_s(
+    grid: Grid, op: str, name: str, nbytes: int, root: int = 0, itemsize: int = 1
+) -> float:
+    """A lower bound on what the model of builder ``name`` can predict, for any
+    parameters: a search whose incumbent is already below it need not run.
+
+    Single-tree broadcasts (:data:`SINGLE_TREE`, :data:`SEGMENTED_TREE`, MPICH's
+    binomial regime) get :func:`gridcoll.models.tree_model.tree_lower_bound`: every
+    tree pushes every segment across one edge into each remote cluster, so
+    ``T >= (k-1) G(m) + D(m)`` (the least gap into a cluster, the shortest path).
+    Every other model (the multi-tree, MPICH's scatter + allgather, the other
+    collectives) gets 0.0: no bound, always searched. O(C^2 log M) numpy once per
+    ``(M, root cluster)`` (memoised in ``grid.memo``), then O(1).
+
+    The call is not checked (the search checks it); ``nbytes`` is the message size.
+    """
+    if op != "bcast":
+        return 0.0
+    if name in SINGLE_TREE or (
+        name == "mpich" and mpich_variant(grid.nranks, nbytes) == "binomial"
+    ):
+        return tree_lower_bound(grid, nbytes, root, segmented=False, itemsize=itemsize)
+    if name in SEGMENTED_TREE:
+        return tree_lower_bound(grid, nbytes, root, segmented=True, itemsize=itemsize)
+    return 0.0

@@ -30,7 +30,6 @@ the paper's formulas beside them. The rendezvous variants pay the handshake
 from __future__ import annotations
 
 from collections.abc import Callable
-from functools import lru_cache
 
 from gridcoll.algorithms.trees import (
     Tree,
@@ -256,12 +255,19 @@ _SHAPES: dict[str, Callable[[list[int]], Tree]] = {
 }
 
 
-@lru_cache(maxsize=1024)
-def _builder_tree(shape: str, nranks: int, root: int, degree: int = 0) -> Tree:
-    """The tree the builder uses: ``shape`` over MPICH's relative ranks (memoised; a
-    Tree is never modified)."""
-    ranks = relative_ranks(nranks, root)
-    return dary_tree(ranks, degree) if shape == "dary" else _SHAPES[shape](ranks)
+BUILDER_TREES = 64
+"""Single-layer builder trees kept per grid (least recently used dropped)."""
+
+
+def _builder_tree(grid: Grid, shape: str, root: int, degree: int = 0) -> Tree:
+    """The tree the builder uses: ``shape`` over MPICH's relative ranks, memoised in
+    ``grid.memo`` (a Tree is never modified)."""
+
+    def make() -> Tree:
+        ranks = relative_ranks(grid.nranks, root)
+        return dary_tree(ranks, degree) if shape == "dary" else _SHAPES[shape](ranks)
+
+    return grid.memo.get("single_layer.trees", (shape, root, degree), make, BUILDER_TREES)
 
 
 def _on_tree(
@@ -275,7 +281,7 @@ def _on_tree(
     rendezvous: bool = False,
 ) -> float:
     """The per-edge model (:func:`tree_time`) on the builder's tree."""
-    tree = _builder_tree(shape, grid.nranks, root, degree)
+    tree = _builder_tree(grid, shape, root, degree)
     return tree_time(grid, tree, nbytes, m, rendezvous=rendezvous)
 
 

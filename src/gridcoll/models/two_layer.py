@@ -32,8 +32,8 @@ from collections.abc import Callable
 
 from gridcoll.algorithms.magpie import (
     check_degree,
+    cluster_ranks,
     coordinator_order,
-    lan_trees,
     original_tree,
     two_layer_tree,
     wan_tree,
@@ -250,7 +250,8 @@ def magpie_original_model(grid: Grid, nbytes: int, root: int = 0, *, itemsize: i
     the paper's slowest-link simplification.
     """
     M = check_model_call(grid, nbytes, root, itemsize)
-    return tree_time(grid, original_tree(grid, root), M)
+    tree = grid.memo.get("two_layer.trees", ("original", root), lambda: original_tree(grid, root))
+    return tree_time(grid, tree, M)
 
 
 def magpie_sequential_model(
@@ -274,12 +275,25 @@ def magpie_sequential_model(
     m_l = check_model_call(grid, nbytes, root, itemsize, lan_segment_size)
     check_degree(wan_degree, "wan_degree")
     check_degree(lan_degree, "lan_degree")
-    T_w = tree_time(grid, wan_tree(grid, root, wan_degree), nbytes, m_w)
-    T_l = max(
-        tree_time(grid, lan, nbytes, m_l)
-        for lan in lan_trees(grid, root, lambda ranks: dary_tree(ranks, lan_degree))
+    wan = grid.memo.get(
+        "two_layer.trees", ("wan", root, wan_degree), lambda: wan_tree(grid, root, wan_degree)
     )
+    lans = grid.memo.get(
+        "two_layer.trees", ("lan", root, lan_degree), lambda: _distinct_lans(grid, root, lan_degree)
+    )
+    T_w = tree_time(grid, wan, nbytes, m_w)
+    T_l = max(tree_time(grid, lan, nbytes, m_l) for lan in lans)
     return T_w + T_l
+
+
+def _distinct_lans(grid: Grid, root: int, lan_degree: int) -> list:
+    """The d_l-ary LAN trees of :func:`lan_trees`, one per distinct (LAN, cluster size):
+    the ranks of a cluster are interchangeable, so equal clusters take equal times."""
+    seen: dict[tuple[int, int], int] = {}
+    for c, cluster in enumerate(grid.clusters):
+        seen.setdefault((id(cluster.lan), cluster.nranks), c)
+    coordinators = grid.coordinators(root)
+    return [dary_tree(cluster_ranks(grid, c, coordinators[c]), lan_degree) for c in seen.values()]
 
 
 def magpie_segmented_model(
@@ -303,7 +317,12 @@ def magpie_segmented_model(
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
     check_degree(wan_degree, "wan_degree")
     check_degree(lan_degree, "lan_degree")
-    return tree_time(grid, two_layer_tree(grid, root, wan_degree, lan_degree), nbytes, m)
+    tree = grid.memo.get(
+        "two_layer.trees",
+        ("segmented", root, wan_degree, lan_degree),
+        lambda: two_layer_tree(grid, root, wan_degree, lan_degree),
+    )
+    return tree_time(grid, tree, nbytes, m)
 
 
 MODELS: dict[tuple[str, str], Callable[..., float]] = {

@@ -155,28 +155,25 @@ def degree_candidates(nodes: int, start: int = 1, upper: int | None = None) -> l
 
 def _slowest(grid: Grid, kind: str, m: float) -> PLogP:
     """The network of ``kind`` ("route" or "lan") with the largest ``g(m)`` (then ``L``),
-    memoised on the grid object per ``m``: the degree rules ask for it at every size
+    memoised in ``grid.memo`` per ``m``: the degree rules ask for it at every size
     and degree the search tries, and a grid of C single-rank clusters has C(C-1) routes.
     """
-    memo: dict[tuple[str, float], PLogP] = grid.__dict__.setdefault("_slowest", {})
-    found = memo.get((kind, m))
-    if found is None:
-        if len(memo) >= 256:
-            memo.clear()
+
+    def make() -> PLogP:
         if kind == "route" and grid.routes:  # one batched pass over the C(C-1) routes
             batch = grid.route_batch
             gap = batch.g(m)
             tied = np.flatnonzero(gap == gap.max())  # then the largest L, first one
             index = int(tied[np.argmax(batch.latency[tied])])
-            found = memo[kind, m] = list(grid.routes.values())[index].plogp
-        else:
-            nets = (
-                (r.plogp for r in grid.routes.values())
-                if kind == "route"
-                else (c.lan for c in grid.clusters)
-            )
-            found = memo[kind, m] = max(nets, key=lambda p: (p.g(m), p.L))
-    return found
+            return list(grid.routes.values())[index].plogp
+        nets = (
+            (r.plogp for r in grid.routes.values())
+            if kind == "route"
+            else (c.lan for c in grid.clusters)
+        )
+        return max(nets, key=lambda p: (p.g(m), p.L))
+
+    return grid.memo.get("search.slowest", (kind, m), make, 256)
 
 
 def slowest_route(grid: Grid, m: float) -> PLogP:
