@@ -61,11 +61,11 @@ QUICK_ALLREDUCE_SIZES = (8, 64 * 1024)
 ALLREDUCE_ALGOS = ("auto", "mpich")
 
 
-def _row(eff, grid, part: str, op: str, size: int, algo: str, cache: PlanCache) -> dict:
+def _row(grid, overhead: float, part: str, op: str, size: int, algo: str, cache: PlanCache):
     """Plan on the effective grid, simulate; the call the ranks will run (fixed params)."""
     nbytes = 0 if op == "barrier" else size
-    p = plan(eff, op, nbytes, 0, algo=algo, cache=cache)
-    schedule = p.build(eff)
+    p = plan(grid, op, nbytes, 0, algo=algo, cache=cache, host_overhead=overhead)
+    schedule = p.build()  # on p.network: the grid plus the overhead
     return {
         "part": part,
         "grid": grid.name,
@@ -75,7 +75,7 @@ def _row(eff, grid, part: str, op: str, size: int, algo: str, cache: PlanCache) 
         "chosen": p.algorithm,
         "params": dict(p.params),
         "predicted_s": p.predicted_s,
-        "simulated_s": simulate(schedule, eff).total_s,
+        "simulated_s": simulate(schedule, p.network).total_s,
         "bound_s": collective_bound(grid, op, nbytes, 0).time_s,
         "case": {
             "op": op,
@@ -92,9 +92,8 @@ def run_grid(spec: str, wanted: list[tuple[str, str, int, str]], repeat: int, lo
     """Plan, simulate and measure the (part, op, size, algo) calls of one grid."""
     grid = get_grid(spec)
     overhead = default_host_overhead(grid.nranks, emulated=True, load=load)
-    eff = grid.with_host_overhead(overhead)
     cache = PlanCache()
-    rows = [_row(eff, grid, part, op, size, algo, cache) for part, op, size, algo in wanted]
+    rows = [_row(grid, overhead, part, op, size, algo, cache) for part, op, size, algo in wanted]
     longest = max(max(r["simulated_s"], r["predicted_s"]) for r in rows)
     measured = measure_calls(
         grid,

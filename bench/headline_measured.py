@@ -47,12 +47,11 @@ AUTO_GOAL = 1.5
 def run_grid(spec: str, repeat: int, load: float) -> list[dict]:
     grid = get_grid(spec)
     overhead = default_host_overhead(grid.nranks, emulated=True, load=load)
-    eff = grid.with_host_overhead(overhead)
     bound = broadcast_bound(grid, MB, 0).time_s
     rows, schedules = [], []
     for algorithm in ALGORITHMS:
-        result = plan(eff, "bcast", MB, 0, algo=algorithm)
-        schedule = result.build(eff)
+        result = plan(grid, "bcast", MB, 0, algo=algorithm, host_overhead=overhead)
+        schedule = result.build()  # on result.network: the grid plus the overhead
         schedules.append(schedule)
         rows.append(
             {
@@ -62,7 +61,7 @@ def run_grid(spec: str, repeat: int, load: float) -> list[dict]:
                 "params": dict(result.params),
                 "host_overhead_s": overhead,
                 "predicted_s": result.predicted_s,
-                "simulated_s": simulate(schedule, eff).total_s,
+                "simulated_s": simulate(schedule, result.network).total_s,
                 "bound_s": bound,
             }
         )

@@ -5,9 +5,10 @@ emulation) each message size from 1 B to 16 MiB is broadcast by ``gridcoll.Comm`
 ``Bcast`` with ``algo="auto"`` and by the MPI library's ``MPI_Bcast`` (mpi4py's
 ``Bcast`` on a plain communicator), in the same run, alternately. On one cluster with no
 emulated WAN, ``auto`` hands the call to the MPI library's broadcast
-(:mod:`gridcoll.runtime.comm`, ``_native_reason``), so the difference is the price of
-the Python layer: ``gridcoll.Comm.Bcast``'s hot path (a type check, the record of the
-call for ``explain()``) and the watchdog that ends the job if a rank never joins
+(``gridcoll.tune.plan(..., native=True)`` chooses ``native``), so the difference is the
+price of the Python layer: the hot path of ``gridcoll.Comm.Bcast``
+(:func:`gridcoll.runtime.collectives.bcast`: a type check, the record of the call for
+``explain()``) and the watchdog that ends the job if a rank never joins
 (:mod:`gridcoll.runtime.watchdog`), about 1 us. Goal: never more than 10% slower than
 native at any size. The per-call overhead of the layer is the 1-byte time through
 ``gridcoll.Comm`` minus the native one.
@@ -107,7 +108,7 @@ def worker(sizes: list[int], rounds: int) -> None:
                     "native_all_s": times["native"],
                     "gridcoll_all_s": times["gridcoll"],
                     "chosen": plan.algorithm,
-                    "reason": getattr(plan, "reason", ""),
+                    "reason": plan.reason,
                     "verified": ok,
                     "host_overhead_s": comm.host_overhead,
                 }

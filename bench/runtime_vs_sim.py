@@ -51,14 +51,13 @@ def planned_cases(spec: str, nbytes: int, names, cache, load: float) -> list[dic
     """Plan and simulate every named builder on the effective grid."""
     grid = get_grid(spec)
     overhead = default_host_overhead(grid.nranks, emulated=True, load=load)
-    eff = grid.with_host_overhead(overhead)
     bound = broadcast_bound(grid, nbytes, 0).time_s
     cases = []
     for name in names:
         try:
-            result = plan(eff, "bcast", nbytes, 0, algo=name, cache=cache)
-            schedule = result.build(eff)
-            sim = simulate(schedule, eff).total_s
+            result = plan(grid, "bcast", nbytes, 0, algo=name, cache=cache, host_overhead=overhead)
+            schedule = result.build()  # on result.network: the grid plus the overhead
+            sim = simulate(schedule, result.network).total_s
         except GridcollError as err:  # a builder that cannot be planned here: say so
             cases.append({"grid": spec, "algorithm": name, "size": nbytes, "error": str(err)})
             continue

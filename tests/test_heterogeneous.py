@@ -350,24 +350,26 @@ def test_mateescu_overloads_the_wide_area_links():
 # -- planning budget ---------------------------------------------------------------------
 def test_auto_skips_annealing_without_a_budget_and_runs_it_with_one():
     grid = magpie(3, 3)
-    plain = plan(grid, "bcast", 2**16)
+    plain = plan(grid, "bcast", 1024)
     skipped = dict(plain.skipped)
     assert set(skipped) >= {"sa", "sa-segmented", "sa-clustered", "sa-clustered-segmented"}
     assert "budget" in skipped["sa"]
-    budgeted = plan(grid, "bcast", 2**16, budget_s=0.5)
+    budgeted = plan(grid, "bcast", 1024, budget_s=0.5)
     sa = [c for c in budgeted.candidates if c.algorithm.startswith("sa")]
     assert len(sa) == 4 and all(c.params["evaluations"] >= 1000 for c in sa)
-    again = plan(magpie(3, 3), "bcast", 2**16, budget_s=0.5)  # deterministic: same choice
+    again = plan(magpie(3, 3), "bcast", 1024, budget_s=0.5)  # deterministic: same choice
     assert [(c.algorithm, c.params, c.predicted_s) for c in again.candidates] == [
         (c.algorithm, c.params, c.predicted_s) for c in budgeted.candidates
     ]
     best = min(budgeted.candidates, key=lambda c: c.predicted_s)
     assert budgeted.predicted_s == best.predicted_s <= plain.predicted_s
     validate(budgeted.build(grid))
-    tiny = plan(grid, "bcast", 2**16, budget_s=1e-3)
+    big = plan(grid, "bcast", 2**16, budget_s=0.5)  # the multi-tree wins: sa not searched
+    assert {"sa", "sa-clustered-segmented"} <= set(dict(big.pruned))
+    tiny = plan(grid, "bcast", 1024, budget_s=1e-3)
     assert "evaluations" in dict(tiny.skipped)["sa"]
     with pytest.raises(ParameterError, match="budget_s"):
-        plan(grid, "bcast", 2**16, budget_s=-1.0)
+        plan(grid, "bcast", 1024, budget_s=-1.0)
 
 
 def test_named_annealing_gets_the_whole_budget():
@@ -470,7 +472,7 @@ def test_compare_table_runs(capsys):
 
 def test_plan_cli_takes_a_planning_budget(capsys):
     """``gridcoll plan --budget S``: auto then weighs the annealing builders."""
-    argv = ["plan", "--grid", "magpie:3,3", "--size", "64KB", "--json"]
+    argv = ["plan", "--grid", "magpie:3,3", "--size", "1KB", "--json"]
     assert main([*argv, "--budget", "none"]) == 0
     plain = {c["algorithm"] for c in json.loads(capsys.readouterr().out)["candidates"]}
     assert main([*argv, "--budget", "0.5"]) == 0

@@ -1,8 +1,6 @@
 """The runtime's parts that need no mpiexec: link reservations, programs, headers,
 buffer parsing, the single-process Comm, the launcher's bookkeeping."""
 
-import math
-
 import numpy as np
 import pytest
 
@@ -11,7 +9,9 @@ MPI = pytest.importorskip("mpi4py.MPI")
 import gridcoll  # noqa: E402
 from gridcoll.errors import GridError, ParameterError  # noqa: E402
 from gridcoll.network import get_grid, magpie  # noqa: E402
+from gridcoll.runtime import buffers  # noqa: E402
 from gridcoll.runtime import comm as comm_mod  # noqa: E402
+from gridcoll.runtime import prepare as prepare_mod  # noqa: E402
 from gridcoll.runtime.emulation import (  # noqa: E402
     Emulator,
     LinkState,
@@ -30,7 +30,9 @@ from gridcoll.runtime.launcher import (  # noqa: E402
     _reports,
     mpiexec_command,
 )
+from gridcoll.runtime.state import state_of  # noqa: E402
 from gridcoll.schedule import Recv, Schedule, Send  # noqa: E402
+from gridcoll.tune import NATIVE, Plan, plan  # noqa: E402
 
 
 @pytest.fixture
@@ -184,34 +186,38 @@ def test_header_round_trip_and_mismatch():
 )
 def test_message_forms(make, nbytes, itemsize):
     a = np.arange(10.0)
-    view, size = comm_mod._message(make(a), root_side=False)
+    view, size = buffers.message(make(a), root_side=False)
     assert (view.size, size) == (nbytes, itemsize)
     assert np.shares_memory(view, a)
 
 
 def test_message_offsets_and_errors():
     a = np.arange(10.0)
-    view, _ = comm_mod._message([a, 3, 2, MPI.DOUBLE], root_side=False)
+    view, _ = buffers.message([a, 3, 2, MPI.DOUBLE], root_side=False)
     assert view.view(np.float64).tolist() == [2.0, 3.0, 4.0]
     with pytest.raises(ValueError, match="negative count"):
-        comm_mod._message([a, -1, MPI.DOUBLE], root_side=False)
+        buffers.message([a, -1, MPI.DOUBLE], root_side=False)
     with pytest.raises(MPI.Exception) as info:
-        comm_mod._message([a, 11, MPI.DOUBLE], root_side=False)
+        buffers.message([a, 11, MPI.DOUBLE], root_side=False)
     assert info.value.Get_error_class() == MPI.ERR_COUNT
     with pytest.raises(BufferError):
-        comm_mod._message(b"abc", root_side=False)
-    assert comm_mod._message(b"abc", root_side=True)[0].size == 3
+        buffers.message(b"abc", root_side=False)
+    assert buffers.message(b"abc", root_side=True)[0].size == 3
     with pytest.raises(BufferError):
-        comm_mod._message(np.zeros((3, 4))[:, 1], root_side=True)
+        buffers.message(np.zeros((3, 4))[:, 1], root_side=True)
     vector = MPI.DOUBLE.Create_vector(3, 1, 2).Commit()
-    assert comm_mod._message([np.zeros(6), 1, vector], root_side=True)[0] is None  # native
+    assert buffers.message([np.zeros(6), 1, vector], root_side=True)[0] is None  # native
+    assert buffers.data_bytes([np.zeros(6), 1, vector]) == 24  # 3 doubles of its 6
+    assert buffers.data_bytes([np.zeros(6), (2, 0), vector]) == 48
     vector.Free()
-    assert comm_mod._message(MPI.IN_PLACE, root_side=True)[0].size == 0
+    assert buffers.data_bytes(np.zeros(5, np.int32)) == 20
+    assert buffers.data_bytes(MPI.IN_PLACE) == 0
+    assert buffers.message(MPI.IN_PLACE, root_side=True)[0].size == 0
 
 
 def test_fortran_order_buffers_are_viewed_in_memory_order():
     f = np.asfortranarray(np.arange(6, dtype=np.int32).reshape(2, 3))
-    view, itemsize = comm_mod._message(f, root_side=False)
+    view, itemsize = buffers.message(f, root_side=False)
     assert itemsize == 4 and np.shares_memory(view, f)
     assert view.tobytes() == f.tobytes(order="A")
 
@@ -258,7 +264,7 @@ def test_comm_checks_its_grid_and_options(monkeypatch):
     monkeypatch.setenv("GRIDCOLL_GRID", "lan:1")
     monkeypatch.setenv("GRIDCOLL_ALGO", "chain")
     comm = gridcoll.Comm(MPI.COMM_SELF)
-    assert comm.grid.name == "lan:1" and comm._gc.algo == "chain"
+    assert comm.grid.name == "lan:1" and state_of(comm).algos["bcast"] == ("chain", None)
 
 
 def test_gridcoll_exports_comm_lazily():
@@ -299,11 +305,120 @@ def test_a_result_is_verified_only_if_every_rank_finished():
     assert not unchecked.verified
 
 
-def test_fixed_plan_explains_itself():
-    plan = comm_mod.FixedPlan("bcast", "lan:4", 100, 0, 1, "chain", {}, 100, reason="forced")
-    assert "chain() because forced" in plan.explain()
-    assert math.isnan(plan.predicted_s)
-    assert plan.build(get_grid("lan:4")).algorithm == "chain"
+def test_every_call_is_planned_by_tune_plan_with_the_runtime_arguments():
+    """prepare() holds the one tune.Plan of the call: fixed parameters kept as given, the
+    rest searched, made and built on the effective grid (grid + host overhead)."""
+    comm = gridcoll.Comm(
+        MPI.COMM_SELF,
+        grid="lan:1",
+        algo="chain-segmented",
+        params={"segment_size": 16},
+        host_overhead="10us",
+    )
+    state = state_of(comm)
+    prepared = prepare_mod.prepare(state, 0, "bcast", 100, 0, 1)
+    assert isinstance(prepared.plan, Plan)
+    expected = plan(
+        get_grid("lan:1"),
+        "bcast",
+        100,
+        algo="chain-segmented",
+        params={"segment_size": 16},
+        host_overhead=comm.host_overhead,  # 10 us, parsed
+        native=True,
+    )
+    assert prepared.plan == expected
+    assert prepared.plan.params == {"segment_size": 16}
+    assert prepared.plan.grid == "lan:1+host10us" == comm.plan_grid.name
+    assert prepared.plan.network is comm.plan_grid  # one effective grid object
+    assert prepared.program is not None and prepared.layout is None
+
+
+@pytest.mark.parametrize(
+    "spec, algo",
+    [("lan:1", "auto"), ("lan:1", "native"), ("lan:1", "binomial"), ("magpie:1,1", "auto")],
+)
+def test_the_hot_path_flag_is_tune_plans_native_choice(spec, algo):
+    """Comm.Bcast's hot path (state.native_bcast) goes native exactly when tune.plan with
+    native=True chooses the MPI library's broadcast; explain() then says why."""
+    comm = gridcoll.Comm(MPI.COMM_SELF, grid=spec, algo=algo)
+    state = state_of(comm)
+    chosen = plan(get_grid(spec), "bcast", 100, algo=algo, native=True)
+    assert state.native_bcast == (chosen.algorithm == NATIVE)
+    state.last = (100, 0, 1)  # what the hot path records
+    assert comm.last_plan.algorithm == chosen.algorithm
+    if state.native_bcast:
+        assert "because the" in comm.explain()
+
+
+def test_comm_caches_are_bounded_visible_and_clearable():
+    class Small(gridcoll.Comm):
+        CACHE_SIZE = 2
+
+    comm = Small(MPI.COMM_SELF, grid="lan:1", algo="chain")
+    state = state_of(comm)
+    assert comm.cache_info().prepared == 0 and comm.cache_info().maxsize == 2
+    first = prepare_mod.prepare(state, 0, "bcast", 100, 0, 1)
+    assert prepare_mod.prepare(state, 0, "bcast", 100, 0, 1) is first  # a hit
+    for nbytes in (200, 300):
+        prepare_mod.prepare(state, 0, "bcast", nbytes, 0, 1)
+    info = comm.cache_info()
+    assert (info.prepared, info.hits, info.misses) == (2, 1, 3)  # 100 B evicted
+    assert prepare_mod.prepare(state, 0, "bcast", 100, 0, 1) is not first
+    assert info.plans >= 3 and info.plans_maxsize >= info.plans
+    comm.cache_clear()
+    assert comm.cache_info().prepared == 0
+
+
+def test_runtime_modules_form_no_cycle_and_use_no_private_names():
+    """Each runtime module imports only modules before it (no cycle), never another
+    module's underscore names, never the top package or the CLI."""
+    import ast
+    from pathlib import Path
+
+    import gridcoll.runtime as runtime
+
+    root = Path(runtime.__file__).parent
+    graph, bad = {}, []
+    for path in sorted(root.glob("*.py")):
+        tree = ast.parse(path.read_text())
+        aliases, deps = {}, set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name == "gridcoll" or a.name.startswith("gridcoll.cli"):
+                        bad.append((path.stem, a.name))
+            if not isinstance(node, ast.ImportFrom) or not node.module:
+                continue
+            if node.module == "gridcoll" or node.module.startswith("gridcoll.cli"):
+                bad.append((path.stem, node.module))
+            if node.module == "gridcoll.runtime":
+                aliases.update({a.asname or a.name: a.name for a in node.names})
+                deps.update(a.name for a in node.names)
+            elif node.module.startswith("gridcoll.runtime."):
+                deps.add(node.module.split(".")[2])
+            if node.module.startswith("gridcoll"):
+                bad += [(path.stem, a.name) for a in node.names if a.name.startswith("_")]
+        for node in ast.walk(tree):
+            if (
+                isinstance(node, ast.Attribute)
+                and isinstance(node.value, ast.Name)
+                and node.value.id in aliases
+                and node.attr.startswith("_")
+            ):
+                bad.append((path.stem, f"{node.value.id}.{node.attr}"))
+        graph[path.stem] = deps - {path.stem}
+    assert not bad
+
+    def reach(start, seen):
+        for dep in graph.get(start, ()):
+            assert dep != seen[0], f"import cycle through {seen}"
+            if dep not in seen:
+                reach(dep, [*seen, dep])
+
+    for module in graph:
+        reach(module, [module])
+    assert graph["collectives"] >= {"prepare"} and "collectives" not in graph["prepare"]
 
 
 # -- the watchdog of blocking native calls -------------------------------------------------
@@ -316,7 +431,9 @@ def test_watchdog_ends_a_call_past_its_deadline_and_spares_a_finished_one():
 
     fired = threading.Event()
     reasons: list[str] = []
-    dog = Watchdog(abort=lambda reason: (reasons.append(reason), fired.set()), period=0.02)
+    dog = Watchdog(
+        abort=lambda reason: (reasons.append(reason), fired.set()), period=0.02, grace=0.0
+    )
     dog.last_words.append(lambda reason: reasons.append("last words: " + reason))
 
     dog.arm(0.05, "a quick call")

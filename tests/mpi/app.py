@@ -24,7 +24,7 @@ seconds = comm.allreduce(time.monotonic() - start, op=MPI.MAX)
 ok = comm.allreduce(bool(np.array_equal(data, np.arange(100_000, dtype=np.uint8))), op=MPI.LAND)
 message = comm.bcast({"hello": "grid"} if rank == 0 else None, root=0)
 if rank == 0:
-    state = comm._gc
+    state = comm.gridcoll_state
     print(
         json.dumps(
             {

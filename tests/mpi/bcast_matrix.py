@@ -128,8 +128,8 @@ def main():
             if problem:
                 failures.append(f"{problem} (params {params})")
                 print(failures[-1], file=sys.stderr, flush=True)
-        emulated.append(comm._gc.emulator is not None)
-        comm._gc.close()  # its private communicator (COMM_WORLD itself stays)
+        emulated.append(comm.gridcoll_state.emulator is not None)
+        comm.gridcoll_state.close()  # its private communicator (COMM_WORLD itself stays)
     everyone = world.gather(failures, root=0)
     if world.Get_rank() == 0:
         flat = [f for fs in everyone for f in fs]

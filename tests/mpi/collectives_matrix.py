@@ -296,12 +296,12 @@ def main():
                 if problem:
                     failures.append(f"{problem} ({name} {params})")
                     print(failures[-1], file=sys.stderr, flush=True)
-            emulated.append(comm._gc.emulator is not None)
-            comm._gc.close()
+            emulated.append(comm.gridcoll_state.emulator is not None)
+            comm.gridcoll_state.close()
     if args.objects:
         comm = gridcoll.Comm(world, timeout=30)
         failures += run_objects(comm, ref, args.seed)
-        comm._gc.close()
+        comm.gridcoll_state.close()
     everyone = world.gather(failures, root=0)
     if world.Get_rank() == 0:
         flat = [f for fs in everyone for f in fs]

@@ -45,9 +45,9 @@ def run(comm, state, sched):
 def main():
     comm = gridcoll.Comm(MPI.COMM_WORLD, "magpie:2,2", algo="binomial")
     comm.Barrier()
-    from gridcoll.runtime.comm import _ready
+    from gridcoll.runtime.state import ready
 
-    state = _ready(comm)
+    state = ready(comm)
     assert state.emulator is not None, "emulation is not on"
     one = run(comm, state, schedule([(0, 2)]))
     two = run(comm, state, schedule([(0, 2), (1, 3)]))

@@ -79,7 +79,7 @@ def main():
         except CollectiveError as err:
             mine = {"raised": type(err).__name__, "message": str(err)}
         mine["seconds"] = round(time.monotonic() - start, 3)
-        comm._gc.close()
+        comm.gridcoll_state.close()
         world.Barrier()
         everyone = world.gather(mine, root=0)
         if rank == 0:

@@ -299,6 +299,9 @@ def plan_json(call: Call, result: Any, **extra: Any) -> dict[str, Any]:
             for c in result.candidates
         ],
     }
+    out["pruned"] = [
+        {"algorithm": name, "lower_bound_s": _finite(lower)} for name, lower in result.pruned
+    ]
     out.update(extra)
     return out
 
@@ -373,6 +376,15 @@ def plan_table(call: Call, result: Any, simulated_s: float | None = None) -> Tab
             format_time(cand.predicted_s) if math.isfinite(cand.predicted_s) else "-",
             ratio(cand.predicted_s, result.bound_s),
             style="bold" if mark else None,
+        )
+    for name, lower in result.pruned:  # not searched: their models cannot beat the choice
+        table.add_row(
+            "",
+            name,
+            "not searched",
+            f">= {format_time(lower)}",
+            ratio(lower, result.bound_s),
+            style="dim",
         )
     return table
 

@@ -4,12 +4,20 @@
   non-blocking point-to-point calls on views of the user's buffer, never spinning;
 * :mod:`~gridcoll.runtime.emulation` holds cross-cluster messages for the link latency
   and serialises them at the link bandwidth, below every algorithm;
-* :mod:`~gridcoll.runtime.comm` is :class:`Comm`, the mpi4py-style API;
+* :mod:`~gridcoll.runtime.comm` is :class:`Comm`, the mpi4py-style API, whose methods
+  are one-liners over :mod:`~gridcoll.runtime.collectives`;
 * :mod:`~gridcoll.runtime.launcher` starts ``mpiexec`` on a grid (``gridcoll run``,
   ``gridcoll mpirun``); :mod:`~gridcoll.runtime.worker` is what ``gridcoll run`` starts.
 
 * :mod:`~gridcoll.runtime.host` is the runtime's per-message host overhead, which the
   runtime adds to the grid it plans and simulates on.
+
+The modules behind ``Comm``, each importing only the ones before it: ``buffers``
+(mpi4py's buffer specs), ``state`` (a communicator's grid, options, private
+communicator and caches), ``prepare`` (the one path from a call to its plan, compiled
+program and layout, and running it), ``collectives`` (one helper per collective),
+``comm`` (the class). Below them: ``choice``, ``host``, ``layout``, ``watchdog``,
+``doorbell``, ``emulation`` and ``executor`` (which uses the two before it).
 
 Importing :mod:`~gridcoll.runtime.comm` or :mod:`~gridcoll.runtime.executor` (or using
 ``gridcoll.runtime.Comm``) needs mpi4py and initialises MPI; the launcher, the emulation
@@ -24,7 +32,6 @@ _EXPORTS = {
     "CollectiveTimeout": "executor",
     "Comm": "comm",
     "Emulator": "emulation",
-    "FixedPlan": "comm",
     "LinkState": "emulation",
     "MismatchError": "executor",
     "Program": "executor",

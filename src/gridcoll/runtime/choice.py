@@ -3,16 +3,15 @@ CLI checks ``--algo`` with it without starting MPI)."""
 
 from __future__ import annotations
 
+import json as _json
 from collections.abc import Mapping
 
 from gridcoll.algorithms.registry import get_builder, list_builders
 from gridcoll.errors import ParameterError, UnknownAlgorithm
 from gridcoll.schedule.ir import OPERATIONS
+from gridcoll.tune import NATIVE
 
-__all__ = ["NATIVE", "algo_table"]
-
-NATIVE = "native"
-"""The ``algo`` name of the MPI library's own collective."""
+__all__ = ["NATIVE", "algo_table", "params_from_json"]
 
 
 def algo_table(
@@ -61,3 +60,16 @@ def _one(op: str, name: str, params: Mapping | None) -> tuple[str, dict | None]:
         return name, None
     get_builder(op, name)  # UnknownAlgorithm lists the choices
     return name, dict(params) if params is not None else None
+
+
+def params_from_json(text: str | None) -> dict | None:
+    """Parse a ``--params`` JSON object (the launcher's and the worker's); None if empty."""
+    if not text:
+        return None
+    try:
+        value = _json.loads(text)
+    except _json.JSONDecodeError as err:
+        raise ParameterError(f"params {text!r} is not a JSON object: {err}") from err
+    if not isinstance(value, dict):
+        raise ParameterError(f"params {text!r} is not a JSON object")
+    return value

@@ -1,15 +1,26 @@
-"""gridcoll's scatter, gather, allgather, all-to-all, reduce, allreduce and barrier:
-the helpers behind :class:`gridcoll.Comm`'s methods of the same names.
+"""gridcoll's collectives: the helpers behind :class:`gridcoll.Comm`'s methods.
 
-Every buffer method parses mpi4py's buffer specs (``buf``, ``[buf, datatype]``,
-``[buf, count, datatype]``...; :func:`gridcoll.runtime.comm._spec`), checks what it can
-check locally (the root, the counts of its own send and receive buffers, the
-operation and its datatype), plans the call (:func:`op_plan`: the tuner, or the
-caller's fixed algorithm), and runs the rank's program on its local buffer
-(:mod:`gridcoll.runtime.layout`): every error of the arguments is raised before any
-message is sent. Counts that differ *across* ranks are caught by the headers every
-receiver checks (:class:`~gridcoll.runtime.executor.CallInfo`), which raise
+One helper per collective (``bcast``, ``scatter``, ``gather``, ``allgather``,
+``alltoall``, ``reduce``, ``allreduce``, ``barrier``, and the object forms), all over one
+path: parse mpi4py's buffer specs (:mod:`gridcoll.runtime.buffers`), check what can be
+checked locally (the root, the counts of the rank's own send and receive buffers, the
+operation and its datatype), then :func:`_call`: the communicator made ready
+(:func:`gridcoll.runtime.state.ready`), the call's plan, program and layout
+(:func:`gridcoll.runtime.prepare.prepare`, cached per call signature), the rank's blocks
+copied into the local buffer the program runs on (:mod:`gridcoll.runtime.layout`), the
+program run (:func:`gridcoll.runtime.prepare.run`), the blocks copied out. Every error
+of the arguments is raised before any message is sent. Counts that differ *across*
+ranks are caught by the headers every receiver checks
+(:class:`~gridcoll.runtime.executor.CallInfo`), which raise
 :class:`~gridcoll.runtime.MismatchError`.
+
+A plan whose algorithm is ``native`` (``algo="native"``, or ``auto`` on a one-cluster
+communicator: no wide-area link to plan around) hands the call to the MPI library's own
+collective, called blocking under the watchdog (:mod:`gridcoll.runtime.watchdog`); so
+does a datatype with holes (no schedule can say where its bytes are). The broadcast of
+a one-cluster communicator has a hot path (:func:`bcast`): a type check, the call's
+record for ``explain()``, the watchdog's arm and disarm around ``MPI_Bcast`` (about
+1 us over mpi4py's own ``Bcast``, ``bench/native.py``).
 
 Reductions apply the MPI operation to each received segment with
 ``Op.Reduce_local(inbuf, inoutbuf)``, which computes ``inoutbuf = inbuf (op)
@@ -20,15 +31,15 @@ operand order :func:`gridcoll.schedule.validate` proves for non-commutative oper
 (the result is ``x_0 (op) x_1 (op) ... (op) x_{P-1}``, as MPI defines it). For a
 commutative operation the copy is skipped.
 
-The lower-case object methods pickle: ``scatter``, ``gather``, ``allgather`` and
-``alltoall`` agree on the largest pickle (a gridcoll broadcast or allreduce of one
-integer), then move padded blocks with the buffer method; ``reduce`` and ``allreduce``
-gather (allgather) the objects and fold them in rank order, ``op(res, x_i)``, as
-mpi4py's own reduction of objects does.
+The lower-case object methods pickle: ``bcast`` sends a 256-byte head (the length and
+the first bytes) then the rest; ``scatter``, ``gather``, ``allgather`` and ``alltoall``
+agree on the largest pickle (a gridcoll broadcast or allreduce of one integer), then
+move padded blocks with the buffer method; ``reduce`` and ``allreduce`` gather
+(allgather) the objects and fold them in rank order, ``op(res, x_i)``, as mpi4py's own
+reduction of objects does.
 
-A datatype with holes, ``algo="native"``, or ``auto`` on a one-cluster communicator
-(no wide-area link to plan around) hand the call to the MPI library's own collective,
-called blocking under the watchdog (:mod:`gridcoll.runtime.watchdog`).
+Where this sits in :mod:`gridcoll.runtime`: after ``buffers``, ``state`` and
+``prepare``, before ``comm`` (whose methods are one-liners over these helpers).
 """
 
 from __future__ import annotations
@@ -39,14 +50,30 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from gridcoll.algorithms.registry import get_builder, list_builders
 from gridcoll.errors import ParameterError
-from gridcoll.runtime import comm as _c
-from gridcoll.runtime.choice import NATIVE, algo_table
-from gridcoll.tune import plan
+from gridcoll.memo import Memo
+from gridcoll.runtime.buffers import (
+    bytes_of,
+    check_counts,
+    check_root,
+    data_bytes,
+    datatype_of,
+    is_in_place,
+    message,
+    parse,
+)
+from gridcoll.runtime.prepare import (
+    compiled,
+    last_plan,
+    native_plan,
+    prepare,
+    run,
+    run_native,
+)
+from gridcoll.runtime.state import ready, state_of
+from gridcoll.schedule.ir import Schedule
 
 __all__ = [
-    "algo_table",
     "allgather",
     "allgather_obj",
     "allreduce",
@@ -54,86 +81,25 @@ __all__ = [
     "alltoall",
     "alltoall_obj",
     "barrier",
+    "bcast",
+    "bcast_obj",
+    "check_op",
+    "execute",
+    "explain",
     "gather",
     "gather_obj",
-    "op_plan",
     "reduce",
     "reduce_obj",
+    "reducer",
     "scatter",
     "scatter_obj",
 ]
-
-REDUCTIONS = ("reduce", "allreduce")
-
-
-# -- which algorithm -------------------------------------------------------------------
-
-
-def op_plan(state: Any, op: str, nbytes: int, root: int, itemsize: int, commutative: bool) -> Any:
-    """The plan of one call of ``op`` on the effective grid (``state.plan_grid``).
-
-    ``native`` (asked for, or ``auto`` on one cluster) is a :class:`FixedPlan` with no
-    schedule; fixed parameters a :class:`FixedPlan` of that builder; otherwise the
-    tuner's :func:`gridcoll.tune.plan` (which drops, or refuses by name, the builders
-    that reorder operands when ``commutative`` is False).
-    """
-    name, params = state.algos.get(op, ("auto", None))
-    extra = {"commutative": commutative} if op in REDUCTIONS else {}
-    if name == NATIVE or (name == "auto" and state.grid.is_single_cluster):
-        reason = (
-            "the caller asked for the MPI library's own collective"
-            if name == NATIVE
-            else "the communicator is one cluster (no wide-area link to plan around): the "
-            "MPI library's own collective is faster than any schedule run from Python"
-        )
-        return _c.FixedPlan(op, state.plan_grid.name, nbytes, root, itemsize, NATIVE, reason=reason)
-    if params is not None:
-        builder = get_builder(op, name)
-        if builder.commutative_only and not commutative:
-            ordered = [b.name for b in list_builders(op) if not b.commutative_only]
-            raise ParameterError(
-                f"{op} algorithm {name!r} reorders operands and needs a commutative "
-                f"operation; for a non-commutative one use one of: {', '.join(ordered)}"
-            )
-        fixed = {**params, **extra}
-        m = int(fixed.get("segment_size", nbytes))
-        why = f"the caller fixed algo={name!r} with params={params!r}"
-        return _c.FixedPlan(
-            op, state.plan_grid.name, nbytes, root, itemsize, name, fixed, m, reason=why
-        )
-    if state.plan_cache is None:
-        state.plan_cache = _c._shared_cache()
-    return plan(
-        state.plan_grid,
-        op,
-        nbytes,
-        root,
-        algo=name,
-        itemsize=itemsize,
-        cache=state.plan_cache,
-        commutative=commutative,
-    )
 
 
 # -- running one call ------------------------------------------------------------------
 
 
-def _is_in_place(buf: Any) -> bool:
-    """mpi4py's rule: ``None`` or ``MPI.IN_PLACE``."""
-    return buf is None or buf is MPI.IN_PLACE
-
-
-def _check_counts(what: str, send: Any, recv: Any) -> None:
-    """The bytes of one block must agree on both sides of a rank's own call."""
-    sb, rb = send.count * send.itemsize, recv.count * recv.itemsize
-    if sb != rb:
-        raise ValueError(
-            f"{what}: mismatch in send count {send.count} ({sb} B) and receive count "
-            f"{recv.count} ({rb} B) per block"
-        )
-
-
-def _local(state: Any, prepared: Any, send: np.ndarray | None, recv: np.ndarray | None) -> Any:
+def _local(prepared: Any, send: np.ndarray | None, recv: np.ndarray | None) -> Any:
     layout = prepared.layout
     if layout.run_on == "recv":
         return recv
@@ -158,22 +124,37 @@ def _call(
     reducer: Callable | None = None,
     commutative: bool = True,
 ) -> None:
-    """Plan (cached), lay out, run. ``send``/``recv``: the rank's byte views (None where
-    MPI ignores them); with ``MPI.IN_PLACE`` (``inplace``) ``send`` is the receive
-    buffer, which then holds the rank's input where MPI says (layout's send map)."""
-    state = _c._ready(comm)
+    """Prepare (cached), lay out, run. ``send``/``recv``: the rank's byte views (None
+    where MPI ignores them); with ``MPI.IN_PLACE`` (``inplace``) ``send`` is the receive
+    buffer, which then holds the rank's input where MPI says (layout's send map). A
+    broadcast or barrier runs on ``send`` itself (the message; empty for a barrier)."""
+    state = ready(comm)
     rank = comm.Get_rank()
-    prepared = _c._prepare(state, rank, nbytes, root, itemsize, op, commutative, inplace)
-    state.last_plan = prepared.plan
+    prepared = prepare(state, rank, op, nbytes, root, itemsize, commutative, inplace)
+    state.last = prepared.plan
     if prepared.program is None:
-        _c._native_call(state, native, f"rank {rank}: native {op} (root {root})")
+        run_native(state, native, f"rank {rank}: native {op} (root {root})")
         return
-    local = _local(state, prepared, send, recv)
+    if prepared.layout is None:
+        run(state, prepared.program, send, reducer)
+        return
+    local = _local(prepared, send, recv)
     for a, d, n in prepared.layout.copy_in:
         local[d : d + n] = send[a : a + n]
-    _c._execute(state, prepared.program, local, reducer)
+    run(state, prepared.program, local, reducer)
     for a, d, n in prepared.layout.copy_out:
         recv[d : d + n] = local[a : a + n]
+
+
+def _native_only(
+    comm: Any, op: str, call: Callable[[MPI.Intracomm], object], buf: Any, root: int = 0
+) -> None:
+    """A datatype with holes: the MPI library's own collective (no schedule can say
+    where its bytes are); ``buf`` sizes its plan (:func:`~gridcoll.runtime.buffers.data_bytes`)."""
+    state = ready(comm)
+    reason = "its datatype is not contiguous: only the MPI library can place its bytes"
+    state.last = native_plan(state, op, data_bytes(buf), root, reason)
+    run_native(state, call, f"rank {comm.Get_rank()}: native {op}")
 
 
 def _copy_local(send: np.ndarray, recv: np.ndarray | None) -> None:
@@ -182,20 +163,69 @@ def _copy_local(send: np.ndarray, recv: np.ndarray | None) -> None:
         recv[: send.size] = send
 
 
+# -- broadcast -------------------------------------------------------------------------
+
+
+def bcast(comm: Any, buf: Any, root: int) -> None:
+    """``MPI_Bcast``: the root's ``buf`` to every rank's."""
+    state = comm.gridcoll_state  # state_of(comm), inlined for speed
+    if (
+        state is not None
+        and state.native_bcast
+        and state.private is not None
+        and type(buf) is np.ndarray
+        and buf.size
+    ):
+        # The hot path of a one-cluster communicator: straight to MPI_Bcast, whose
+        # mpi4py wrapper checks the buffer and the root (bench/native.py); the plan is
+        # made only if explain() asks (prepare.last_plan). run_native, inlined for speed.
+        state.last = (buf.nbytes, root, buf.itemsize)
+        dog = state.watchdog
+        dog.arm(state.timeout, "native broadcast")
+        try:
+            state.private.Bcast(buf, root)
+        finally:
+            dog.disarm()
+        return
+    view, itemsize = message(buf, root == comm.Get_rank())
+    check_root(comm, root)
+    if view is None:
+        return _native_only(comm, "bcast", lambda c: c.Bcast(buf, root), buf, root)
+    if view.size == 0 or comm.Get_size() == 1:
+        return None
+    return _call(
+        comm,
+        "bcast",
+        root=root,
+        nbytes=view.size,
+        itemsize=itemsize,
+        send=view,
+        recv=view,
+        inplace=False,
+        native=lambda c: c.Bcast([view, MPI.BYTE], root),
+    )
+
+
 # -- scatter, gather, allgather, all-to-all ------------------------------------------
 
 
 def scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
     """``MPI_Scatter``: block ``i`` of the root's ``sendbuf`` to rank ``i``'s ``recvbuf``."""
     rank, size = comm.Get_rank(), comm.Get_size()
-    _c._check_root(comm, root)
-    inplace = rank == root and _is_in_place(recvbuf)
-    send = _c._spec(sendbuf, True, size) if rank == root else None
-    recv = None if inplace else _c._spec(recvbuf, False)
+    check_root(comm, root)
+    inplace = rank == root and is_in_place(recvbuf)
+    send = parse(sendbuf, True, size) if rank == root else None
+    recv = None if inplace else parse(recvbuf, False)
     if (rank == root and send is None) or (not inplace and recv is None):
-        return _native_only(comm, "scatter", lambda c: c.Scatter(sendbuf, recvbuf, root))
+        return _native_only(
+            comm,
+            "scatter",
+            lambda c: c.Scatter(sendbuf, recvbuf, root),
+            sendbuf if rank == root else recvbuf,
+            root,
+        )
     if send is not None and recv is not None:
-        _check_counts("Scatter", send, recv)
+        check_counts("Scatter", send, recv)
     block = send if rank == root else recv
     nbytes = block.count * block.itemsize
     if nbytes == 0:
@@ -218,14 +248,20 @@ def scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
 def gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
     """``MPI_Gather``: every rank's ``sendbuf`` to block ``i`` of the root's ``recvbuf``."""
     rank, size = comm.Get_rank(), comm.Get_size()
-    _c._check_root(comm, root)
-    inplace = rank == root and _is_in_place(sendbuf)
-    recv = _c._spec(recvbuf, False, size) if rank == root else None
-    send = None if inplace else _c._spec(sendbuf, True)
+    check_root(comm, root)
+    inplace = rank == root and is_in_place(sendbuf)
+    recv = parse(recvbuf, False, size) if rank == root else None
+    send = None if inplace else parse(sendbuf, True)
     if (rank == root and recv is None) or (not inplace and send is None):
-        return _native_only(comm, "gather", lambda c: c.Gather(sendbuf, recvbuf, root))
+        return _native_only(
+            comm,
+            "gather",
+            lambda c: c.Gather(sendbuf, recvbuf, root),
+            recvbuf if inplace else sendbuf,
+            root,
+        )
     if send is not None and recv is not None:
-        _check_counts("Gather", send, recv)
+        check_counts("Gather", send, recv)
     block = recv if rank == root else send
     nbytes = block.count * block.itemsize
     if nbytes == 0:
@@ -248,13 +284,13 @@ def gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
 def allgather(comm: Any, sendbuf: Any, recvbuf: Any) -> None:
     """``MPI_Allgather``: every rank's ``sendbuf`` to block ``i`` of every ``recvbuf``."""
     size = comm.Get_size()
-    inplace = _is_in_place(sendbuf)
-    recv = _c._spec(recvbuf, False, size)
-    send = None if inplace else _c._spec(sendbuf, True)
+    inplace = is_in_place(sendbuf)
+    recv = parse(recvbuf, False, size)
+    send = None if inplace else parse(sendbuf, True)
     if recv is None or (not inplace and send is None):
-        return _native_only(comm, "allgather", lambda c: c.Allgather(sendbuf, recvbuf))
+        return _native_only(comm, "allgather", lambda c: c.Allgather(sendbuf, recvbuf), recvbuf)
     if send is not None:
-        _check_counts("Allgather", send, recv)
+        check_counts("Allgather", send, recv)
     return _rootless(
         comm, "allgather", send, recv, inplace, lambda c: c.Allgather(sendbuf, recvbuf)
     )
@@ -264,13 +300,13 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any) -> None:
     """``MPI_Alltoall``: block ``j`` of rank ``i``'s ``sendbuf`` to block ``i`` of rank
     ``j``'s ``recvbuf``."""
     size = comm.Get_size()
-    inplace = _is_in_place(sendbuf)
-    recv = _c._spec(recvbuf, False, size)
-    send = None if inplace else _c._spec(sendbuf, True, size)
+    inplace = is_in_place(sendbuf)
+    recv = parse(recvbuf, False, size)
+    send = None if inplace else parse(sendbuf, True, size)
     if recv is None or (not inplace and send is None):
-        return _native_only(comm, "alltoall", lambda c: c.Alltoall(sendbuf, recvbuf))
+        return _native_only(comm, "alltoall", lambda c: c.Alltoall(sendbuf, recvbuf), recvbuf)
     if send is not None:
-        _check_counts("Alltoall", send, recv)
+        check_counts("Alltoall", send, recv)
     return _rootless(comm, "alltoall", send, recv, inplace, lambda c: c.Alltoall(sendbuf, recvbuf))
 
 
@@ -293,43 +329,39 @@ def _rootless(comm: Any, op: str, send: Any, recv: Any, inplace: bool, native: C
     )
 
 
-def _native_only(comm: Any, op: str, call: Callable[[MPI.Intracomm], object]) -> None:
-    """A datatype with holes: the MPI library's own collective (no schedule can say
-    where its bytes are)."""
-    state = _c._ready(comm)
-    state.last_plan = _c.FixedPlan(
-        op, state.plan_grid.name, 0, 0, 1, NATIVE, reason="its datatype is not contiguous"
-    )
-    _c._native_call(state, call, f"rank {comm.Get_rank()}: native {op}")
-
-
 # -- reductions ------------------------------------------------------------------------
 
 
-_CHECKED: dict[tuple[int, int], None] = {}
-
-
-def check_op(op: Any, datatype: MPI.Datatype) -> bool:
+def check_op(op: Any, datatype: MPI.Datatype, memo: Memo | None = None) -> bool:
     """Return whether ``op`` commutes; raise before any message if it cannot reduce
     ``datatype`` (not an ``MPI.Op``, ``MPI.OP_NULL``, or a predefined operation the MPI
-    library refuses for that type, found by reducing one zero element locally)."""
+    library refuses for that type, found by reducing one zero element locally; with
+    ``memo``, once per operation and datatype, in its table ``op_checks``)."""
     if not isinstance(op, MPI.Op):
         raise TypeError(f"op must be an mpi4py MPI.Op (MPI.SUM, MPI.Op.Create(...)), not {op!r}")
     if op == MPI.OP_NULL:
         raise ParameterError("op is MPI.OP_NULL: no reduction operation")
-    key = (MPI._handleof(op), MPI._handleof(datatype))
-    if op.is_predefined and key not in _CHECKED:
-        a = np.zeros(datatype.Get_extent()[1], dtype=np.uint8)
-        b = a.copy()
-        try:
-            op.Reduce_local([a, 1, datatype], [b, 1, datatype])
-        except MPI.Exception as err:
-            raise ParameterError(
-                f"the MPI library refuses reduction operation {_op_name(op)} on datatype "
-                f"{datatype.Get_name() or datatype!r}: {err.Get_error_string()}"
-            ) from err
-        _CHECKED[key] = None
+    if op.is_predefined:
+        if memo is None:
+            _try_op(op, datatype)
+        else:
+            key = (MPI._handleof(op), MPI._handleof(datatype))
+            memo.get("op_checks", key, lambda: _try_op(op, datatype), maxsize=256)
     return bool(op.Is_commutative())
+
+
+def _try_op(op: MPI.Op, datatype: MPI.Datatype) -> bool:
+    """Reduce one zero element of ``datatype`` with ``op`` locally; raise if refused."""
+    a = np.zeros(datatype.Get_extent()[1], dtype=np.uint8)
+    b = a.copy()
+    try:
+        op.Reduce_local([a, 1, datatype], [b, 1, datatype])
+    except MPI.Exception as err:
+        raise ParameterError(
+            f"the MPI library refuses reduction operation {_op_name(op)} on datatype "
+            f"{datatype.Get_name() or datatype!r}: {err.Get_error_string()}"
+        ) from err
+    return True
 
 
 def _op_name(op: MPI.Op) -> str:
@@ -356,24 +388,10 @@ def reducer(op: MPI.Op, datatype: MPI.Datatype, itemsize: int, commutative: bool
     return combine
 
 
-def _datatype(spec: Any) -> MPI.Datatype:
-    """The spec's datatype; for a bare buffer, mpi4py's own choice for its format (the
-    predefined type, on which MPI's predefined operations are defined)."""
-    if spec.datatype is not None:
-        return spec.datatype
-    fmt = memoryview(spec.data).format.lstrip("@=<")
-    found = MPI._typedict.get(fmt)
-    if found is not None:
-        return found
-    from mpi4py.util.dtlib import from_numpy_dtype
-
-    return from_numpy_dtype(np.dtype(fmt))
-
-
 def reduce(comm: Any, sendbuf: Any, recvbuf: Any, op: Any, root: int) -> None:
     """``MPI_Reduce``: ``x_0 (op) ... (op) x_{P-1}`` element-wise into the root's ``recvbuf``."""
     rank = comm.Get_rank()
-    _c._check_root(comm, root)
+    check_root(comm, root)
     _reduction(comm, "reduce", sendbuf, recvbuf if rank == root else None, op, root)
 
 
@@ -385,9 +403,9 @@ def allreduce(comm: Any, sendbuf: Any, recvbuf: Any, op: Any) -> None:
 def _reduction(comm: Any, which: str, sendbuf: Any, recvbuf: Any, op: Any, root: int) -> None:
     rank, size = comm.Get_rank(), comm.Get_size()
     has_recv = which == "allreduce" or rank == root
-    inplace = has_recv and _is_in_place(sendbuf)
-    recv = _c._spec(recvbuf, False) if has_recv else None
-    send = None if inplace else _c._spec(sendbuf, True)
+    inplace = has_recv and is_in_place(sendbuf)
+    recv = parse(recvbuf, False) if has_recv else None
+    send = None if inplace else parse(sendbuf, True)
     if which == "reduce":
 
         def native(c):
@@ -400,9 +418,9 @@ def _reduction(comm: Any, which: str, sendbuf: Any, recvbuf: Any, op: Any, root:
     if (has_recv and recv is None) or (not inplace and send is None):
         if not isinstance(op, MPI.Op):
             check_op(op, MPI.BYTE)
-        return _native_only(comm, which, native)
+        return _native_only(comm, which, native, recvbuf if inplace else sendbuf, root)
     if send is not None and recv is not None:
-        _check_counts(which.capitalize(), send, recv)
+        check_counts(which.capitalize(), send, recv)
         if (
             send.datatype is not None
             and recv.datatype is not None
@@ -410,8 +428,8 @@ def _reduction(comm: Any, which: str, sendbuf: Any, recvbuf: Any, op: Any, root:
         ):
             raise ValueError(f"{which.capitalize()}: mismatch in send and receive MPI datatypes")
     spec = send if send is not None else recv
-    datatype = _datatype(spec)
-    commutative = check_op(op, datatype)
+    datatype = datatype_of(spec)
+    commutative = check_op(op, datatype, state_of(comm).memo)
     nbytes = spec.count * spec.itemsize
     if nbytes == 0:
         return None
@@ -437,14 +455,39 @@ def barrier(comm: Any) -> None:
     library's own on one cluster or with ``algo="native"``."""
     if comm.Get_size() == 1:
         return
-    state = _c._ready(comm)
-    prepared = _c._prepare(state, comm.Get_rank(), 0, 0, 1, "barrier")
-    state.last_plan = prepared.plan
-    if prepared.program is None:
-        what = f"rank {comm.Get_rank()}: Barrier (some rank died or never joined)"
-        _c._native_call(state, lambda c: c.Barrier(), what)
-        return
-    _c._execute(state, prepared.program, np.empty(0, dtype=np.uint8))
+    empty = np.empty(0, dtype=np.uint8)
+    _call(
+        comm,
+        "barrier",
+        root=0,
+        nbytes=0,
+        itemsize=1,
+        send=empty,
+        recv=empty,
+        inplace=False,
+        native=lambda c: c.Barrier(),
+    )
+
+
+def execute(comm: Any, schedule: Schedule, buf: Any, reduce: Callable | None = None) -> None:
+    """Run any gridcoll schedule on ``buf`` (every rank calls it with the same one)."""
+    state = ready(comm)
+    if schedule.nranks != comm.Get_size():
+        raise ParameterError(
+            f"the schedule is for {schedule.nranks} ranks, the communicator has {comm.Get_size()}"
+        )
+    program = compiled(state, schedule, comm.Get_rank())
+    state.last = None
+    run(state, program, bytes_of(buf), reduce)
+
+
+def explain(comm: Any) -> str:
+    """Why the last gridcoll collective chose its algorithm (:meth:`gridcoll.tune.Plan.explain`:
+    the choice, the prediction, the host overhead planned with, a native call's reason)."""
+    chosen = last_plan(state_of(comm))
+    if chosen is None:
+        return "no gridcoll collective has run on this communicator yet"
+    return chosen.explain()
 
 
 # -- the object (pickle) forms ---------------------------------------------------------
@@ -485,17 +528,47 @@ def _items(sendobj: Any, size: int, what: str) -> list[Any]:
     return items
 
 
+_HEAD = 256  # bytes of bcast_obj's first broadcast: 8-byte length, then the first bytes
+
+
+def bcast_obj(comm: Any, obj: Any, root: int) -> Any:
+    """``comm.bcast``: the root's object, pickled, to every rank (one 256-byte head
+    with the length and the first bytes, then the rest if any)."""
+    rank = comm.Get_rank()
+    check_root(comm, root)
+    head = np.zeros(_HEAD, dtype=np.uint8)
+    data = b""
+    if rank == root:
+        data = MPI.pickle.dumps(obj)
+        inline = min(len(data), _HEAD - 8)
+        head[:8] = np.frombuffer(len(data).to_bytes(8, "little"), dtype=np.uint8)
+        head[8 : 8 + inline] = np.frombuffer(data[:inline], dtype=np.uint8)
+    if comm.Get_size() > 1:
+        bcast(comm, head, root)
+    if rank == root:
+        if len(data) > _HEAD - 8 and comm.Get_size() > 1:
+            bcast(comm, np.frombuffer(data, dtype=np.uint8)[_HEAD - 8 :], root)
+        return MPI.pickle.loads(data)
+    n = int.from_bytes(head[:8].tobytes(), "little")
+    inline = min(n, _HEAD - 8)
+    whole = np.empty(n, dtype=np.uint8)
+    whole[:inline] = head[8 : 8 + inline]
+    if n > inline:
+        bcast(comm, whole[inline:], root)
+    return MPI.pickle.loads(whole)
+
+
 def scatter_obj(comm: Any, sendobj: Any, root: int) -> Any:
     """``comm.scatter``: item ``i`` of the root's sequence to rank ``i``."""
     rank, size = comm.Get_rank(), comm.Get_size()
-    _c._check_root(comm, root)
+    check_root(comm, root)
     width = np.zeros(1, dtype=np.int64)
     pickles: list[bytes] = []
     if rank == root:
         pickles = [MPI.pickle.dumps(x) for x in _items(sendobj, size, "scatter")]
         width[0] = max(len(p) for p in pickles)
     if size > 1:
-        _c._bcast(comm, width, root)
+        bcast(comm, width, root)
     recv = np.empty(_LEN + int(width[0]), dtype=np.uint8)
     send = _pack(pickles, int(width[0])) if rank == root else None
     scatter(comm, send, recv, root)
@@ -505,7 +578,7 @@ def scatter_obj(comm: Any, sendobj: Any, root: int) -> Any:
 def gather_obj(comm: Any, sendobj: Any, root: int) -> list[Any] | None:
     """``comm.gather``: every rank's object, in rank order, at the root (None elsewhere)."""
     rank, size = comm.Get_rank(), comm.Get_size()
-    _c._check_root(comm, root)
+    check_root(comm, root)
     mine = [MPI.pickle.dumps(sendobj)]
     width = _widest(comm, mine)
     recv = np.empty(size * (_LEN + width), dtype=np.uint8) if rank == root else None

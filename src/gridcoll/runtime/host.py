@@ -177,8 +177,14 @@ def resolve_host_overhead(
 
 
 def effective_grid(grid: Grid, host_overhead: float) -> Grid:
-    """The grid the runtime plans and simulates on: :meth:`Grid.with_host_overhead`."""
-    return grid.with_host_overhead(host_overhead)
+    """The grid the runtime plans and simulates on: :meth:`Grid.with_host_overhead`,
+    memoised on the grid (table ``host_overhead``: the very object
+    ``tune.plan(grid, ..., host_overhead=h)`` plans on)."""
+    if not host_overhead:
+        return grid
+    return grid.memo.get(
+        "host_overhead", float(host_overhead), lambda: grid.with_host_overhead(host_overhead), 8
+    )
 
 
 def describe(host_overhead: float) -> str:

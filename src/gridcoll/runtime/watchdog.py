@@ -7,7 +7,11 @@ are fastest called blocking: no request object, no test loop, the library's prog
 engine waits as it was tuned to. MPI cannot cancel a blocking collective, so a peer that
 never joins would hang the job; the watchdog turns that into a bounded failure: when a
 guarded call outlives its timeout, it writes which rank and call it was to stderr and
-aborts the job (``MPI_Abort``), which ``mpiexec`` and gridcoll's launcher report.
+aborts the job (``MPI_Abort``), which ``mpiexec`` and gridcoll's launcher report. It
+waits :data:`GRACE_S` between its last words and the abort: the other ranks waiting in
+the same call reach their deadlines a little later (their threads are woken at their
+own times, later still on a loaded machine), and each should have said why before the
+first abort ends them.
 
 Arming and disarming are two attribute stores (the per-call cost is ~0.1 us); one daemon
 thread per process, started with the first gridcoll collective, checks the armed call a few
@@ -27,6 +31,8 @@ from mpi4py import MPI
 
 ABORT_CODE = 70
 """Exit code of a job the watchdog ended (``EX_SOFTWARE``)."""
+GRACE_S = 1.0
+"""Seconds between a rank's last words and its abort of the job (module notes)."""
 
 
 class Watchdog:
@@ -37,13 +43,19 @@ class Watchdog:
     call at a time on its main thread.
     """
 
-    def __init__(self, abort: Callable[[str], None] | None = None, period: float = 1.0):
+    def __init__(
+        self,
+        abort: Callable[[str], None] | None = None,
+        period: float = 1.0,
+        grace: float = GRACE_S,
+    ):
         self._armed: tuple[float, float, str] | None = None  # (deadline, timeout, what)
         self._abort = abort or _abort_job
         self.last_words: list[Callable[[str], None]] = []
         """Called with the reason before the job is ended (a launcher's worker reports
         its failure there, as it does for an exception)."""
         self._period = period
+        self._grace = grace
         self._thread = threading.Thread(target=self._watch, name="gridcoll-watchdog")
         self._thread.daemon = True
         self._thread.start()
@@ -70,6 +82,7 @@ class Watchdog:
                 reason = f"{armed[2]} did not complete within {armed[1]:g} s"
                 for hook in self.last_words:
                     hook(reason)
+                time.sleep(self._grace)
                 self._abort(reason)
                 return
 

@@ -174,25 +174,26 @@ def _one_host(ctl, timeout: float) -> bool:
 def _run(args: argparse.Namespace, status: _Status) -> dict | None:
     from mpi4py import MPI
 
-    from gridcoll.runtime.comm import _ready, _watchdog
     from gridcoll.runtime.executor import wait
+    from gridcoll.runtime.state import PROCESS, ready, state_of
 
     world = MPI.COMM_WORLD
     cases = _cases(args)
     comm = _comm_for(cases[0], args)
-    timeout = comm._gc.timeout
+    timeout = state_of(comm).timeout
     ctl, req = MPI.Intracomm(world).Idup()
     wait(req, timeout, what="duplicating COMM_WORLD")
     status.write("joined")
-    state = _ready(comm)  # private communicator, emulator: outside the timed runs
-    _watchdog().last_words.append(lambda reason: _report(status, "CollectiveTimeout", reason))
+    state = ready(comm)  # private communicator, emulator: outside the timed runs
+    last_words = PROCESS.watchdog().last_words
+    last_words.append(lambda reason: _report(status, "CollectiveTimeout", reason))
     one_host = _one_host(ctl, timeout)
     results = []
     for index, case in enumerate(cases):
         if index and args.case:  # each --case its own algorithm: its own communicator
             state.close()
             comm = _comm_for(case, args)
-            state = _ready(comm)
+            state = ready(comm)
         results.append(_run_case(comm, ctl, state, case, index, args, status, one_host))
     wait(ctl.Ibarrier(), timeout, what="the final barrier")
     ctl.Free()
@@ -217,18 +218,18 @@ def _comm_for(case: dict, args: argparse.Namespace):
     """A gridcoll.Comm on COMM_WORLD running the case's algorithm for its collective."""
     from mpi4py import MPI
 
-    import gridcoll
+    from gridcoll.runtime.comm import Comm
 
     op, algo, params = case["op"], case["algo"], case["params"]
     if op == "bcast" and not args.case:  # as before: the algo names the broadcast's
-        return gridcoll.Comm(MPI.COMM_WORLD, algo=algo, params=params, timeout=args.timeout)
+        return Comm(MPI.COMM_WORLD, algo=algo, params=params, timeout=args.timeout)
     fixed = {op: params} if params is not None else None
-    return gridcoll.Comm(MPI.COMM_WORLD, algo={op: algo}, params=fixed, timeout=args.timeout)
+    return Comm(MPI.COMM_WORLD, algo={op: algo}, params=fixed, timeout=args.timeout)
 
 
 def _cases(args: argparse.Namespace) -> list[dict]:
     """What to run: one entry per ``--case`` or schedule file, or the one planned call."""
-    from gridcoll.runtime.comm import params_from_json
+    from gridcoll.runtime.choice import params_from_json
 
     call = {
         "op": args.op,
@@ -435,17 +436,16 @@ def _matmul_op():
 
 def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
     """``--repeat`` verified, timed runs of one case; rank 0 gets the result row."""
-    from gridcoll.runtime.comm import _prepare
     from gridcoll.runtime.executor import wait
+    from gridcoll.runtime.prepare import prepare
 
     rank = comm.Get_rank()
     op, schedule, nbytes, root = case["op"], case["schedule"], case["nbytes"], case["root"]
     plan = None
     if schedule is None:  # plan before timing
         itemsize = 1 if op == "barrier" else case["itemsize"]
-        plan = _prepare(
-            state, rank, nbytes, root, itemsize, op, case["commutative"] or op not in _REDUCE
-        ).plan
+        commutative = case["commutative"] or op not in _REDUCE
+        plan = prepare(state, rank, op, nbytes, root, itemsize, commutative).plan
     timeout = state.timeout
     times, verified, late_starts = [], True, 0
     call = _Call(comm, case)

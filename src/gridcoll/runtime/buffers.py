@@ -1,0 +1,193 @@
+"""mpi4py's buffer specs, parsed into byte views before any message is sent.
+
+The forms mpi4py accepts for a collective's buffer: ``buf``, ``[buf, datatype]``,
+``[buf, count]``, ``[buf, count, datatype]``, ``[buf, (count, displ), datatype]`` and
+``[buf, count, displ, datatype]``; for a per-rank row (mpi4py's ``BufSpecB``) an explicit
+count is per block. :func:`parse` returns the bytes the call moves as a ``uint8`` view
+of the caller's memory (no copy), or None for a datatype with holes, which only the MPI
+library's own collective can place. The errors are mpi4py's own.
+
+Where this sits in :mod:`gridcoll.runtime`: below :mod:`~gridcoll.runtime.collectives`
+(which parses every argument here first); it imports nothing of the runtime. Every
+function is O(1) besides mpi4py's own check of an unusual spec.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as _np
+from mpi4py import MPI
+
+__all__ = [
+    "Spec",
+    "bytes_of",
+    "check_counts",
+    "check_root",
+    "data_bytes",
+    "datatype_of",
+    "is_in_place",
+    "message",
+    "parse",
+    "per_block",
+]
+
+
+@dataclass(slots=True)
+class Spec:
+    """A parsed mpi4py buffer spec."""
+
+    view: _np.ndarray
+    """The message's bytes (every block)."""
+    itemsize: int
+    """The datatype's extent."""
+    count: int
+    """Elements per block (of the whole message for fewer than 2 blocks)."""
+    datatype: MPI.Datatype | None
+    """The spec's datatype; None: the buffer's own format."""
+    data: Any
+    """The buffer object."""
+
+
+def parse(buf: Any, readonly: bool, blocks: int = 0) -> Spec | None:
+    """Parse an mpi4py buffer spec; None: a datatype with holes (use native MPI).
+
+    With ``blocks >= 2`` (a collective's per-rank row, mpi4py's ``BufSpecB``) an
+    explicit count is per block and an inferred one the entries divided by ``blocks``.
+    Errors are mpi4py's own: an unusual spec first goes through ``MPI.COMM_SELF.Bcast``,
+    a no-op on one process that raises exactly what mpi4py raises for a bad buffer.
+    """
+    if (
+        type(buf) is _np.ndarray  # the common case, first: a plain contiguous array
+        and buf.flags.c_contiguous
+        and (readonly or buf.flags.writeable)
+        and not buf.dtype.hasobject
+    ):
+        itemsize = max(buf.itemsize, 1)
+        count = per_block(buf.size, blocks)
+        return Spec(buf.reshape(-1).view(_np.uint8), itemsize, count, None, buf)
+    MPI.COMM_SELF.Bcast(buf, 0)
+    data, count, displ, dtype = buf, None, 0, None
+    if isinstance(buf, list | tuple):
+        data, rest = buf[0], list(buf[1:])
+        if rest and (isinstance(rest[-1], MPI.Datatype | str)):
+            dtype = rest.pop()
+        if len(rest) == 2:
+            count, displ = rest
+        elif len(rest) == 1:
+            count = rest[0]
+            if isinstance(count, list | tuple):
+                count, displ = count
+    if isinstance(dtype, str):
+        from mpi4py.util.dtlib import from_numpy_dtype
+
+        dtype = from_numpy_dtype(dtype)
+    if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
+        if count:
+            return None
+        return Spec(_np.empty(0, _np.uint8), 1, 0, dtype, data)
+    if not readonly and memoryview(data).readonly:
+        raise BufferError("Object is not writable.")
+    view = bytes_of(data)
+    if dtype is None:
+        itemsize = max(memoryview(data).itemsize, 1)
+    else:
+        lb, extent = dtype.Get_extent()
+        tlb, textent = dtype.Get_true_extent()
+        if not (lb == 0 and tlb == 0 and dtype.Get_size() == extent == textent):
+            return None  # a datatype with holes: MPI's own collective handles it
+        itemsize = extent
+    if count is None:
+        count = per_block(view.size // itemsize - displ, blocks)
+    start, nbytes = displ * itemsize, count * itemsize * max(blocks, 1)
+    if start < 0 or start + nbytes > view.size:
+        raise MPI.Exception(MPI.ERR_COUNT)
+    return Spec(view[start : start + nbytes], itemsize, count, dtype, data)
+
+
+def message(buf: Any, root_side: bool) -> tuple[_np.ndarray | None, int]:
+    """A broadcast's buffer spec: (byte view, item size); view None: native MPI."""
+    spec = parse(buf, root_side)
+    return (None, 1) if spec is None else (spec.view, spec.itemsize)
+
+
+def per_block(entries: int, blocks: int) -> int:
+    """Elements per block of a row of ``entries`` elements (mpi4py's rule and error)."""
+    if blocks < 2:
+        return entries
+    if entries % blocks:
+        raise ValueError(
+            f"message: cannot infer count, number of entries {entries} is not a multiple "
+            f"of required number of blocks {blocks}"
+        )
+    return entries // blocks
+
+
+def bytes_of(data: Any) -> _np.ndarray:
+    """The bytes of a buffer in memory order, as a ``uint8`` view (a copy only for a
+    non-contiguous buffer that is not a numpy array's transpose)."""
+    if isinstance(data, _np.ndarray):
+        arr = data if data.flags.c_contiguous else data.T
+        return arr.reshape(-1).view(_np.uint8)
+    mv = memoryview(data)
+    if not mv.c_contiguous:
+        arr = _np.asarray(data)
+        return bytes_of(arr)
+    return _np.frombuffer(mv.cast("B"), dtype=_np.uint8)
+
+
+def data_bytes(buf: Any) -> int:
+    """The bytes of a spec :func:`parse` cannot view (a datatype with holes) as MPI
+    counts them: ``count x datatype size`` when the spec names both (per block), else
+    the buffer's size; 0 if unknown. For the plan of a call only MPI can place."""
+    data, count, dtype = buf, None, None
+    if isinstance(buf, list | tuple) and buf:
+        data, rest = buf[0], list(buf[1:])
+        if rest and isinstance(rest[-1], MPI.Datatype):
+            dtype = rest.pop()
+        if rest:
+            count = rest[0][0] if isinstance(rest[0], list | tuple) else rest[0]
+    if isinstance(count, int) and dtype is not None:
+        return count * dtype.Get_size()
+    try:
+        return memoryview(data).nbytes
+    except TypeError:
+        return 0
+
+
+def datatype_of(spec: Spec) -> MPI.Datatype:
+    """The spec's datatype; for a bare buffer, mpi4py's own choice for its format (the
+    predefined type, on which MPI's predefined operations are defined)."""
+    if spec.datatype is not None:
+        return spec.datatype
+    fmt = memoryview(spec.data).format.lstrip("@=<")
+    found = MPI._typedict.get(fmt)
+    if found is not None:
+        return found
+    from mpi4py.util.dtlib import from_numpy_dtype
+
+    return from_numpy_dtype(_np.dtype(fmt))
+
+
+def check_root(comm: MPI.Intracomm, root: Any) -> None:
+    """mpi4py's errors for a bad root: ``TypeError``, or ``MPI.Exception(ERR_ROOT)``."""
+    if not isinstance(root, int) or isinstance(root, bool):
+        raise TypeError("an integer is required")
+    if not 0 <= root < comm.Get_size():
+        raise MPI.Exception(MPI.ERR_ROOT)
+
+
+def is_in_place(buf: Any) -> bool:
+    """mpi4py's rule: ``None`` or ``MPI.IN_PLACE``."""
+    return buf is None or buf is MPI.IN_PLACE
+
+
+def check_counts(what: str, send: Spec, recv: Spec) -> None:
+    """The bytes of one block must agree on both sides of a rank's own call."""
+    sb, rb = send.count * send.itemsize, recv.count * recv.itemsize
+    if sb != rb:
+        raise ValueError(
+            f"{what}: mismatch in send count {send.count} ({sb} B) and receive count "
+            f"{recv.count} ({rb} B) per block"
+        )

@@ -1,0 +1,252 @@
+"""The one path from a collective call to what runs: plan, compile, execute.
+
+Every collective of :class:`gridcoll.Comm`, the broadcast included, goes through
+:func:`prepare`: from (communicator state, op, size, root, item size, commutative,
+in place) to a :class:`~gridcoll.runtime.state.Prepared` holding the plan
+(:func:`plan_call`, one call of :func:`gridcoll.tune.plan` on the effective grid), the
+rank's compiled program (:func:`gridcoll.runtime.executor.compile_program`) and its
+buffer layout (:func:`gridcoll.runtime.layout.layout_for`), cached per call signature in
+the communicator's memo. Then :func:`run` executes a program as the communicator's
+next call (its own sequence number and tag) and checks for strays; :func:`run_native`
+calls the MPI library's own collective, blocking, under the watchdog.
+
+Where this sits in :mod:`gridcoll.runtime`: after ``buffers`` and ``state``, before
+``collectives`` (one helper per collective over :func:`prepare`) and ``comm``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import numpy as _np
+from mpi4py import MPI
+
+from gridcoll.runtime.executor import (
+    CallInfo,
+    CollectiveError,
+    MismatchError,
+    Program,
+    compile_program,
+    execute,
+)
+from gridcoll.runtime.layout import layout_for
+from gridcoll.runtime.state import PROCESS, Prepared, State
+from gridcoll.schedule.ir import Schedule
+from gridcoll.tune import NATIVE, Plan, plan
+
+__all__ = [
+    "compiled",
+    "last_plan",
+    "native_plan",
+    "plan_call",
+    "prepare",
+    "run",
+    "run_native",
+]
+
+UNLAID = ("bcast", "barrier")
+"""Collectives whose program runs on the caller's buffer as it is (no layout)."""
+
+
+# -- which plan ------------------------------------------------------------------------
+
+
+def plan_call(
+    state: State, op: str, nbytes: int, root: int, itemsize: int, commutative: bool = True
+) -> Plan:
+    """The plan of one call of ``op``: one call of :func:`gridcoll.tune.plan`.
+
+    The communicator's algorithm and fixed parameters for ``op``
+    (:func:`~gridcoll.runtime.choice.algo_table`), ``native=True`` (the MPI library's
+    own collective may serve it: ``auto`` on one cluster, or ``algo="native"``), the
+    runtime's host overhead (the plan is made on ``grid.with_host_overhead(h)``,
+    :mod:`gridcoll.runtime.host`), and the process's plan cache (a hit costs a few
+    microseconds). A builder that reorders operands, named for a non-commutative
+    operation, raises :class:`~gridcoll.errors.ParameterError` there.
+    """
+    name, params = state.algos.get(op, ("auto", None))
+    return plan(
+        state.grid,
+        op,
+        nbytes,
+        root,
+        algo=name,
+        params=params,
+        itemsize=itemsize,
+        cache=PROCESS.plans,
+        commutative=commutative,
+        host_overhead=state.host_overhead,
+        native=True,
+    )
+
+
+def native_plan(state: State, op: str, nbytes: int, root: int, reason: str) -> Plan:
+    """The plan of a call only the MPI library's own collective can make (a datatype
+    with holes: no schedule can say where its bytes are): ``tune.plan`` with
+    ``algo="native"``, its reason replaced by ``reason``."""
+    chosen = plan(
+        state.grid,
+        op,
+        0 if op == "barrier" else max(nbytes, 1),
+        root,
+        algo=NATIVE,
+        cache=PROCESS.plans,
+        host_overhead=state.host_overhead,
+        native=True,
+    )
+    return replace(chosen, reason=reason)
+
+
+def last_plan(state: State) -> Plan | None:
+    """The plan of the communicator's last call (None before the first); a hot-path
+    native broadcast's is made now, from its recorded (nbytes, root, itemsize)."""
+    if isinstance(state.last, tuple):
+        state.last = plan_call(state, "bcast", *state.last)
+    return state.last
+
+
+# -- one call signature, made ready ------------------------------------------------------
+
+
+def prepare(
+    state: State,
+    rank: int,
+    op: str,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    commutative: bool = True,
+    inplace: bool = False,
+) -> Prepared:
+    """The plan, compiled program and layout of one call (cached per signature in the
+    communicator's memo, table ``prepared``, LRU-bounded by ``Comm.CACHE_SIZE``).
+
+    ``inplace``: the rank passed ``MPI.IN_PLACE`` (its layout differs). A hit costs a
+    dictionary lookup; a miss a plan (a cache hit in the process's plan cache for a
+    signature another communicator met), a build, a layout and a compile, O(messages
+    of the rank).
+    """
+    key = (op, nbytes, root, itemsize, commutative, inplace)
+    return state.memo.get(
+        "prepared",
+        key,
+        lambda: _make(state, rank, op, nbytes, root, itemsize, commutative, inplace),
+        maxsize=state.cache_size,
+    )
+
+
+def _make(
+    state: State,
+    rank: int,
+    op: str,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    commutative: bool,
+    inplace: bool,
+) -> Prepared:
+    chosen = plan_call(state, op, nbytes, root, itemsize, commutative)
+    if chosen.native:
+        return Prepared(chosen, None)
+    schedule = chosen.build()  # on the grid it was planned on: the effective grid
+    call = CallInfo.of(schedule, itemsize=itemsize, grid_id=state.grid_id)
+    layout = None if op in UNLAID else layout_for(schedule, rank, inplace=inplace)
+    program = compile_program(
+        schedule,
+        rank,
+        emulator=state.emulator,
+        call=call,
+        layout=None if layout is None else layout.offsets,
+    )
+    return Prepared(chosen, program, layout)
+
+
+def compiled(state: State, schedule: Schedule, rank: int) -> Program:
+    """The rank's program of a caller's schedule (``Comm.execute``), cached per schedule
+    object in the memo's ``programs`` table (the entry holds the schedule, so its id is
+    not reused while cached)."""
+
+    def compile_it() -> tuple[Schedule, Program]:
+        call = CallInfo.of(schedule, grid_id=state.grid_id)
+        return schedule, compile_program(schedule, rank, emulator=state.emulator, call=call)
+
+    return state.memo.get("programs", id(schedule), compile_it, maxsize=state.cache_size)[1]
+
+
+# -- running -------------------------------------------------------------------------------
+
+
+def run(state: State, program: Program, view: _np.ndarray, reduce: Callable | None = None) -> None:
+    """Run a compiled program on ``view`` as the communicator's next call (its own
+    sequence number and tag), then look for strays; a failure marks the state broken."""
+    state.seq += 1
+    call = program.call.numbered(state.seq)
+    tag = _tag(state, state.seq)
+    try:
+        execute(
+            program,
+            state.private,
+            view,
+            emulator=state.emulator,
+            timeout=state.timeout,
+            tag=tag,
+            reduce=reduce,
+            doorbells=state.bells,
+            call=call,
+        )
+        _check_strays(state)
+    except CollectiveError as err:
+        state.broken = str(err)
+        raise
+
+
+def _tag(state: State, seq: int) -> int:
+    return 2 * ((seq + state.tag_offset) % state.ntags)
+
+
+def _check_strays(state: State) -> None:
+    """After a call, no message of it (or of the one before) may still be waiting here:
+    all this rank expected has been received, so another rank ran a different schedule
+    (a root, size or datatype that does not match, or a call this rank did not make).
+
+    Fast path: one probe for any message; usually nothing is waiting. Otherwise the
+    first waiting message proves nothing (a message of a later call from a rank that is
+    already ahead is fine, and so is a stale one of an earlier communicator whose
+    context MPI recycled: its tags differ), and it may hide a stray behind it, so the
+    tags of this call and the one before are probed by name. A stray from a peer this
+    rank received from in this call was sent before that peer's message of this call,
+    and the library delivers one pair's messages in order (MPICH's queues do), so it is
+    waiting here and found without fail; one from a rank that only sent to others may
+    still be on its way, and is found by a later call's probe or header check.
+    """
+    comm = state.private
+    if not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG):
+        return
+    status = MPI.Status()
+    for seq in (state.seq, state.seq - 1):
+        tag = _tag(state, seq)
+        for t in (tag + 1, tag):  # a stray's header precedes its data
+            if comm.Iprobe(MPI.ANY_SOURCE, t, status):
+                src, rank = status.Get_source(), comm.Get_rank()
+                raise MismatchError(
+                    f"rank {rank}: rank {src} sent a message this rank does not expect in "
+                    f"call {seq & 0xFFFFFFFF}: the ranks called the collective with "
+                    "mismatched arguments (roots, sizes, datatypes or call order)",
+                    rank=rank,
+                    peer=src,
+                )
+
+
+def run_native(state: State, call: Callable[[MPI.Intracomm], object], what: str) -> None:
+    """``call(private communicator)``: one of the MPI library's own collectives, called
+    blocking as a plain mpi4py program calls it (bench/native.py: a request and a test
+    loop cost 2-7x on small messages), under the process's watchdog: a rank that never
+    joins ends the job after the timeout instead of hanging it
+    (:mod:`gridcoll.runtime.watchdog`)."""
+    dog = state.watchdog
+    dog.arm(state.timeout, what)
+    try:
+        call(state.private)
+    finally:
+        dog.disarm()

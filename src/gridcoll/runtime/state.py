@@ -1,0 +1,436 @@
+"""The state of a :class:`gridcoll.Comm`: its grid, options, private communicator, caches.
+
+Every ``Comm`` carries one :class:`State` in its attribute ``gridcoll_state`` (made
+by :func:`attach`, found by :func:`state_of`): the physical grid (the emulator's links
+and latencies), the effective grid plans are made on (the grid plus the runtime's host
+overhead, :mod:`gridcoll.runtime.host`), the algorithm table
+(:func:`gridcoll.runtime.choice.algo_table`), the timeout, and, from the first
+collective on (:func:`ready`), the private duplicate of the communicator, the emulator
+of the WAN, the doorbells and the call counter.
+
+Caches are explicit and bounded: each state has a :class:`~gridcoll.memo.Memo` with the
+tables ``prepared`` (a plan, compiled program and layout per call signature,
+:func:`gridcoll.runtime.prepare.prepare`) and ``programs`` (compiled programs of
+schedules run with ``Comm.execute``), each bounded by ``Comm.CACHE_SIZE`` (read when
+the communicator is made); the process shares one :class:`~gridcoll.tune.PlanCache`
+(:data:`PROCESS`), keyed by the grid's fingerprint and every argument of the plan, so
+a duplicate or a new communicator of the same grid does not search again.
+:func:`cache_info` shows them, :func:`cache_clear` drops a communicator's.
+
+The process-wide parts (:class:`Process`): the plan cache, the one watchdog thread of
+blocking native calls (:mod:`gridcoll.runtime.watchdog`), and the live states whose
+private communicators are freed before mpi4py finalizes MPI.
+
+Where this sits in :mod:`gridcoll.runtime`: ``buffers`` and ``state`` (this module),
+then ``prepare`` (the one path from a call to its plan and program), ``collectives``
+(one helper per collective), ``comm`` (the ``Comm`` class). It imports the executor,
+the emulation, the doorbells, the watchdog and the host overhead, never a module after
+it.
+"""
+
+from __future__ import annotations
+
+import atexit as _atexit
+import contextlib as _contextlib
+import os as _os
+import zlib as _zlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as _np
+from mpi4py import MPI
+
+from gridcoll.errors import GridError, ParameterError
+from gridcoll.memo import Memo
+from gridcoll.network.grid import Grid
+from gridcoll.network.presets import get_grid, lan
+from gridcoll.runtime import emulation as _emu
+from gridcoll.runtime import host as _host
+from gridcoll.runtime.choice import NATIVE, algo_table
+from gridcoll.runtime.doorbell import Doorbells
+from gridcoll.runtime.executor import DEFAULT_TIMEOUT, CollectiveError, Program, wait
+from gridcoll.runtime.layout import Layout
+from gridcoll.runtime.watchdog import Watchdog
+from gridcoll.tune import Plan, PlanCache
+
+__all__ = [
+    "ENV_ALGO",
+    "ENV_TIMEOUT",
+    "PLAN_CACHE_SIZE",
+    "PROCESS",
+    "CacheInfo",
+    "Prepared",
+    "Process",
+    "State",
+    "attach",
+    "attached",
+    "cache_clear",
+    "cache_info",
+    "derive",
+    "ready",
+    "state_of",
+    "subcomm",
+]
+
+ENV_TIMEOUT = "GRIDCOLL_TIMEOUT"
+"""Environment variable: default timeout (seconds) of every ``Comm``."""
+ENV_ALGO = "GRIDCOLL_ALGO"
+"""Environment variable: default ``algo`` of every ``Comm`` (``auto`` if unset)."""
+PLAN_CACHE_SIZE = 1024
+"""Plans the process keeps (:attr:`Process.plans`), least recently used dropped."""
+
+
+@dataclass(slots=True)
+class Prepared:
+    """One call signature made ready: its plan, this rank's program, its layout."""
+
+    plan: Plan
+    """The plan of the call (:func:`gridcoll.tune.plan`)."""
+    program: Program | None
+    """This rank's compiled program; None: the MPI library's own collective."""
+    layout: Layout | None = None
+    """Where the rank's blocks live (collectives other than bcast and barrier)."""
+    staging: _np.ndarray | None = None
+    """The packed local buffer of a staged layout, reused call to call."""
+
+
+@dataclass
+class State:
+    """A communicator's grid, options, private communicator and caches (module notes)."""
+
+    grid: Grid
+    """The physical grid: the emulator's links and latencies."""
+    base_grid: Grid
+    """The grid the launch's link state describes (``grid`` or a grid it is part of)."""
+    algos: dict
+    """Per collective: (algorithm, fixed parameters or None)."""
+    spec: tuple
+    """The ``algo=`` and ``params=`` the caller gave (for ``Dup``, ``Split``...)."""
+    timeout: float
+    host_overhead: float
+    """Seconds per message and side the plans count (:mod:`gridcoll.runtime.host`)."""
+    plan_grid: Grid
+    """``grid.with_host_overhead(host_overhead)``: the grid plans are made and built on."""
+    link_state: list
+    """[LinkState or None], shared by a communicator and the ones made from it."""
+    cache_size: int
+    """Entries of each table of :attr:`memo`."""
+    doorbells: bool
+    """Whether to open futex doorbells with the private communicator."""
+    native_bcast: bool
+    """Every broadcast is the MPI library's own (the hot path of ``Bcast``)."""
+    memo: Memo = field(default_factory=Memo)
+    grid_id: int = 0
+    """CRC-32 of the grid's fingerprint, in every header."""
+    private: MPI.Intracomm | None = None
+    emulator: _emu.Emulator | None = None
+    bells: Doorbells | None = None
+    watchdog: Watchdog | None = None
+    seq: int = 0
+    ntags: int = 1
+    tag_offset: int = 0
+    last: Any = None
+    """The last call's plan, or (nbytes, root, itemsize) of a hot-path native broadcast."""
+    broken: str | None = None
+    """Why the collectives are unusable (a failed call), or None."""
+
+    def close(self) -> None:
+        """Free the private communicator and the doorbells (a later call makes new ones)."""
+        if self.private is not None and not MPI.Is_finalized():
+            with _contextlib.suppress(MPI.Exception):
+                self.private.Free()
+        self.private = None
+        if self.bells is not None:
+            self.bells.close()
+            self.bells = None
+        PROCESS.live.pop(id(self), None)
+
+
+@dataclass
+class Process:
+    """What the process shares: the plan cache, the watchdog thread, the live states."""
+
+    plans: PlanCache = field(default_factory=lambda: PlanCache(maxsize=PLAN_CACHE_SIZE))
+    live: dict = field(default_factory=dict)
+    dog: Watchdog | None = None
+    slack_set: bool = False
+
+    def watchdog(self) -> Watchdog:
+        """The watchdog of blocking MPI calls (one thread, started on first use)."""
+        if self.dog is None:
+            self.dog = Watchdog()
+        return self.dog
+
+
+PROCESS = Process()
+"""The process's shared parts (:class:`Process`)."""
+
+
+@_atexit.register
+def _free_private_comms() -> None:
+    """Free the private communicators before mpi4py finalizes MPI (no leak warnings)."""
+    if not MPI.Is_initialized() or MPI.Is_finalized():
+        return
+    for state in list(PROCESS.live.values()):
+        state.close()
+
+
+# -- making a state ----------------------------------------------------------------------
+
+
+def attach(
+    comm: MPI.Intracomm,
+    grid: Grid | str | None,
+    algo: str | dict | None = None,
+    params: dict | None = None,
+    timeout: float | None = None,
+    host_overhead: float | str | None = None,
+    *,
+    base: Grid | None = None,
+    link_state: list | None = None,
+) -> State:
+    """Make ``comm``'s state and attach it (local, no MPI call).
+
+    ``grid`` None: the launch's (``GRIDCOLL_GRID``, its sub-grid for a part of
+    ``COMM_WORLD``), else ``lan(size)``. ``base``/``link_state``: the launch grid and
+    link state of the communicator ``comm`` was made from. The tunables
+    ``CACHE_SIZE`` and ``DOORBELLS`` are read from ``comm``'s class.
+    """
+    if base is None:
+        grid, base = _resolve_grid(comm, grid)
+    algos = algo_table(algo or _os.environ.get(ENV_ALGO, "").strip() or "auto", params)
+    timeout = _env_timeout() if timeout is None else float(timeout)
+    if not timeout > 0:
+        raise ParameterError(f"timeout must be > 0 seconds, got {timeout!r}")
+    emulated = _emu.emulation_requested() and not grid.is_single_cluster
+    overhead = _host.resolve_host_overhead(
+        host_overhead, _host.local_ranks(MPI.COMM_WORLD.Get_size()), emulated=emulated
+    )
+    name = algos["bcast"][0]
+    state = State(
+        grid,
+        base,
+        algos,
+        (algo, params),
+        timeout,
+        overhead,
+        _host.effective_grid(grid, overhead),
+        link_state or [None],
+        int(getattr(type(comm), "CACHE_SIZE", 64)),
+        bool(getattr(type(comm), "DOORBELLS", True)),
+        # tune.plan's rule with native=True: the named native, or auto on one cluster
+        name == NATIVE or (name == "auto" and grid.is_single_cluster),
+    )
+    state.grid_id = _zlib.crc32(grid.fingerprint.encode())
+    comm.gridcoll_state = state
+    return state
+
+
+def state_of(comm: MPI.Intracomm) -> State:
+    """``comm``'s state (made with the defaults for a ``Comm`` mpi4py itself made)."""
+    state = comm.gridcoll_state
+    if state is None:
+        state = attach(comm, None)
+    return state
+
+
+def attached(comm: MPI.Intracomm) -> State | None:
+    """``comm``'s state if it has one (a ``Comm`` wrapping ``COMM_NULL`` has none)."""
+    return comm.gridcoll_state
+
+
+def derive(comm: MPI.Intracomm, new: MPI.Intracomm, grid: Grid | None = None) -> Any:
+    """``new`` (a handle made from ``comm``) wrapped as ``comm``'s class, with ``comm``'s
+    options, on ``grid`` (default: ``comm``'s)."""
+    state = state_of(comm)
+    out = type(comm).__new__(type(comm), new)
+    attach(
+        out,
+        grid or state.grid,
+        *state.spec,
+        state.timeout,
+        state.host_overhead,
+        base=state.base_grid,
+        link_state=state.link_state,
+    )
+    return out
+
+
+def subcomm(comm: MPI.Intracomm, new: MPI.Intracomm) -> Any:
+    """A communicator made from a part of ``comm`` (``Split``...), on its sub-grid."""
+    if new == MPI.COMM_NULL:
+        return new
+    ranks = _translate(new, comm)
+    return derive(comm, new, _emu.subgrid(state_of(comm).grid, ranks))
+
+
+def _env_timeout() -> float:
+    text = _os.environ.get(ENV_TIMEOUT, "").strip()
+    if not text:
+        return DEFAULT_TIMEOUT
+    try:
+        value = float(text)
+    except ValueError as err:
+        raise ParameterError(f"{ENV_TIMEOUT}={text!r} is not a number of seconds") from err
+    return value
+
+
+def _resolve_grid(comm: MPI.Intracomm, grid: Grid | str | None) -> tuple[Grid, Grid]:
+    """(the grid of ``comm``, the launch grid the emulated links belong to)."""
+    size = comm.Get_size()
+    if grid is not None:
+        resolved = get_grid(grid)
+        base = resolved
+    else:
+        spec = _os.environ.get(_emu.ENV_GRID, "").strip()
+        if not spec:
+            resolved = lan(size)
+            return resolved, resolved
+        base = get_grid(spec)
+        resolved = base
+        if base.nranks == MPI.COMM_WORLD.Get_size():
+            resolved = _emu.subgrid(base, _translate(comm, MPI.COMM_WORLD))
+    if resolved.nranks != size:
+        raise GridError(
+            f"grid {resolved.name!r} has {resolved.nranks} ranks but the communicator has "
+            f"{size}: pass grid= with one rank per process"
+        )
+    return resolved, base
+
+
+def _translate(comm: MPI.Comm, other: MPI.Comm) -> list[int]:
+    mine, theirs = comm.Get_group(), other.Get_group()
+    try:
+        return list(mine.Translate_ranks(list(range(mine.Get_size())), theirs))
+    finally:
+        mine.Free()
+        theirs.Free()
+
+
+# -- the first collective ----------------------------------------------------------------
+
+
+def ready(comm: MPI.Intracomm) -> State:
+    """The state, with the private communicator and the emulator set up (collective:
+    every rank's first gridcoll collective calls it)."""
+    state = state_of(comm)
+    if state.broken:
+        raise CollectiveError(
+            f"this communicator's gridcoll collectives are unusable after a failed call "
+            f"({state.broken}); create a new gridcoll.Comm"
+        )
+    if state.private is None:
+        _set_timer_slack()
+        private, req = MPI.Intracomm(comm).Idup()
+        wait(
+            req,
+            state.timeout,
+            what=(
+                f"rank {comm.Get_rank()}: duplicating the communicator (MPI_Comm_idup, the "
+                "first gridcoll collective; some rank died or never joined)"
+            ),
+        )
+        state.private = private
+        state.watchdog = PROCESS.watchdog()
+        tag_ub = private.Get_attr(MPI.TAG_UB) or 32767
+        state.ntags = max(1, min((tag_ub - 1) // 2, 1 << 20))
+        # A random epoch, the same on all ranks, numbers this communicator's calls: MPI
+        # recycles the context of a freed communicator, and a stray message of a failed
+        # call on it must not match (tags differ) nor pass (headers differ) here.
+        epoch = _np.array([int.from_bytes(_os.urandom(4), "little") & 0x7FFFFFFF])
+        wait(private.Ibcast(epoch, 0), state.timeout, what="numbering the communicator")
+        state.seq = int(epoch[0]) << 32
+        state.tag_offset = int(epoch[0]) % state.ntags
+        PROCESS.live[id(state)] = state
+        if state.doorbells and private.Get_size() > 1:
+            state.bells = Doorbells.open_for(private, wait, state.timeout)
+        if _emu.emulation_requested() and not state.grid.is_single_cluster:
+            state.emulator = _open_emulator(state)
+    return state
+
+
+def _open_emulator(state: State) -> _emu.Emulator:
+    if state.link_state[0] is None:
+        path = _os.environ.get(_emu.ENV_LINK_STATE, "").strip()
+        env_grid = _os.environ.get(_emu.ENV_GRID, "").strip()
+        shared = (
+            bool(path)
+            and bool(env_grid)
+            and get_grid(env_grid).fingerprint == state.base_grid.fingerprint
+        )
+        if shared:
+            state.link_state[0] = _emu.LinkState(path, state.base_grid)
+        else:
+            state.link_state[0] = _make_link_state(state)
+    return _emu.Emulator(state.grid, state.link_state[0])
+
+
+def _make_link_state(state: State) -> _emu.LinkState:
+    """Rank 0 creates a link-state file, every rank opens it, then rank 0 unlinks it."""
+    comm = state.private
+    name = _np.zeros(512, dtype=_np.uint8)
+    if comm.Get_rank() == 0:
+        path = str(_emu.create_link_state(state.base_grid)).encode()
+        name[: len(path)] = _np.frombuffer(path, dtype=_np.uint8)
+    wait(comm.Ibcast([name, MPI.BYTE], 0), state.timeout, what="sharing the link state")
+    path = name.tobytes().rstrip(b"\0").decode()
+    link_state = _emu.LinkState(path, state.base_grid)
+    wait(comm.Ibarrier(), state.timeout, what="opening the link state")
+    if comm.Get_rank() == 0:
+        _os.unlink(path)
+    return link_state
+
+
+def _set_timer_slack() -> None:
+    """Ask Linux for 1 us timer slack, so the 20 us sleeps of a wait are 20 us, not 70."""
+    if PROCESS.slack_set:
+        return
+    PROCESS.slack_set = True
+    try:
+        import ctypes
+
+        ctypes.CDLL(None).prctl(29, 1000, 0, 0, 0)  # PR_SET_TIMERSLACK, nanoseconds
+    except (OSError, AttributeError):
+        pass
+
+
+# -- the caches ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class CacheInfo:
+    """What a communicator's caches hold (:func:`cache_info`)."""
+
+    prepared: int
+    """Call signatures with a plan and a compiled program."""
+    programs: int
+    """Schedules compiled for ``Comm.execute``."""
+    maxsize: int
+    """The bound of each of the two (``Comm.CACHE_SIZE``)."""
+    hits: int
+    misses: int
+    plans: int
+    """Plans in the process's :class:`~gridcoll.tune.PlanCache` (every communicator)."""
+    plans_maxsize: int
+
+
+def cache_info(state: State) -> CacheInfo:
+    """The sizes, bounds and hit counts of a communicator's caches and the process's."""
+    sizes = state.memo.sizes()
+    return CacheInfo(
+        sizes.get("prepared", 0),
+        sizes.get("programs", 0),
+        state.cache_size,
+        state.memo.hits,
+        state.memo.misses,
+        len(PROCESS.plans),
+        PROCESS.plans.maxsize,
+    )
+
+
+def cache_clear(state: State, plans: bool = False) -> None:
+    """Drop a communicator's prepared calls and programs (and, with ``plans``, every
+    plan of the process): the next call of each signature plans and compiles again."""
+    state.memo.clear()
+    if plans:
+        PROCESS.plans.clear()
