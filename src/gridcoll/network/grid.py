@@ -282,7 +282,7 @@ class Grid:
 
         This is how :mod:`gridcoll.runtime` plans on the grid it actually runs on: the
         presets' LAN costs Myrinet's 4 us per message, the Python runtime tens of
-        microseconds (:data:`gridcoll.runtime.comm.DEFAULT_HOST_OVERHEAD`).
+        microseconds (:func:`gridcoll.runtime.host.default_host_overhead`).
         """
         receive = seconds if receive is None else receive
         if seconds == 0 and receive == 0:

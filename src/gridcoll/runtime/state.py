@@ -46,12 +46,13 @@ from gridcoll.network.grid import Grid
 from gridcoll.network.presets import get_grid, lan
 from gridcoll.runtime import emulation as _emu
 from gridcoll.runtime import host as _host
-from gridcoll.runtime.choice import NATIVE, algo_table
+from gridcoll.runtime.choice import algo_table
 from gridcoll.runtime.doorbell import Doorbells
 from gridcoll.runtime.executor import DEFAULT_TIMEOUT, CollectiveError, Program, wait
 from gridcoll.runtime.layout import Layout
 from gridcoll.runtime.watchdog import Watchdog
 from gridcoll.tune import Plan, PlanCache
+from gridcoll.tune.select import native_reason
 
 __all__ = [
     "ENV_ALGO",
@@ -218,8 +219,7 @@ def attach(
         link_state or [None],
         int(getattr(type(comm), "CACHE_SIZE", 64)),
         bool(getattr(type(comm), "DOORBELLS", True)),
-        # tune.plan's rule with native=True: the named native, or auto on one cluster
-        name == NATIVE or (name == "auto" and grid.is_single_cluster),
+        bool(native_reason(grid, name)),  # tune.plan's own rule with native=True
     )
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
     comm.gridcoll_state = state

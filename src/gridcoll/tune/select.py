@@ -73,6 +73,7 @@ __all__ = [
     "ROOTED",
     "Candidate",
     "Plan",
+    "native_reason",
     "plan",
 ]
 
@@ -197,7 +198,7 @@ class Plan:
             lines.append(f"  because {self.reason}")
         if math.isfinite(self.predicted_s):
             lines.append(f"  predicted {format_time(self.predicted_s)}; {_versus_bound(self)}")
-        if self.host_overhead_s:
+        if self.host_overhead_s and not self.native:
             lines.append(
                 f"  planned with a host overhead of {format_time(self.host_overhead_s)} "
                 "per message and side (the runtime's software layer)"
@@ -446,7 +447,7 @@ def _verified(
     return [checked.get(i, c) for i, c in ranked]
 
 
-def _native_reason(grid: Grid, algo: str) -> str:
+def native_reason(grid: Grid, algo: str) -> str:
     """Why the call goes to the MPI library's own collective ('' if it does not)."""
     if algo == NATIVE:
         return "the caller asked for the MPI library's own collective"
@@ -763,7 +764,7 @@ def plan(
     if params is not None and not isinstance(params, dict):
         raise ParameterError(f"params must be a dict of builder parameters, got {params!r}")
     host = float(host_overhead or 0.0)
-    reason = _native_reason(grid, algo) if native or algo == NATIVE else ""
+    reason = native_reason(grid, algo) if native or algo == NATIVE else ""
     if reason:
         found = _native_plan(grid, op, nbytes, root, itemsize, reason, host)
     else:
