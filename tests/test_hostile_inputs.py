@@ -309,3 +309,38 @@ def test_documented_limits_exist():
     doc = (Path(__file__).resolve().parents[1] / "docs" / "grid-format.md").read_text()
     for what in ("MAX_RANKS", "MAX_CLUSTERS", "MAX_MESSAGE_BYTES", "MAX_BUDGET_S"):
         assert what in doc, what
+
+
+def test_a_free_per_message_network_is_not_cut_into_millions_of_segments(tmp_path, capsys):
+    """The documented shorthand with its default overhead of 0 makes every message free
+    of per-message cost; the search stops at MAX_SEARCH_SEGMENTS segments."""
+    from gridcoll.tune.search import MAX_SEARCH_SEGMENTS
+
+    shorthand = {
+        "name": "short",
+        "clusters": [
+            {"name": n, "ranks": 2, "lan": {"latency": "20us", "bandwidth": "50MB/s"}} for n in "AB"
+        ],
+        "routes": [
+            {"from": a, "to": b, "plogp": {"latency": "10ms", "bandwidth": "1MB/s"}}
+            for a, b in ("AB", "BA")
+        ],
+    }
+    path = tmp_path / "short.json"
+    path.write_text(json.dumps(shorthand))
+    result = plan(load_grid(path), "bcast", 2**20, budget_s=1.0)
+    for cand in result.candidates:
+        for name, value in cand.params.items():
+            if name.endswith("segment_size"):
+                assert -(-(2**20) // value) <= MAX_SEARCH_SEGMENTS, cand
+    code, _, err = run(
+        capsys,
+        "compare",
+        "--grid",
+        str(path),
+        "--sizes",
+        "1MiB",
+        "--algos",
+        "binomial-segmented,flat",
+    )
+    assert code == 0, err

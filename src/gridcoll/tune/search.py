@@ -101,15 +101,26 @@ def segment_for(nbytes: int, k: int, itemsize: int = 1) -> int:
     return -(-n // k) * itemsize
 
 
+MAX_SEARCH_SEGMENTS = 2**14
+"""The search never cuts a message into more segments than this. A network whose
+per-message cost is 0 (a grid file's shorthand with the default ``overhead`` of 0) makes
+every model prefer ever smaller segments; without a floor a 1 MiB call would be planned
+as a million 1-byte messages. Seed 000's own searches stop far above it (the exhaustive
+reference takes ``k <= 512``)."""
+
+
 def segment_sizes(nbytes: int, itemsize: int = 1) -> list[int]:
     """Seed 000's binary-search sizes ``m = M/2^i, i in [0..log2 M]``, largest first.
 
     Each is rounded down to a multiple of ``itemsize`` and is at least ``itemsize``;
-    duplicates are dropped.
+    duplicates are dropped, and so are sizes that would cut the message into more than
+    :data:`MAX_SEARCH_SEGMENTS` segments.
     """
     sizes: list[int] = []
     for i in range(nbytes.bit_length()):
         m = max(itemsize, (nbytes >> i) // itemsize * itemsize)
+        if sizes and -(-nbytes // m) > MAX_SEARCH_SEGMENTS:
+            break
         if not sizes or m != sizes[-1]:
             sizes.append(m)
     return sizes
@@ -416,7 +427,7 @@ def _climb(best_at: BestAt, nbytes: int, itemsize: int) -> tuple[int, str]:
     k = k0 = -(-nbytes // m)  # k' = ceil(M/m')
     moves = 0
     while moves < _MAX_CLIMB:
-        steps = [j for j in (k - 5, k - 1, k + 1, k + 5) if 1 <= j <= n]
+        steps = [j for j in (k - 5, k - 1, k + 1, k + 5) if 1 <= j <= min(n, MAX_SEARCH_SEGMENTS)]
         trials = [(j, segment_for(nbytes, j, itemsize)) for j in steps]
         if not trials:
             break
