@@ -212,6 +212,7 @@ def test_huge_presets_are_refused_at_once(spec, capsys):
         ["--size", "1KiB", "--budget", "nan"],
         ["--size", "1KiB", "--budget", "-1"],
         ["--size", "1KiB", "--segment-size", "1MiB"],
+        ["--size", "2147483647", "--segment-size", "7"],  # 300 M segments: refused, not built
         ["--size", "0"],
         ["--size", "1KiB", "--root", "99"],
         ["--size", "1KiB", "--itemsize", "3"],

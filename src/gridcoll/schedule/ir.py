@@ -60,6 +60,7 @@ from functools import cached_property
 from typing import Any, overload
 
 from gridcoll.errors import ParameterError, ScheduleError
+from gridcoll.limits import MAX_SEGMENTS
 
 __all__ = [
     "CONTROL_BYTES",
@@ -309,7 +310,8 @@ def split_segments(
     segment is a whole number of ``itemsize``-byte elements: "the segment size must be
     a multiple of the size of the basic data type" (seed 000, sec. 3.1.1). ``None``
     means one segment. Raises :class:`ParameterError` for a size <= 0, a segment size
-    <= 0 or one that does not divide into the datatype.
+    <= 0 or one that does not divide into the datatype, and for more than
+    :data:`~gridcoll.limits.MAX_SEGMENTS` segments (checked before any is made).
     """
     if itemsize < 1:
         raise ParameterError(f"itemsize must be >= 1, got {itemsize!r}")
@@ -325,4 +327,9 @@ def split_segments(
     if m % itemsize:
         raise ParameterError(f"segment size {m} does not divide into the {itemsize}-byte datatype")
     m = min(m, nbytes)
+    if -(-nbytes // m) > MAX_SEGMENTS:
+        raise ParameterError(
+            f"segment size {m} cuts the {nbytes}-byte message into more than "
+            f"{MAX_SEGMENTS} segments (gridcoll.limits.MAX_SEGMENTS); use a larger one"
+        )
     return tuple((offset + start, min(m, nbytes - start)) for start in range(0, nbytes, m))
