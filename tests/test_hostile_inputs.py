@@ -345,3 +345,10 @@ def test_a_free_per_message_network_is_not_cut_into_millions_of_segments(tmp_pat
         "binomial-segmented,flat",
     )
     assert code == 0, err
+
+
+def test_a_placement_holding_null_is_refused(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(_with(("placement", 0), None)))
+    with pytest.raises(GridError, match="placement names unknown cluster None"):
+        load_grid(path)

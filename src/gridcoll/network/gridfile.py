@@ -335,9 +335,9 @@ def grid_from_dict(data: Any) -> Grid:
     placement = None
     if "placement" in data:
         names = _list(data["placement"], "'placement'")
-        unknown = next((n for n in names if not isinstance(n, str) or n not in index), None)
-        if unknown is not None:
-            raise GridError(f"placement names unknown cluster {unknown!r:.80}")
+        for n in names:
+            if not isinstance(n, str) or n not in index:
+                raise GridError(f"placement names unknown cluster {n!r:.80}")
         placement = tuple(index[n] for n in names)
     grid_name = _name(data.get("name", "grid"), "'name'")
     return Grid(grid_name, tuple(clusters), routes, links, placement)
