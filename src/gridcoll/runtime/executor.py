@@ -111,7 +111,7 @@ BUSY_SLACK = 100e-6
 RING_BACK_BYTES = 8192
 """A receiver rings the sender of a message larger than this when it has taken it
 (MPICH sends such messages by rendezvous: the send completes only then)."""
-PROBE_EVERY = 1e-3
+PROBE_EVERY = 5e-3
 """A waiting rank probes for notices and strays at most this often (seconds): a
 mismatch is seen within about this much, and a call that does not wait pays nothing."""
 
