@@ -177,6 +177,58 @@ def test_mismatched_arguments_raise_not_hang():
     assert time.monotonic() - start < 100
 
 
+MISMATCH_CASES = {
+    # case: the stage by which every rank must have raised ("call": in that call)
+    "allreduce_op": "call",
+    "allreduce_dtype": "call",
+    "bcast_root": "free",
+    "bcast_root_large": "free",
+    "bcast_zero_length": "free",
+    "gather_root": "free",
+    "reduce_root": "free",
+}
+STAGES = ("call", "next call", "free")
+
+
+@pytest.mark.parametrize("emulate", ["1", "0"])
+def test_mismatched_arguments_reach_every_rank(emulate):
+    """Issue 11 item 3 on magpie:2,2: the collective, datatype, reduction operation and
+    root are in every header; a rank that only sent learns from a notice by its next
+    call or its Free; a raising user op raises on its rank and fails the others'
+    call with a CollectiveError. Never OK with different data, never a timeout."""
+    env = clean_env(GRIDCOLL_GRID="magpie:2,2", GRIDCOLL_EMULATE=emulate)
+    proc = mpirun(4, "mismatch_args.py", env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr[-3000:]
+    cases = {c["case"]: c["ranks"] for c in map(json.loads, proc.stdout.splitlines())}
+    for case, by in MISMATCH_CASES.items():
+        for r in cases[case]:
+            where = (case, r)
+            assert r["error"] is not None, where  # never OK with (maybe) different data
+            assert r["collective_error"], where
+            assert STAGES.index(r["stage"]) <= STAGES.index(by), where
+            if case == "gather_root":  # the two trees may wait on each other: no message
+                assert r["seconds"] < 2 * 6.0 + 1.0, where  # a timeout, never a hang
+                continue
+            assert r["error"] != "CollectiveTimeout", where  # told, not timed out
+            assert r["seconds"] < 6.0, where  # within the 6 s timeout
+        if case != "gather_root":
+            assert any(r["error"] == "MismatchError" for r in cases[case]), case
+    for r in cases["allreduce_op"]:
+        assert r["stage"] == "call" and r["error"] == "MismatchError", r
+    assert any("reduction operation" in r["message"] for r in cases["allreduce_op"])
+    assert any("datatype" in r["message"] for r in cases["allreduce_dtype"])
+    user = cases["user_op_raises"]  # raises on every rank that combines
+    assert any(r["error"] == "RuntimeError" for r in user), user
+    for r in user:
+        assert r["stage"] == "call" and r["seconds"] < 6.0, r
+        if r["error"] == "RuntimeError":
+            assert "user op failed" in r["message"], r
+        else:  # told by a rank whose op raised
+            assert r["error"] == "CollectiveError" and "user op failed" in r["message"], r
+    for r in cases["matching"]:
+        assert r["error"] is None and r["correct"] and r["follow_up_correct"], r
+
+
 # -- the WAN emulator --------------------------------------------------------------------
 
 

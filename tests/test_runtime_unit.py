@@ -10,6 +10,7 @@ import gridcoll  # noqa: E402
 from gridcoll.errors import GridError, ParameterError  # noqa: E402
 from gridcoll.network import get_grid, magpie  # noqa: E402
 from gridcoll.runtime import buffers  # noqa: E402
+from gridcoll.runtime import collectives as coll_mod  # noqa: E402
 from gridcoll.runtime import comm as comm_mod  # noqa: E402
 from gridcoll.runtime import prepare as prepare_mod  # noqa: E402
 from gridcoll.runtime.emulation import (  # noqa: E402
@@ -20,9 +21,14 @@ from gridcoll.runtime.emulation import (  # noqa: E402
 )
 from gridcoll.runtime.executor import (  # noqa: E402
     HEADER_BYTES,
+    NOTICE_ERROR,
+    NOTICE_MISMATCH,
     CallInfo,
+    CollectiveError,
     MismatchError,
     compile_program,
+    pack_notice,
+    take_notice,
 )
 from gridcoll.runtime.launcher import (  # noqa: E402
     LaunchResult,
@@ -166,6 +172,140 @@ def test_header_round_trip_and_mismatch():
     stray = CallInfo.of(sched, seq=(7 << 32) + 5, itemsize=4, grid_id=9)
     with pytest.raises(MismatchError, match="another communicator"):
         call.check(stray.pack(8, 0.0), step, 1)
+
+
+def test_header_carries_collective_datatype_and_reduction_operation():
+    """Issue 11 item 3: what must agree is in every header, and a mismatch names the
+    field with both values (sender's vs this rank's)."""
+    sched = _schedule(((Send(1, (0,)),), (Recv(0, (0,)),)), ((0, 8),), 8)
+    base = CallInfo.of(sched, seq=5, itemsize=8, grid_id=9)
+    assert HEADER_BYTES == 128 and base.op == "bcast"
+    mine = base.numbered(6, "<f8", "SUM")
+    step = compile_program(sched, 1, call=mine).steps[0]
+    assert mine.check(base.numbered(6, "<f8", "SUM").pack(8, 3.5), step, 1) == 3.5
+    cases = [
+        (base.numbered(6, "<i8", "SUM"), "datatype '<i8' vs '<f8'"),
+        (base.numbered(6, "<f8", "MAX"), "reduction operation 'MAX' vs 'SUM'"),
+        (base.numbered(6, "<f8", ""), "reduction operation '' vs 'SUM'"),
+    ]
+    other_op = _schedule(((Send(1, (0,)),), (Recv(0, (0,)),)), ((0, 8),), 8)
+    other_op = Schedule("gather", "test", 2, 0, 8, ((0, 8),), other_op.programs)
+    cases.append(
+        (CallInfo.of(other_op, itemsize=8, grid_id=9).numbered(6, "<f8", "SUM"), "'gather'")
+    )
+    root1 = Schedule("bcast", "test", 2, 1, 8, ((0, 8),), sched.programs)
+    cases.append((CallInfo.of(root1, itemsize=8, grid_id=9).numbered(6, "<f8", "SUM"), "root 1"))
+    for theirs, text in cases:
+        with pytest.raises(MismatchError, match=text.replace("(", r"\(")):
+            mine.check(theirs.pack(8, 0.0), step, 1)
+    # a long structured signature differs past the 16 bytes a header shows: its CRC
+    long_a, long_b = "[('a', '<f8'), ('b', '<i4')]", "[('a', '<f8'), ('b', '<i8')]"
+    with pytest.raises(MismatchError, match="datatype"):
+        base.numbered(6, long_a).check(base.numbered(6, long_b).pack(8, 0.0), step, 1)
+
+
+def test_notices_round_trip_and_ignore_another_epoch():
+    comm = MPI.COMM_SELF.Dup()
+    tag, epoch = 77, 123
+
+    def notice(seq, kind, text):
+        raw = pack_notice(seq, kind, text)
+        return raw, comm.Isend([raw, MPI.BYTE], 0, tag)
+
+    try:
+        sent = notice((epoch << 32) + 4, NOTICE_MISMATCH, "rank 0: boom")
+        err = take_notice(comm, tag, epoch)
+        assert isinstance(err, MismatchError) and err.relayed and err.peer == 0
+        assert "call 4 failed there (rank 0: boom)" in str(err)
+        sent[1].Wait()
+        sent = notice((epoch << 32) + 5, NOTICE_ERROR, "x" * 999)
+        err = take_notice(comm, tag, epoch)
+        assert type(err) is CollectiveError and err.relayed
+        sent[1].Wait()
+        # a notice of a recycled context (another epoch) is taken and dropped
+        sent = notice(((epoch + 1) << 32) + 1, NOTICE_MISMATCH, "old")
+        assert take_notice(comm, tag, epoch) is None
+        assert not comm.Iprobe(MPI.ANY_SOURCE, tag)
+        sent[1].Wait()
+    finally:
+        comm.Free()
+
+
+@pytest.mark.parametrize(
+    ("spec", "text"),
+    [
+        (lambda a: a, "<f8"),
+        (lambda a: [a, MPI.DOUBLE], "<f8"),
+        (lambda a: [a, "d"], "<f8"),
+        (lambda a: [a, 3, MPI.DOUBLE], "<f8"),
+        (lambda a: [a.view(np.int64), MPI.LONG], "<i8"),
+        (lambda a: [a.view(np.int64), MPI.INT64_T], "<i8"),
+        (lambda a: a.view(np.int64), "<i8"),
+        (lambda a: a.view(np.uint8), "|u1"),
+        (lambda a: [a.view(np.uint8), MPI.BYTE], "|u1"),
+        (lambda a: bytearray(8), "|u1"),
+        (lambda a: [a, 2, MPI.DOUBLE.Create_contiguous(4).Commit()], "('<f8', (4,))"),
+    ],
+)
+def test_datatype_signature_names_the_type_not_its_size(spec, text):
+    parsed = buffers.parse(spec(np.zeros(8)), True)
+    assert buffers.signature(parsed) == text
+
+
+def test_datatype_signature_of_an_empty_spec():
+    assert buffers.signature(buffers.parse([None, MPI.DOUBLE], True)) == "<f8"
+    assert buffers.signature(buffers.parse(MPI.IN_PLACE, True)) == ""
+
+
+def _raising(inbuf, inoutbuf, datatype):
+    raise RuntimeError("user op failed")
+
+
+def _matmul(inbuf, inoutbuf, datatype):
+    x = np.frombuffer(inbuf, dtype=np.float64).reshape(-1, 2, 2)
+    y = np.frombuffer(inoutbuf, dtype=np.float64).reshape(-1, 2, 2)
+    y[...] = x @ y
+
+
+def test_reduction_operation_labels():
+    assert coll_mod.op_label(MPI.SUM) == "SUM" and coll_mod.op_label(MPI.MAX) == "MAX"
+    assert coll_mod.op_label(MPI.MAXLOC) == "MAXLOC"
+    op = MPI.Op.Create(_matmul, commute=False)
+    again = MPI.Op.Create(_matmul, commute=False)
+    other = MPI.Op.Create(_raising, commute=True)
+    try:
+        label = coll_mod.op_label(op)
+        assert label.startswith("user:") and len(label) <= 16
+        assert coll_mod.op_label(again) == label != coll_mod.op_label(other)
+    finally:
+        for o in (op, again, other):
+            o.Free()
+
+
+def test_a_raising_user_op_raises_here_instead_of_aborting():
+    """mpi4py aborts the job when a user's function raises inside MPI; gridcoll calls
+    the function itself, so the exception propagates from the collective."""
+    op = MPI.Op.Create(_raising, commute=True)
+    try:
+        combine = coll_mod.reducer(op, MPI.DOUBLE, 8, True)
+        with pytest.raises(RuntimeError, match="user op failed"):
+            combine(np.zeros(16, np.uint8), np.zeros(16, np.uint8), False)
+    finally:
+        op.Free()
+
+
+@pytest.mark.parametrize("incoming_first", [False, True])
+def test_a_user_op_called_directly_keeps_mpis_operand_order(incoming_first):
+    op = MPI.Op.Create(_matmul, commute=False)
+    try:
+        a = np.array([[1.0, 2.0], [3.0, 4.0]])
+        b = np.array([[0.0, 1.0], [1.0, 5.0]])
+        held, incoming = a.copy().view(np.uint8).reshape(-1), b.copy().view(np.uint8).reshape(-1)
+        coll_mod.reducer(op, MPI.DOUBLE, 32, False)(held, incoming, incoming_first)
+        expected = b @ a if incoming_first else a @ b
+        assert np.array_equal(held.view(np.float64).reshape(2, 2), expected)
+    finally:
+        op.Free()
 
 
 # -- buffers ---------------------------------------------------------------------------

@@ -31,6 +31,7 @@ __all__ = [
     "message",
     "parse",
     "per_block",
+    "signature",
 ]
 
 
@@ -168,6 +169,44 @@ def datatype_of(spec: Spec) -> MPI.Datatype:
     from mpi4py.util.dtlib import from_numpy_dtype
 
     return from_numpy_dtype(_np.dtype(fmt))
+
+
+def signature(spec: Spec) -> str:
+    """The type signature of the spec's elements, as every header carries it: the numpy
+    type string of its datatype (``'<f8'``, ``'<i8'``, ``'|u1'``; for a derived type
+    numpy's text of it, ``"('<f8', (4,))"``).
+
+    Through numpy, not the MPI datatype's name, so the forms mpi4py treats alike agree
+    (a ``float64`` array, ``[a, MPI.DOUBLE]`` and ``[a, 'd']``; ``MPI.LONG`` and
+    ``MPI.INT64_T``) while types of one size that MPI would reduce differently
+    (``float64`` and ``int64``) do not. A type numpy cannot describe is named by its
+    MPI name and size; an empty spec (``None``, ``MPI.IN_PLACE``) by ``''``. O(1) for
+    a bare array (the common case); a derived datatype is decoded each call (its
+    handle may be freed and reused, so it is not cached).
+    """
+    data = spec.data
+    if spec.datatype is None:
+        if type(data) is _np.ndarray:
+            return _dtype_text(data.dtype)
+        if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
+            return ""
+        try:
+            return _dtype_text(_np.dtype(memoryview(data).format))
+        except (TypeError, ValueError):
+            return f"bytes:{spec.itemsize}"
+    from mpi4py.util.dtlib import to_numpy_dtype
+
+    try:
+        return _dtype_text(to_numpy_dtype(spec.datatype))
+    except (TypeError, ValueError, KeyError, MPI.Exception):
+        name = spec.datatype.Get_name() or "derived"
+        return f"{name}:{spec.datatype.Get_size()}"
+
+
+def _dtype_text(dtype: _np.dtype) -> str:
+    if dtype.fields is None and dtype.subdtype is None:
+        return dtype.str
+    return str(dtype)
 
 
 def check_root(comm: MPI.Intracomm, root: Any) -> None:

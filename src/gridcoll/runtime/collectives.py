@@ -44,6 +44,7 @@ Where this sits in :mod:`gridcoll.runtime`: after ``buffers``, ``state`` and
 
 from __future__ import annotations
 
+import zlib as _zlib
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -59,8 +60,8 @@ from gridcoll.runtime.buffers import (
     data_bytes,
     datatype_of,
     is_in_place,
-    message,
     parse,
+    signature,
 )
 from gridcoll.runtime.prepare import (
     compiled,
@@ -68,6 +69,7 @@ from gridcoll.runtime.prepare import (
     native_plan,
     prepare,
     run,
+    run_empty,
     run_native,
 )
 from gridcoll.runtime.state import ready, state_of
@@ -88,6 +90,7 @@ __all__ = [
     "explain",
     "gather",
     "gather_obj",
+    "op_label",
     "reduce",
     "reduce_obj",
     "reducer",
@@ -123,11 +126,15 @@ def _call(
     native: Callable[[MPI.Intracomm], object],
     reducer: Callable | None = None,
     commutative: bool = True,
+    dtype: str = "",
+    redop: str = "",
 ) -> None:
     """Prepare (cached), lay out, run. ``send``/``recv``: the rank's byte views (None
     where MPI ignores them); with ``MPI.IN_PLACE`` (``inplace``) ``send`` is the receive
     buffer, which then holds the rank's input where MPI says (layout's send map). A
-    broadcast or barrier runs on ``send`` itself (the message; empty for a barrier)."""
+    broadcast or barrier runs on ``send`` itself (the message; empty for a barrier).
+    ``dtype`` (:func:`~gridcoll.runtime.buffers.signature`) and ``redop``
+    (:func:`op_label`) go into every header, so ranks that disagree on them fail."""
     state = ready(comm)
     rank = comm.Get_rank()
     prepared = prepare(state, rank, op, nbytes, root, itemsize, commutative, inplace)
@@ -136,12 +143,12 @@ def _call(
         run_native(state, native, f"rank {rank}: native {op} (root {root})")
         return
     if prepared.layout is None:
-        run(state, prepared.program, send, reducer)
+        run(state, prepared.program, send, reducer, dtype, redop)
         return
     local = _local(prepared, send, recv)
     for a, d, n in prepared.layout.copy_in:
         local[d : d + n] = send[a : a + n]
-    run(state, prepared.program, local, reducer)
+    run(state, prepared.program, local, reducer, dtype, redop)
     for a, d, n in prepared.layout.copy_out:
         recv[d : d + n] = local[a : a + n]
 
@@ -155,6 +162,15 @@ def _native_only(
     reason = "its datatype is not contiguous: only the MPI library can place its bytes"
     state.last = native_plan(state, op, data_bytes(buf), root, reason)
     run_native(state, call, f"rank {comm.Get_rank()}: native {op}")
+
+
+def _empty(comm: Any, op: str, root: int, itemsize: int, dtype: str, redop: str = "") -> None:
+    """A call that moves no byte on this rank: still a call (:func:`run_empty`), so a
+    rank whose buffer is empty while the others' are not fails with them, in that call
+    or by their notice, instead of returning while they wait; on one process, nothing."""
+    if comm.Get_size() == 1:
+        return
+    run_empty(ready(comm), comm.Get_rank(), op, root, itemsize, dtype, redop)
 
 
 def _copy_local(send: np.ndarray, recv: np.ndarray | None) -> None:
@@ -187,12 +203,15 @@ def bcast(comm: Any, buf: Any, root: int) -> None:
         finally:
             dog.disarm()
         return
-    view, itemsize = message(buf, root == comm.Get_rank())
+    spec = parse(buf, root == comm.Get_rank())
     check_root(comm, root)
-    if view is None:
+    if spec is None:
         return _native_only(comm, "bcast", lambda c: c.Bcast(buf, root), buf, root)
-    if view.size == 0 or comm.Get_size() == 1:
+    view, itemsize = spec.view, spec.itemsize
+    if comm.Get_size() == 1:
         return None
+    if view.size == 0:
+        return _empty(comm, "bcast", root, itemsize, signature(spec))
     return _call(
         comm,
         "bcast",
@@ -203,6 +222,7 @@ def bcast(comm: Any, buf: Any, root: int) -> None:
         recv=view,
         inplace=False,
         native=lambda c: c.Bcast([view, MPI.BYTE], root),
+        dtype=signature(spec),
     )
 
 
@@ -229,7 +249,7 @@ def scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
     block = send if rank == root else recv
     nbytes = block.count * block.itemsize
     if nbytes == 0:
-        return None
+        return _empty(comm, "scatter", root, block.itemsize, signature(block))
     if size == 1:
         return _copy_local(send.view, None if recv is None else recv.view)
     return _call(
@@ -242,6 +262,7 @@ def scatter(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
         recv=None if recv is None else recv.view,
         inplace=inplace,  # the root's block stays in sendbuf: no receive map (layout)
         native=lambda c: c.Scatter(sendbuf, recvbuf, root),
+        dtype=signature(block),
     )
 
 
@@ -265,7 +286,7 @@ def gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
     block = recv if rank == root else send
     nbytes = block.count * block.itemsize
     if nbytes == 0:
-        return None
+        return _empty(comm, "gather", root, block.itemsize, signature(block))
     if size == 1:
         return None if inplace else _copy_local(send.view, recv.view)
     return _call(
@@ -278,6 +299,7 @@ def gather(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
         recv=None if recv is None else recv.view,
         inplace=inplace,
         native=lambda c: c.Gather(sendbuf, recvbuf, root),
+        dtype=signature(block),
     )
 
 
@@ -313,7 +335,7 @@ def alltoall(comm: Any, sendbuf: Any, recvbuf: Any) -> None:
 def _rootless(comm: Any, op: str, send: Any, recv: Any, inplace: bool, native: Callable) -> None:
     nbytes = recv.count * recv.itemsize
     if nbytes == 0:
-        return None
+        return _empty(comm, op, 0, recv.itemsize, signature(recv))
     if comm.Get_size() == 1:
         return None if inplace else _copy_local(send.view, recv.view)
     return _call(
@@ -326,6 +348,7 @@ def _rootless(comm: Any, op: str, send: Any, recv: Any, inplace: bool, native: C
         recv=recv.view,
         inplace=inplace,
         native=native,
+        dtype=signature(recv),
     )
 
 
@@ -374,8 +397,51 @@ def _op_name(op: MPI.Op) -> str:
     return repr(op)
 
 
+_PREDEFINED_OPS = (
+    "SUM", "PROD", "MAX", "MIN", "LAND", "LOR", "LXOR", "BAND", "BOR", "BXOR",
+    "MAXLOC", "MINLOC", "REPLACE", "NO_OP",
+)  # fmt: skip
+
+
+def op_label(op: MPI.Op) -> str:
+    """The reduction operation's name in a header: ``'SUM'``, ``'MAX'``... for MPI's
+    predefined operations, ``'user:<crc>'`` for a user's (the CRC-32 of its function's
+    module and qualified name, the same on every rank running the same code; ``'user'``
+    if mpi4py does not say which function), so SUM on some ranks and MAX on others
+    fail instead of returning different results."""
+    if op.is_predefined:
+        for name in _PREDEFINED_OPS:
+            if op == getattr(MPI, name):
+                return name
+        return f"predefined:{op.toint()}"
+    function = _user_function(op)
+    if function is None:
+        return "user"
+    where = f"{getattr(function, '__module__', '')}.{getattr(function, '__qualname__', '')}"
+    return f"user:{_zlib.crc32(where.encode()):08x}"
+
+
+def _user_function(op: MPI.Op) -> Callable | None:
+    """The Python function of a user's ``MPI.Op.Create(function, commute)`` (mpi4py
+    keeps it for pickling: ``op.__reduce__()``), or None."""
+    try:
+        _create, args = op.__reduce__()[:2]
+        function = args[0]
+    except (TypeError, ValueError, IndexError, AttributeError):
+        return None
+    return function if callable(function) else None
+
+
 def reducer(op: MPI.Op, datatype: MPI.Datatype, itemsize: int, commutative: bool) -> Callable:
-    """The executor's ``reduce(held, incoming, incoming_first)`` for ``op`` (module notes)."""
+    """The executor's ``reduce(held, incoming, incoming_first)`` for ``op`` (module notes).
+
+    A user's operation is called directly, ``function(inbuf, inoutbuf, datatype)`` as
+    MPI calls it, not through ``Op.Reduce_local``: an exception in a function MPI calls
+    makes mpi4py abort the whole job, while here it propagates from the collective on
+    this rank (and :func:`~gridcoll.runtime.prepare.run` tells the other ranks)."""
+    function = None if op.is_predefined else _user_function(op)
+    if function is not None:
+        return _user_combine(function, datatype, commutative)
 
     def combine(held: np.ndarray, incoming: np.ndarray, incoming_first: bool) -> None:
         n = held.size // itemsize
@@ -383,6 +449,17 @@ def reducer(op: MPI.Op, datatype: MPI.Datatype, itemsize: int, commutative: bool
             op.Reduce_local([incoming, n, datatype], [held, n, datatype])
         else:
             op.Reduce_local([held, n, datatype], [incoming, n, datatype])
+            held[:] = incoming
+
+    return combine
+
+
+def _user_combine(function: Callable, datatype: MPI.Datatype, commutative: bool) -> Callable:
+    def combine(held: np.ndarray, incoming: np.ndarray, incoming_first: bool) -> None:
+        if incoming_first or commutative:
+            function(memoryview(incoming), memoryview(held), datatype)
+        else:
+            function(memoryview(held), memoryview(incoming), datatype)
             held[:] = incoming
 
     return combine
@@ -432,7 +509,7 @@ def _reduction(comm: Any, which: str, sendbuf: Any, recvbuf: Any, op: Any, root:
     commutative = check_op(op, datatype, state_of(comm).memo)
     nbytes = spec.count * spec.itemsize
     if nbytes == 0:
-        return None
+        return _empty(comm, which, root, spec.itemsize, signature(spec), op_label(op))
     if size == 1:
         return None if inplace or recv is None else _copy_local(send.view, recv.view)
     return _call(
@@ -447,6 +524,8 @@ def _reduction(comm: Any, which: str, sendbuf: Any, recvbuf: Any, op: Any, root:
         native=native,
         reducer=reducer(op, datatype, spec.itemsize, commutative),
         commutative=commutative,
+        dtype=signature(spec),
+        redop=op_label(op),
     )
 
 

@@ -21,14 +21,22 @@ matches the k-th receive posted for that peer. The caller gives each call its ow
 (:class:`gridcoll.Comm` cycles them with the call number), so a stray message of a
 failed call can never be taken for a message of a later one.
 
-Rule 4: every first message between two ranks in a call carries an 80-byte header: the
-call's sequence number, root, size, item size, algorithm and grid, the message's byte
-count and its emulated delivery time. The receiver checks it against its own call, so
-mismatched arguments across ranks raise :class:`MismatchError` instead of corrupting
-data. On the LAN the header is a small message of its own on the header tag (the data
-stays zero-copy); an emulated WAN message carries the header in front of its data in
-one message (one copy each side, negligible beside the emulated link, and half the
-messages of a separate header).
+Rule 4: every first message between two ranks in a call carries a 128-byte header: the
+call's sequence number, collective, root, size, item size, datatype signature,
+reduction operation, algorithm and grid, the message's byte count and its emulated
+delivery time. The receiver checks it against its own call, so mismatched arguments
+across ranks raise :class:`MismatchError` instead of corrupting data. On the LAN the
+header is a small message of its own on the header tag (the data stays zero-copy); an
+emulated WAN message carries the header in front of its data in one message (one copy
+each side, negligible beside the emulated link, and half the messages of a separate
+header). A rank that only sends never sees a header, so a rank
+that finds a mismatch (or whose reduction operation raised) sends a small *notice* to
+every other rank of the communicator on a tag of its own (:func:`send_notice`); the
+others find it while they wait (:func:`take_notice`, probed at most every
+:data:`PROBE_EVERY` seconds of waiting, with the call's own tags: a message there that
+no posted receive takes is a stray of a mismatched call), or after their call, at
+their next one, their ``Free`` or the program's exit. The call that matches costs
+nothing more.
 
 Rule 5: never spin. The machine may run 16-40 ranks on two cores, and MPICH's blocking
 waits poll, so every wait here is ``Request.Test`` with a sleep that starts at
@@ -72,6 +80,10 @@ __all__ = [
     "BACKOFF_MAX",
     "BACKOFF_START",
     "DEFAULT_TIMEOUT",
+    "NOTICE_BYTES",
+    "NOTICE_ERROR",
+    "NOTICE_MISMATCH",
+    "PROBE_EVERY",
     "YIELD_POLL_S",
     "CallInfo",
     "CollectiveError",
@@ -80,7 +92,9 @@ __all__ = [
     "Program",
     "compile_program",
     "execute",
+    "send_notice",
     "sleep_until",
+    "take_notice",
     "wait",
 ]
 
@@ -97,6 +111,9 @@ BUSY_SLACK = 100e-6
 RING_BACK_BYTES = 8192
 """A receiver rings the sender of a message larger than this when it has taken it
 (MPICH sends such messages by rendezvous: the send completes only then)."""
+PROBE_EVERY = 5e-3
+"""A waiting rank probes for notices and strays at most this often (seconds): a
+mismatch is seen within about this much, and a call that does not wait pays nothing."""
 
 
 class CollectiveError(GridcollError):
@@ -106,10 +123,19 @@ class CollectiveError(GridcollError):
     failed call may still be in flight.
     """
 
-    def __init__(self, message: str, *, rank: int | None = None, peer: int | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        rank: int | None = None,
+        peer: int | None = None,
+        relayed: bool = False,
+    ):
         super().__init__(message)
         self.rank = rank
         self.peer = peer
+        self.relayed = relayed
+        """Raised on a peer's notice: that peer has told every rank already."""
 
 
 class CollectiveTimeout(CollectiveError, TimeoutError):
@@ -118,8 +144,9 @@ class CollectiveTimeout(CollectiveError, TimeoutError):
 
 
 class MismatchError(CollectiveError, ValueError):
-    """A message belongs to a call with other arguments (size, datatype, root,
-    algorithm, grid or call order) than the receiver's own call."""
+    """A message belongs to a call with other arguments (collective, size, datatype,
+    reduction operation, root, algorithm, grid or call order) than the receiver's own
+    call, or a peer found such a mismatch and said so (a notice)."""
 
 
 # -- waiting without spinning --------------------------------------------------------
@@ -179,21 +206,34 @@ def sleep_until(deadline: float, poke: Callable[[], object] | None = None) -> No
 
 # -- the call's identity, checked by every receiver ----------------------------------
 
-_HEADER = _struct.Struct("<4sIQqQIIQd24s")
-_MAGIC = b"GCH1"
-HEADER_BYTES = _HEADER.size
+_HEADER = _struct.Struct("<4sIQqQIIQd24s12s16s16sI")
+_MAGIC = b"GCH2"
+HEADER_BYTES = _HEADER.size  # 128
 _DELIVER_AT = 48  # offset of deliver_at in the header; the algorithm name follows it
 _NAME_AT = 56
 _DOUBLE = _struct.Struct("<d")
+_TEXT = 16  # bytes of the datatype's and the reduction operation's names in a header
 
 
 def _crc(text: str) -> int:
     return _zlib.crc32(text.encode())
 
 
+def _text(raw: bytes) -> str:
+    return raw.rstrip(b"\0").decode(errors="replace")
+
+
 @dataclass(frozen=True, slots=True)
 class CallInfo:
-    """What identifies one collective call; every header carries it."""
+    """What identifies one collective call; every header carries it.
+
+    ``op`` is the collective (``schedule.op``), ``dtype`` the signature of the
+    datatype (``gridcoll.runtime.buffers.signature``: a numpy type string such as
+    ``'<f8'``, so ``float64`` and ``int64`` differ although their size does not),
+    ``redop`` the reduction operation (``'SUM'``, ``'MAX'``..., ``'user:<crc>'`` for a
+    user's, ``''`` for a collective that does not reduce). Headers carry the first 16
+    bytes of ``dtype`` and its CRC-32 (a long structured signature is compared whole).
+    """
 
     seq: int
     root: int
@@ -202,6 +242,9 @@ class CallInfo:
     algorithm: str
     algo_id: int
     grid_id: int
+    op: str = ""
+    dtype: str = ""
+    redop: str = ""
     _expect: dict = field(default_factory=dict, compare=False, repr=False)
     """Per message size: the header bytes a matching message carries (fast check)."""
 
@@ -213,13 +256,30 @@ class CallInfo:
         params = ",".join(f"{k}={schedule.params[k]}" for k in sorted(schedule.params))
         algo_id = _crc(f"{schedule.op}|{schedule.algorithm}|{params}")
         return cls(
-            seq, schedule.root, schedule.nbytes, itemsize, schedule.algorithm, algo_id, grid_id
+            seq,
+            schedule.root,
+            schedule.nbytes,
+            itemsize,
+            schedule.algorithm,
+            algo_id,
+            grid_id,
+            schedule.op,
         )
 
-    def numbered(self, seq: int) -> CallInfo:
-        """The same call with sequence number ``seq``."""
+    def numbered(self, seq: int, dtype: str | None = None, redop: str | None = None) -> CallInfo:
+        """The same call with sequence number ``seq`` (and the caller's datatype
+        signature and reduction operation, which the cached program does not know)."""
         return CallInfo(
-            seq, self.root, self.nbytes, self.itemsize, self.algorithm, self.algo_id, self.grid_id
+            seq,
+            self.root,
+            self.nbytes,
+            self.itemsize,
+            self.algorithm,
+            self.algo_id,
+            self.grid_id,
+            self.op,
+            self.dtype if dtype is None else dtype,
+            self.redop if redop is None else redop,
         )
 
     def pack(self, msg_nbytes: int, deliver_at: float) -> np.ndarray:
@@ -235,6 +295,10 @@ class CallInfo:
             msg_nbytes,
             deliver_at,
             self.algorithm.encode()[:24],
+            self.op.encode()[:12],
+            self.dtype.encode()[:_TEXT],
+            self.redop.encode()[:_TEXT],
+            _crc(self.dtype),
         )
         return np.frombuffer(raw, dtype=np.uint8).copy()
 
@@ -254,40 +318,66 @@ class CallInfo:
             return _DOUBLE.unpack_from(data, _DELIVER_AT)[0]
         return self._check_fields(data, step, rank)
 
-    def _check_fields(self, data: bytes, step: _Step, rank: int) -> float:
-        magic, grid_id, seq, root, nbytes, itemsize, algo_id, msg_nbytes, deliver_at, name = (
-            _HEADER.unpack(data)
-        )
-        theirs = {
-            "call number": seq & 0xFFFFFFFF,
-            "root": root,
-            "size": nbytes,
-            "itemsize": itemsize,
-            "algorithm": name.rstrip(b"\0").decode(errors="replace"),
-        }
-        mine = {
+    def _fields(self) -> dict:
+        return {
             "call number": self.seq & 0xFFFFFFFF,
+            "collective": self.op[:12],
             "root": self.root,
             "size": self.nbytes,
             "itemsize": self.itemsize,
+            "datatype": self.dtype[:_TEXT],
+            "reduction operation": self.redop[:_TEXT],
             "algorithm": self.algorithm[:24],
         }
-        differ = [k for k in mine if mine[k] != theirs[k]]
-        if magic != _MAGIC:
-            differ = ["header"]
-        elif seq >> 32 != self.seq >> 32:
-            raise MismatchError(
-                f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs to "
-                "another communicator (a stray message of a failed call)",
-                rank=rank,
-                peer=step.peer,
-            )
-        elif not differ and algo_id != self.algo_id:
-            differ = ["algorithm parameters"]
-        elif not differ and grid_id != self.grid_id:
-            differ = ["grid"]
-        elif not differ and msg_nbytes != step.nbytes:
-            differ = ["message size"]
+
+    def _check_fields(self, data: bytes, step: _Step, rank: int) -> float:
+        if len(data) != HEADER_BYTES or data[:4] != _MAGIC:
+            differ, theirs, mine = ["header"], {}, {}
+            deliver_at = 0.0
+        else:
+            (
+                _magic,
+                grid_id,
+                seq,
+                root,
+                nbytes,
+                itemsize,
+                algo_id,
+                msg_nbytes,
+                deliver_at,
+                name,
+                op,
+                dtype,
+                redop,
+                dtype_id,
+            ) = _HEADER.unpack(data)
+            theirs = {
+                "call number": seq & 0xFFFFFFFF,
+                "collective": _text(op),
+                "root": root,
+                "size": nbytes,
+                "itemsize": itemsize,
+                "datatype": _text(dtype),
+                "reduction operation": _text(redop),
+                "algorithm": _text(name),
+            }
+            mine = self._fields()
+            differ = [k for k in mine if mine[k] != theirs[k]]
+            if seq >> 32 != self.seq >> 32:
+                raise MismatchError(
+                    f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs "
+                    "to another communicator (a stray message of a failed call)",
+                    rank=rank,
+                    peer=step.peer,
+                )
+            if not differ and dtype_id != _crc(self.dtype):
+                differ = ["datatype"]
+            elif not differ and algo_id != self.algo_id:
+                differ = ["algorithm parameters"]
+            elif not differ and grid_id != self.grid_id:
+                differ = ["grid"]
+            elif not differ and msg_nbytes != step.nbytes:
+                differ = ["message size"]
         if differ:
             detail = ", ".join(
                 f"{k} {theirs.get(k, '?')!r} vs {mine.get(k, '?')!r}" for k in differ
@@ -295,12 +385,97 @@ class CallInfo:
             raise MismatchError(
                 f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs to "
                 f"a call with other arguments ({detail}, sender's vs this rank's): all ranks "
-                f"must call the collective in the same order with the same root, size and "
-                f"datatype",
+                f"must call the collective in the same order with the same root, size, "
+                f"datatype and reduction operation",
                 rank=rank,
                 peer=step.peer,
             )
         return deliver_at
+
+
+# -- notices: a rank that found a mismatch tells every other rank ---------------------
+
+_NOTICE = _struct.Struct("<4sQB")
+_NOTICE_MAGIC = b"GCN1"
+NOTICE_BYTES = 256
+"""Bytes of a notice: magic, the failed call's number (with the epoch), its kind, and
+the start of the detecting rank's error message."""
+NOTICE_MISMATCH = 1
+"""A notice's kind: the sender found mismatched arguments (receivers raise
+:class:`MismatchError`)."""
+NOTICE_ERROR = 2
+"""A notice's kind: the call failed on the sender otherwise (a user's reduction
+operation raised...; receivers raise :class:`CollectiveError`)."""
+
+
+def pack_notice(seq: int, kind: int, text: str) -> np.ndarray:
+    """The bytes of one notice (its text cut to fit)."""
+    raw = np.zeros(NOTICE_BYTES, dtype=np.uint8)
+    head = _NOTICE.pack(_NOTICE_MAGIC, seq, kind)
+    body = text.encode(errors="replace")[: NOTICE_BYTES - _NOTICE.size]
+    raw[: len(head)] = np.frombuffer(head, dtype=np.uint8)
+    raw[len(head) : len(head) + len(body)] = np.frombuffer(body, dtype=np.uint8)
+    return raw
+
+
+def send_notice(
+    comm: MPI.Comm,
+    tag: int,
+    seq: int,
+    kind: int,
+    text: str,
+    bells: Doorbells | None = None,
+) -> tuple[np.ndarray, list[MPI.Request]]:
+    """Tell every other rank of ``comm`` that call ``seq`` failed here (``Isend`` on
+    ``tag``, then each rank's doorbell, so a sleeping waiter wakes at once).
+
+    Every rank, not only this call's peers: in a mismatched call the ranks may run
+    different schedules, and a rank that only sent (a broadcast root, a gather leaf)
+    has no other way to learn. Returns the buffer and the requests, which the caller
+    keeps until they complete. Only a failed call sends notices.
+    """
+    raw = pack_notice(seq, kind, text)
+    me, size = comm.Get_rank(), comm.Get_size()
+    reqs = []
+    for peer in range(size):
+        if peer == me:
+            continue
+        reqs.append(comm.Isend([raw, MPI.BYTE], peer, tag))
+        if bells is not None:
+            bells.ring(peer)
+    return raw, reqs
+
+
+def take_notice(comm: MPI.Comm, tag: int, epoch: int) -> CollectiveError | None:
+    """The error a waiting notice says this rank has (None if none is waiting).
+
+    A notice of another epoch (a freed communicator whose context MPI recycled) is
+    received and dropped. Cost without a notice: one ``Iprobe``.
+    """
+    status = MPI.Status()
+    while comm.Iprobe(MPI.ANY_SOURCE, tag, status):
+        src = status.Get_source()
+        raw = np.empty(NOTICE_BYTES, dtype=np.uint8)
+        comm.Recv([raw, MPI.BYTE], src, tag)
+        data = raw.tobytes()
+        magic, seq, kind = _NOTICE.unpack_from(data)
+        if magic != _NOTICE_MAGIC or seq >> 32 != epoch:
+            continue
+        text = _text(data[_NOTICE.size :])
+        me = comm.Get_rank()
+        what = f"rank {me}: rank {src} reports that call {seq & 0xFFFFFFFF} failed there ({text})"
+        if kind == NOTICE_MISMATCH:
+            return MismatchError(
+                what + ": the ranks called the collective with mismatched arguments; this "
+                "rank's result of that call may differ from the others'",
+                rank=me,
+                peer=src,
+                relayed=True,
+            )
+        return CollectiveError(
+            what + ": the collective failed on that rank", rank=me, peer=src, relayed=True
+        )
+    return None
 
 
 # -- compiled programs ----------------------------------------------------------------
@@ -452,6 +627,8 @@ def execute(
     reduce: Callable[[np.ndarray, np.ndarray, bool], None] | None = None,
     doorbells: Doorbells | None = None,
     call: CallInfo | None = None,
+    notice_tag: int | None = None,
+    orphans: list | None = None,
 ) -> None:
     """Run this rank's program of ``schedule`` on ``buf`` over ``comm``.
 
@@ -479,13 +656,25 @@ def execute(
     call : CallInfo, optional
         The identity the headers carry (default: the program's); a communicator gives
         each call its own sequence number (:meth:`CallInfo.numbered`).
+    notice_tag : int, optional
+        The tag of notices (:func:`send_notice`): while it waits, at most every
+        :data:`PROBE_EVERY` seconds, the rank looks for a notice (raising what it says)
+        and for a stray on this call's tags (a message no posted receive takes).
+    orphans : list, optional
+        If the call fails, ``(buffers, requests)`` of its sends still in flight are
+        appended here: a peer may still be reading them (MPICH copies a large message
+        straight out of the sender's memory), so the caller keeps the buffers alive
+        until those sends complete or it gives up on them.
 
     Raises
     ------
     CollectiveTimeout
         A message did not arrive (or a send did not complete) within ``timeout``.
     MismatchError
-        A message belongs to a call with other arguments than this rank's.
+        A message belongs to a call with other arguments than this rank's, or a
+        notice says another rank found a mismatch.
+    CollectiveError
+        A notice says the call failed on another rank.
     """
     program = (
         schedule
@@ -500,7 +689,9 @@ def execute(
     if program.emulated and emulator is None:
         raise GridcollError("the program was compiled for an emulator; pass it to execute()")
     limit = DEFAULT_TIMEOUT if timeout is None else timeout
-    _Run(program, comm, view, emulator, limit, tag, reduce, doorbells, call).run()
+    run = _Run(program, comm, view, emulator, limit, tag, reduce, doorbells, call, notice_tag)
+    run.orphans = orphans
+    run.run()
 
 
 @dataclass(slots=True)
@@ -514,7 +705,9 @@ class _Posted:
 class _Run:
     """One execution of one program; see the module docstring for the rules."""
 
-    def __init__(self, program, comm, view, emulator, timeout, tag, reduce, bells, call):
+    def __init__(
+        self, program, comm, view, emulator, timeout, tag, reduce, bells, call, notice_tag=None
+    ):
         self.program = program
         self.call = call or program.call
         self.comm = comm
@@ -530,6 +723,9 @@ class _Run:
         self.oldest = 0  # first send not known to be complete
         self.busy_until = 0.0  # the emulated WAN send overhead owed (Rule 6)
         self.control = np.zeros(CONTROL_BYTES, dtype=np.uint8)
+        self.notice_tag = notice_tag
+        self.next_probe = 0.0  # when a wait may next probe for notices and strays
+        self.orphans: list | None = None
 
     def run(self) -> None:
         posted = self._post_all()
@@ -542,8 +738,17 @@ class _Run:
                     self._recv(step, posted[done])
                     done += 1
             self._finish_sends()
-        except BaseException:
+        except BaseException as err:
             self._abort(posted[done:])
+            if self.orphans is not None and self.oldest < len(self.sends):
+                self.orphans.append(((self.view, list(self.keep)), self.sends[self.oldest :]))
+            if isinstance(err, MPI.Exception):
+                raise CollectiveError(
+                    f"rank {self.rank}: MPI failed in call {self.call.seq & 0xFFFFFFFF} of "
+                    f"{self.call.algorithm!r} ({err.Get_error_string().splitlines()[-1]}): "
+                    "a peer may have died or left the call after an error",
+                    rank=self.rank,
+                ) from err
             raise
 
     # Rule 2: every receive is posted before the first operation runs.
@@ -676,6 +881,7 @@ class _Run:
                         rank=self.rank,
                         peer=step.peer,
                     )
+                self._probe(now)
                 delay = BACKOFF_START if self._progress() else min(2 * delay, BACKOFF_MAX)
                 self._nap(seen, min(delay, deadline - now + 1e-6))
         except MPI.Exception as err:
@@ -687,6 +893,43 @@ class _Run:
                     peer=step.peer,
                 ) from err
             raise
+
+    def _probe(self, now: float) -> None:
+        """While waiting, at most every :data:`PROBE_EVERY` seconds (the first time
+        after that long): raise what a notice says, or :class:`MismatchError` for a
+        stray on this call's tags.
+
+        Every receive of the call was posted before its first send, each for one
+        source, so a message waiting unmatched on the call's data or header tag is one
+        no receive of this rank will ever take: another rank runs a different schedule
+        (a root or size that does not match). Finding it here, not after the call,
+        ends a deadlock of two roots whose rendezvous sends wait for each other.
+        """
+        if self.notice_tag is None:
+            return
+        if self.next_probe == 0.0:  # the call's first wait: not before PROBE_EVERY
+            self.next_probe = now + PROBE_EVERY
+            return
+        if now < self.next_probe:
+            return
+        self.next_probe = now + PROBE_EVERY
+        comm = self.comm
+        err = take_notice(comm, self.notice_tag, self.call.seq >> 32)
+        if err is not None:
+            raise err
+        status = MPI.Status()
+        for tag in (self.tag + 1, self.tag):
+            if comm.Iprobe(MPI.ANY_SOURCE, tag, status):
+                src = status.Get_source()
+                raise MismatchError(
+                    f"rank {self.rank}: rank {src} sent a message no step of this rank's "
+                    f"call {self.call.seq & 0xFFFFFFFF} ({self.call.op or 'a collective'}, "
+                    f"root {self.call.root}, {self.call.nbytes} B) takes: the ranks called "
+                    "the collective with mismatched arguments (roots, sizes, datatypes or "
+                    "call order)",
+                    rank=self.rank,
+                    peer=src,
+                )
 
     def _progress(self) -> bool:
         """Test our pending sends, oldest first; True if any completed.
@@ -728,7 +971,9 @@ class _Run:
                 delay = BACKOFF_START
                 deadline = _time.monotonic() + self.timeout
                 continue
-            if _time.monotonic() > deadline:
+            now = _time.monotonic()
+            self._probe(now)
+            if now > deadline:
                 peers = self._pending_send_peers()
                 raise CollectiveTimeout(
                     f"rank {self.rank}: sends to rank(s) {peers} did not complete within "

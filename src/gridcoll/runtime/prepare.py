@@ -10,6 +10,18 @@ the communicator's memo. Then :func:`run` executes a program as the communicator
 next call (its own sequence number and tag) and checks for strays; :func:`run_native`
 calls the MPI library's own collective, blocking, under the watchdog.
 
+Mismatches across ranks: every header carries the collective, root, size, datatype
+signature, reduction operation and algorithm (:class:`~gridcoll.runtime.executor.CallInfo`),
+so a receiver that sees another call's message raises
+:class:`~gridcoll.runtime.executor.MismatchError` in that call. A rank that raises one
+(or whose call failed otherwise: a user's reduction operation raised) then sends a
+notice to every other rank (:func:`~gridcoll.runtime.executor.send_notice`), which
+they find while they wait in that call, or in their next call, their ``Free``
+(:meth:`~gridcoll.runtime.state.State.close`) or at the program's exit; so a rank that
+only sent (a broadcast root, a gather leaf) learns that its call went wrong too. A call
+that matches sends nothing more and probes nothing more: the probe after each call
+(:func:`_check_strays`) finds a notice as it finds a stray.
+
 Where this sits in :mod:`gridcoll.runtime`: after ``buffers`` and ``state``, before
 ``collectives`` (one helper per collective over :func:`prepare`) and ``comm``.
 """
@@ -17,18 +29,23 @@ Where this sits in :mod:`gridcoll.runtime`: after ``buffers`` and ``state``, bef
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import suppress
 from dataclasses import replace
 
 import numpy as _np
 from mpi4py import MPI
 
 from gridcoll.runtime.executor import (
+    NOTICE_ERROR,
+    NOTICE_MISMATCH,
     CallInfo,
     CollectiveError,
     MismatchError,
     Program,
     compile_program,
     execute,
+    send_notice,
+    take_notice,
 )
 from gridcoll.runtime.layout import layout_for
 from gridcoll.runtime.state import PROCESS, Prepared, State
@@ -42,6 +59,7 @@ __all__ = [
     "plan_call",
     "prepare",
     "run",
+    "run_empty",
     "run_native",
 ]
 
@@ -177,11 +195,27 @@ def compiled(state: State, schedule: Schedule, rank: int) -> Program:
 # -- running -------------------------------------------------------------------------------
 
 
-def run(state: State, program: Program, view: _np.ndarray, reduce: Callable | None = None) -> None:
+def run(
+    state: State,
+    program: Program,
+    view: _np.ndarray,
+    reduce: Callable | None = None,
+    dtype: str = "",
+    redop: str = "",
+    call: CallInfo | None = None,
+) -> None:
     """Run a compiled program on ``view`` as the communicator's next call (its own
-    sequence number and tag), then look for strays; a failure marks the state broken."""
+    sequence number and tag), then look for strays and notices.
+
+    ``dtype`` (the datatype's signature) and ``redop`` (the reduction operation's name)
+    go into every header with the program's own identity; ``call`` replaces that
+    identity (:func:`run_empty`). A failure marks the state broken; unless the error
+    came from another rank's notice, this rank then sends one to every other rank
+    (a :class:`MismatchError`, or any exception of the call itself, such as a user's
+    reduction operation that raised: that exception propagates unchanged here).
+    """
     state.seq += 1
-    call = program.call.numbered(state.seq)
+    call = (call or program.call).numbered(state.seq, dtype, redop)
     tag = _tag(state, state.seq)
     try:
         execute(
@@ -194,11 +228,52 @@ def run(state: State, program: Program, view: _np.ndarray, reduce: Callable | No
             reduce=reduce,
             doorbells=state.bells,
             call=call,
+            notice_tag=state.notice_tag,
+            orphans=state.notices,
         )
         _check_strays(state)
     except CollectiveError as err:
         state.broken = str(err)
+        if isinstance(err, MismatchError) and not err.relayed:
+            _notify(state, NOTICE_MISMATCH, str(err))
         raise
+    except BaseException as err:
+        state.broken = f"{type(err).__name__}: {err}"
+        _notify(state, NOTICE_ERROR, f"rank {state.private.Get_rank()}: {state.broken}")
+        raise
+
+
+def run_empty(
+    state: State, rank: int, op: str, root: int, itemsize: int, dtype: str = "", redop: str = ""
+) -> None:
+    """A call of ``op`` that moves no byte on this rank (a zero-length buffer,
+    ``Scatter(None)`` at the root): the communicator's barrier program, its headers
+    saying ``op``, ``root``, size 0, ``dtype`` and ``redop``.
+
+    If every rank calls with nothing to move, it is a barrier and passes; if another
+    rank moves data, the headers differ and some rank raises :class:`MismatchError`
+    (then the notices reach the others), where returning at once left the others
+    waiting until their timeout. A one-cluster communicator's native barrier cannot
+    carry a header: there the call returns at once, as MPI's own collectives do.
+    """
+    prepared = prepare(state, rank, "barrier", 0, 0, 1)
+    if prepared.program is None:
+        return
+    own = prepared.program.call
+    call = CallInfo(0, root, 0, itemsize, own.algorithm, own.algo_id, own.grid_id, op)
+    run(state, prepared.program, _np.empty(0, dtype=_np.uint8), None, dtype, redop, call)
+
+
+def _notify(state: State, kind: int, text: str) -> None:
+    """Tell every other rank that this call failed here (kept in ``state.notices``
+    until sent: :meth:`~gridcoll.runtime.state.State.close` completes them)."""
+    comm = state.private
+    if comm is None or comm.Get_size() < 2:
+        return
+    with suppress(MPI.Exception):  # best effort: else the others time out
+        state.notices.append(
+            send_notice(comm, state.notice_tag, state.seq, kind, text, state.bells)
+        )
 
 
 def _tag(state: State, seq: int) -> int:
@@ -223,6 +298,9 @@ def _check_strays(state: State) -> None:
     comm = state.private
     if not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG):
         return
+    err = take_notice(comm, state.notice_tag, state.seq >> 32)
+    if err is not None:
+        raise err
     status = MPI.Status()
     for seq in (state.seq, state.seq - 1):
         tag = _tag(state, seq)

@@ -33,6 +33,8 @@ from __future__ import annotations
 import atexit as _atexit
 import contextlib as _contextlib
 import os as _os
+import sys as _sys
+import time as _time
 import zlib as _zlib
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +50,13 @@ from gridcoll.runtime import emulation as _emu
 from gridcoll.runtime import host as _host
 from gridcoll.runtime.choice import algo_table
 from gridcoll.runtime.doorbell import Doorbells
-from gridcoll.runtime.executor import DEFAULT_TIMEOUT, CollectiveError, Program, wait
+from gridcoll.runtime.executor import (
+    DEFAULT_TIMEOUT,
+    CollectiveError,
+    Program,
+    take_notice,
+    wait,
+)
 from gridcoll.runtime.layout import Layout
 from gridcoll.runtime.watchdog import Watchdog
 from gridcoll.tune import Plan, PlanCache
@@ -134,10 +142,26 @@ class State:
     """The last call's plan, or (nbytes, root, itemsize) of a hot-path native broadcast."""
     broken: str | None = None
     """Why the collectives are unusable (a failed call), or None."""
+    notice_tag: int = 0
+    """The tag of notices (``2 * ntags``: above every call's two tags)."""
+    notices: list = field(default_factory=list)
+    """After a failed call: (buffers, requests) of the notices this rank sent and of
+    the call's sends still in flight, kept alive until sent (:meth:`close`)."""
 
     def close(self) -> None:
-        """Free the private communicator and the doorbells (a later call makes new ones)."""
+        """Free the private communicator and the doorbells (a later call makes new ones).
+
+        Raises the :class:`~gridcoll.runtime.executor.MismatchError` (or
+        :class:`~gridcoll.runtime.executor.CollectiveError`) of a notice waiting here
+        (another rank found that a call this rank returned from went wrong), after
+        everything is freed; not if this rank's own calls already failed.
+        """
+        err = None
         if self.private is not None and not MPI.Is_finalized():
+            if self.broken is None:
+                with _contextlib.suppress(MPI.Exception):
+                    err = take_notice(self.private, self.notice_tag, self.seq >> 32)
+            self._flush_notices()
             with _contextlib.suppress(MPI.Exception):
                 self.private.Free()
         self.private = None
@@ -145,6 +169,21 @@ class State:
             self.bells.close()
             self.bells = None
         PROCESS.live.pop(id(self), None)
+        if err is not None:
+            raise err
+
+    def _flush_notices(self) -> None:
+        """Let the notices of a failed call leave, and the sends it left in flight
+        complete, for up to a second (a notice is small: MPI sends it at once; a send
+        of a mismatched call may never be received), then drop their buffers."""
+        pending = [req for _buffers, reqs in self.notices for req in reqs]
+        deadline = _time.monotonic() + min(self.timeout, 1.0)
+        while pending and _time.monotonic() < deadline:
+            with _contextlib.suppress(MPI.Exception):
+                pending = [req for req in pending if not req.Test()]
+            if pending:
+                _time.sleep(1e-3)
+        self.notices.clear()
 
 
 @dataclass
@@ -173,7 +212,10 @@ def _free_private_comms() -> None:
     if not MPI.Is_initialized() or MPI.Is_finalized():
         return
     for state in list(PROCESS.live.values()):
-        state.close()
+        try:
+            state.close()
+        except CollectiveError as err:  # a notice no later call or Free has seen
+            print(f"gridcoll: {type(err).__name__}: {err}", file=_sys.stderr, flush=True)
 
 
 # -- making a state ----------------------------------------------------------------------
@@ -334,6 +376,7 @@ def ready(comm: MPI.Intracomm) -> State:
         state.watchdog = PROCESS.watchdog()
         tag_ub = private.Get_attr(MPI.TAG_UB) or 32767
         state.ntags = max(1, min((tag_ub - 1) // 2, 1 << 20))
+        state.notice_tag = 2 * state.ntags  # <= tag_ub - 1, above every call's tags
         # A random epoch, the same on all ranks, numbers this communicator's calls: MPI
         # recycles the context of a freed communicator, and a stray message of a failed
         # call on it must not match (tags differ) nor pass (headers differ) here.
