@@ -195,6 +195,26 @@ def test_launched_job_stops_every_process_and_removes_its_segments(tmp_path):
                 path.unlink()
 
 
+def test_a_signal_during_the_clean_up_is_held_until_it_is_done(tmp_path):
+    finished = []
+
+    class Job(LaunchedJob):
+        def clean(self) -> None:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(0.05)  # would raise here if the signal were not held back
+            super().clean()
+            finished.append(True)
+
+    env = dict(os.environ, **{ENV_LAUNCH: str(tmp_path)})
+    with (
+        interrupts_raise(),
+        pytest.raises(Interrupted) as caught,
+        Job([sys.executable, "-c", "pass"], env, tmp_path) as job,
+    ):
+        assert job.poll(wait=30) == 0
+    assert finished == [True] and caught.value.signum == signal.SIGTERM
+
+
 def test_launched_job_needs_the_launch_mark(tmp_path):
     with pytest.raises(ValueError, match=ENV_LAUNCH):
         LaunchedJob(["true"], dict(os.environ), tmp_path)
@@ -323,6 +343,36 @@ def test_a_signal_to_gridcoll_run_stops_the_job_and_leaves_nothing(tmp_path, sig
         assert proc.returncode == 128 + sig, err
         assert f"gridcoll: interrupted by {signal.Signals(sig).name}" in err
         assert "Traceback" not in err
+        check_nothing_left(tmp_path, pids, files)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        kill_all(marked(str(tmp_path)) | pids)
+
+
+@pytest.mark.parametrize(
+    ("args", "nranks", "sig"),
+    [
+        (["demo", "--grid", "magpie:2,1", "--sizes", "1MiB", "--repeat", "40"], 3, signal.SIGTERM),
+        (["measure", "--grid", "magpie:2,2", "--between", "0,2"], 2, signal.SIGHUP),
+    ],
+    ids=["demo", "measure"],
+)
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_a_signal_to_demo_or_measure_stops_the_job_and_leaves_nothing(tmp_path, args, nranks, sig):
+    pytest.importorskip("mpi4py")
+    out = tmp_path / "out"
+    out.mkdir()
+    target = ["--out", str(out / "x.json")] if args[0] == "measure" else ["--out", str(out)]
+    proc = start(tmp_path, *args, *target)
+    pids: set[int] = set()
+    try:
+        pids, files = wait_for_ranks(tmp_path, proc, nranks)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=60)
+        assert proc.returncode == 128 + sig, err
+        assert f"gridcoll: interrupted by {signal.Signals(sig).name}" in err
         check_nothing_left(tmp_path, pids, files)
     finally:
         if proc.poll() is None:

@@ -49,8 +49,9 @@ import subprocess
 import sys
 import sysconfig
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -150,6 +151,9 @@ SHM_DIR = Path("/dev/shm")
 SHM_PREFIXES = ("mpich_shm_", "gridcoll-")
 """Names of the shared-memory files a launch may remove: MPICH's segments and
 gridcoll's own (link state, doorbells); nothing else a program creates is touched."""
+
+DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""Held back while a job is being stopped and cleaned up, then delivered."""
 
 TERM_GRACE_S = 3.0
 """After SIGTERM, how long ``mpiexec`` gets to stop its ranks before SIGKILL."""
@@ -385,6 +389,11 @@ class LaunchedJob:
             )
         except OSError as err:
             raise LaunchError(f"cannot run {cmd[0]!r}: {err.strerror}") from err
+        except BaseException:  # interrupted while starting it: it may run, unknown to Popen
+            for pid in _marked(self.marker):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.kill(pid, signal.SIGKILL)
+            raise
 
     @property
     def returncode(self) -> int | None:
@@ -465,11 +474,43 @@ class LaunchedJob:
         return self
 
     def __exit__(self, *exc: object) -> None:
-        try:
-            if self.proc.poll() is None or _marked(self.marker):
-                self.stop()
-        finally:
-            self.clean()
+        with _signals_held():  # a second Ctrl-C must not cut the clean-up short
+            try:
+                if self.proc.poll() is None or _marked(self.marker):
+                    self.stop()
+            finally:
+                self.clean()
+
+
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold :data:`DEFERRED_SIGNALS` back during the block, then deliver them.
+
+    The job's clean-up is bounded (:data:`TERM_GRACE_S` + :data:`KILL_WAIT_S`), so a
+    signal that arrives meanwhile is noted and raised again after it, to whatever
+    handler it was meant for (a signal ignored before stays ignored). Python runs
+    handlers in the main thread only, and only there can it change them: elsewhere this
+    does nothing. (Blocking the signal with ``pthread_sigmask`` would not do: another
+    thread, such as a progress bar's, would take it.)"""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+
+    def hold(signum: int, frame: object) -> None:
+        pending.append(signum)
+
+    previous = {}
+    for sig in DEFERRED_SIGNALS:
+        if signal.getsignal(sig) not in (signal.SIG_IGN, None):
+            previous[sig] = signal.signal(sig, hold)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        for sig in dict.fromkeys(pending):
+            signal.raise_signal(sig)
 
 
 # -- one launch's files and environment -------------------------------------------------
