@@ -353,7 +353,7 @@ def test_a_signal_to_gridcoll_run_stops_the_job_and_leaves_nothing(tmp_path, sig
 @pytest.mark.parametrize(
     ("args", "nranks", "sig"),
     [
-        (["demo", "--grid", "magpie:2,1", "--sizes", "1MiB", "--repeat", "40"], 3, signal.SIGTERM),
+        (["demo", "--grid", "magpie:2,1", "--sizes", "1MiB", "--repeat", "40"], 2, signal.SIGTERM),
         (["measure", "--grid", "magpie:2,2", "--between", "0,2"], 2, signal.SIGHUP),
     ],
     ids=["demo", "measure"],
@@ -398,7 +398,7 @@ def test_sigterm_to_gridcoll_mpirun_stops_the_job_and_leaves_nothing(tmp_path):
     proc = start(tmp_path, "mpirun", "--grid", "magpie:2,1", "--", sys.executable, str(app))
     pids: set[int] = set()
     try:
-        pids, files = wait_for_ranks(tmp_path, proc, 3)
+        pids, files = wait_for_ranks(tmp_path, proc, 2)  # magpie:2,1: two ranks
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=60)
         assert proc.returncode == 143, err

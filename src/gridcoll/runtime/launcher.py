@@ -197,9 +197,13 @@ def forward(signum, frame):
         pass
 
 
-for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2"):
-    signal.signal(getattr(signal, name), forward)
+FORWARDED = [signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT, signal.SIGUSR1,
+             signal.SIGUSR2]
+for sig in FORWARDED:
+    signal.signal(sig, forward)
 status = os.waitpid(child, 0)[1]
+for sig in FORWARDED:  # the rank is gone: mpiexec's notices (SIGUSR1) must not end us
+    signal.signal(sig, signal.SIG_IGN)
 code = os.waitstatus_to_exitcode(status)
 note(event="exit", pid=child, code=code)
 if code < 0:  # end as the rank did, so mpiexec reports the same
@@ -208,8 +212,8 @@ if code < 0:  # end as the rank did, so mpiexec reports the same
     except (OSError, ValueError):  # SIGKILL, SIGSTOP: their action cannot be changed
         pass
     os.kill(os.getpid(), -code)
-    sys.exit(128 - code)  # a signal whose default is not to end the process
-sys.exit(code)
+    os._exit(128 - code)  # a signal whose default is not to end the process
+os._exit(code)  # no interpreter shutdown, which would restore the default handlers
 '''
 """What runs each rank (``python -E -S rank.py PROGRAM...``, written into the launch's
 work directory): it forks and execs the rank's program unchanged (same environment,
