@@ -4,25 +4,91 @@ Each module in :data:`COMMANDS` has ``add_parser(subparsers)``, which adds its
 subcommand and sets ``func=run`` on it, and ``run(args) -> int``. Errors derived from
 :class:`~gridcoll.errors.GridcollError`, and argument mistakes, become one line
 ``gridcoll: error: <message>`` on stderr and exit status 2, never a traceback.
+
+SIGINT, SIGTERM and SIGHUP end a command the same way: each raises :class:`Interrupted`
+(a ``KeyboardInterrupt``) in the main thread, so every launch on the way out stops its
+MPI job and removes its files (:class:`gridcoll.runtime.launcher.LaunchedJob`); the
+command prints ``gridcoll: interrupted by SIGTERM`` and exits with ``128 + signal``
+(130 for SIGINT). A signal the caller set to be ignored (``nohup``) stays ignored, and
+further signals during that clean-up are ignored so that it completes (it is bounded).
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import signal
 import sys
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 
 from gridcoll import __version__
 from gridcoll.cli import algorithms, compare, demo, discover, measure, mpirun, plan, run, simulate
 from gridcoll.errors import GridcollError
 
-__all__ = ["COMMANDS", "EXIT_ERROR", "UsageError", "build_parser", "main"]
+__all__ = [
+    "COMMANDS",
+    "EXIT_ERROR",
+    "INTERRUPTS",
+    "Interrupted",
+    "UsageError",
+    "build_parser",
+    "interrupts_raise",
+    "main",
+]
 
 COMMANDS = [algorithms, plan, simulate, compare, demo, run, mpirun, measure, discover]
 """The subcommand modules, in the order ``gridcoll --help`` lists them."""
 
 EXIT_ERROR = 2
 """Exit status for bad input (as argparse uses for usage errors)."""
+
+
+INTERRUPTS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+"""The signals that interrupt a command (and stop its MPI job) instead of killing it."""
+
+
+class Interrupted(KeyboardInterrupt):
+    """The command received ``signum`` (one of :data:`INTERRUPTS`).
+
+    A ``KeyboardInterrupt``, so that the clean-up written for Ctrl-C (``finally``
+    blocks, context managers, ``except BaseException``) runs for SIGTERM and SIGHUP too.
+    """
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+@contextlib.contextmanager
+def interrupts_raise() -> Iterator[None]:
+    """Within the block, the first of :data:`INTERRUPTS` raises :class:`Interrupted`
+    in the main thread; later ones are ignored, so the clean-up that the first one
+    started is not cut short. A signal set to be ignored, or handled by someone else
+    (not Python's default), is left alone; the previous handlers are restored after.
+    Outside the main thread (where Python cannot set handlers) this does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    raised = False
+
+    def interrupt(signum: int, frame: object) -> None:
+        nonlocal raised
+        if raised:
+            return
+        raised = True
+        raise Interrupted(signum)
+
+    previous = {}
+    for sig in INTERRUPTS:
+        current = signal.getsignal(sig)
+        if current in (signal.SIG_DFL, signal.default_int_handler):
+            previous[sig] = signal.signal(sig, interrupt)
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 class UsageError(GridcollError):
@@ -52,16 +118,19 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one command; return its exit status (0 on success, 2 on bad input)."""
-    try:
-        args = build_parser().parse_args(argv)
-        return int(args.func(args))
-    except GridcollError as err:
-        print(f"gridcoll: error: {_one_line(err)}", file=sys.stderr)
-        return EXIT_ERROR
-    except KeyboardInterrupt:
-        print("gridcoll: interrupted", file=sys.stderr)
-        return 130
+    """Run one command; return its exit status (0 on success, 2 on bad input,
+    ``128 + signal`` when interrupted: 130 for SIGINT, 143 for SIGTERM, 129 for SIGHUP)."""
+    with interrupts_raise():
+        try:
+            args = build_parser().parse_args(argv)
+            return int(args.func(args))
+        except GridcollError as err:
+            print(f"gridcoll: error: {_one_line(err)}", file=sys.stderr)
+            return EXIT_ERROR
+        except KeyboardInterrupt as err:
+            signum = getattr(err, "signum", signal.SIGINT)
+            print(f"gridcoll: interrupted by {signal.Signals(signum).name}", file=sys.stderr)
+            return 128 + signum
 
 
 def _one_line(err: BaseException) -> str:

@@ -3,12 +3,15 @@
 ``gridcoll mpirun --grid magpie:4,2 -- python app.py`` starts ``mpiexec -n 8 python
 app.py`` with the environment set so that ``gridcoll.Comm(MPI.COMM_WORLD)`` inside the
 program finds the grid by itself and its broadcasts cross the emulated WAN links; the
-application changes no line. The exit status is mpiexec's.
+application changes no line. The exit status is mpiexec's. When the job fails, one line
+on stderr names the rank that died and how (``gridcoll mpirun: rank 1 died (exited with
+status 3); ...``), from the launcher's rank wrapper, not a PID.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 
 from gridcoll.cli._common import load_grid_arg
 from gridcoll.errors import ParameterError
@@ -92,5 +95,15 @@ def run(args: argparse.Namespace) -> int:
         algo_table(args.algo, None)  # UnknownAlgorithm lists the choices
         os.environ["GRIDCOLL_ALGO"] = args.algo
     return launch(
-        grid, command, emulate=not args.no_emulation, timeout=args.timeout, mpiexec=args.mpiexec
+        grid,
+        command,
+        emulate=not args.no_emulation,
+        timeout=args.timeout,
+        mpiexec=args.mpiexec,
+        on_failure=_report_failure,
     )
+
+
+def _report_failure(text: str) -> None:
+    """One line on stderr: which ranks ended the job, and how."""
+    print(f"gridcoll mpirun: {' '.join(text.split())}", file=sys.stderr)

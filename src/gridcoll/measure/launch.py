@@ -3,9 +3,11 @@
 Like :func:`gridcoll.runtime.launcher.run_worker`, but the job is
 :mod:`gridcoll.measure.worker`, its output goes to files, and the caller is told about
 every progress line while it runs (``on_progress``). The job runs in its own session:
-Ctrl-C reaches only this process, which then stops the job (its process group, and
-nothing else) and re-raises, leaving the work directory's partial results readable
-until the context ends.
+Ctrl-C (or the CLI's SIGTERM/SIGHUP, turned into the same exception) reaches only this
+process, which then stops the job (:class:`gridcoll.runtime.launcher.LaunchedJob`:
+``mpiexec`` and every process carrying the launch's mark, nothing else), removes the
+shared-memory files it left, and re-raises, leaving the work directory's partial
+results readable until the context ends.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ import json
 import os
 import shutil
 import signal
-import subprocess
 import sys
 import tempfile
 import time
@@ -26,7 +27,12 @@ from pathlib import Path
 from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import save_grid
 from gridcoll.runtime import emulation as emu
-from gridcoll.runtime.launcher import OVERSUBSCRIBE_ENV, LaunchError, mpiexec_command
+from gridcoll.runtime.launcher import (
+    ENV_LAUNCH,
+    OVERSUBSCRIBE_ENV,
+    LaunchedJob,
+    mpiexec_command,
+)
 
 __all__ = ["Job", "JobOutcome", "job"]
 
@@ -82,36 +88,26 @@ class Job:
         err_path = self.workdir / "stderr"
         progress_path = self.workdir / "progress.jsonl"
         deadline = None if wall_timeout is None else time.monotonic() + wall_timeout
-        with open(err_path, "w") as err, open(self.workdir / "stdout", "w") as out:
-            try:
-                proc = subprocess.Popen(
-                    cmd,
-                    env=self.env,
-                    stdout=out,
-                    stderr=err,
-                    start_new_session=True,
-                    preexec_fn=_die_with_parent,
-                )
-            except OSError as error:
-                raise LaunchError(f"cannot run {cmd[0]!r}: {error.strerror}") from error
+        with (
+            open(err_path, "w") as err,
+            open(self.workdir / "stdout", "w") as out,
+            LaunchedJob(
+                cmd, self.env, self.workdir, stdout=out, stderr=err, preexec_fn=_die_with_parent
+            ) as running,
+        ):
             seen, killed, first_error = 0, False, None
-            try:
-                while proc.poll() is None:
-                    time.sleep(0.1)
-                    seen = _follow(progress_path, seen, on_progress)
-                    now = time.monotonic()
-                    if first_error is None and any(self.workdir.glob("error-*.json")):
-                        first_error = now
-                    hung = first_error is not None and now - first_error > 10.0
-                    if hung or (deadline is not None and now > deadline):
-                        _stop(proc)
-                        killed = True
-                        break
-            except BaseException:
-                _stop(proc)
-                raise
+            while running.poll(wait=0.1) is None:
+                seen = _follow(progress_path, seen, on_progress)
+                now = time.monotonic()
+                if first_error is None and any(self.workdir.glob("error-*.json")):
+                    first_error = now
+                hung = first_error is not None and now - first_error > 10.0
+                if hung or (deadline is not None and now > deadline):
+                    running.stop()
+                    killed = True
+                    break
             _follow(progress_path, seen, on_progress)
-        return self.outcome(proc.returncode, killed)
+        return self.outcome(running.returncode, killed)
 
     def outcome(self, returncode: int | None, killed: bool = False) -> JobOutcome:
         """Read the result, the errors and the partial results left in ``workdir``."""
@@ -155,18 +151,6 @@ def _follow(path: Path, seen: int, on_progress) -> int:
     return len(lines)
 
 
-def _stop(proc: subprocess.Popen) -> None:
-    """Stop the job we started: its own process group, politely, then not."""
-    for sig, grace in ((signal.SIGTERM, 3.0), (signal.SIGKILL, 5.0)):
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, sig)
-        try:
-            proc.wait(timeout=grace)
-            return
-        except subprocess.TimeoutExpired:
-            continue
-
-
 @contextlib.contextmanager
 def job(grid: Grid, *, emulate: bool = True) -> Iterator[Job]:
     """A work directory, the grid file and the shared link state, and the environment
@@ -179,6 +163,7 @@ def job(grid: Grid, *, emulate: bool = True) -> Iterator[Job]:
         env = dict(os.environ)
         env.update(OVERSUBSCRIBE_ENV)
         env["PYTHONUNBUFFERED"] = "1"
+        env[ENV_LAUNCH] = str(workdir)  # how LaunchedJob finds every process of the job
         env[emu.ENV_GRID] = str(grid_file)
         env[emu.ENV_EMULATE] = "1" if emulate else "0"
         env.pop(emu.ENV_LINK_STATE, None)
