@@ -13,6 +13,7 @@ import copy
 import json
 import math
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -192,7 +193,8 @@ def test_names_are_shown_as_written_never_as_markup(name, tmp_path, capsys):
     path.write_text(json.dumps(data))
     code, out, err = run(capsys, "plan", "--grid", str(path), "--size", "1KiB", "--explain")
     assert code == 0, err
-    assert path.name in out.replace("  \n", " ")  # the brackets printed as they are
+    # the brackets printed as they are (the table title may wrap anywhere)
+    assert re.sub(r"\s+", "", path.name) in re.sub(r"\s+", "", out)
 
 
 @pytest.mark.parametrize(
