@@ -55,7 +55,7 @@ from gridcoll.errors import ScheduleError
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import PeriodicProgram, Recv, Schedule, Send
 from gridcoll.simulate.engine import NORMAL, Environment
-from gridcoll.simulate.streams import replay_streams, resource_gap
+from gridcoll.simulate.streams import occupancies, replay_streams, resource_gap
 from gridcoll.simulate.timeline import Interval, MessageRecord, Timeline
 
 __all__ = ["SimResult", "simulate"]
@@ -238,14 +238,7 @@ class _Replay:
             pair = (tuple(ids), gaps, self.grid.plogp(a, b), self.channel(a, b, op_index))
             self.pairs[(a, b)] = pair
         ids, gap_fns, p, chan = pair
-        occs = []
-        for fn in gap_fns:
-            key = (id(fn), m)  # the grid keeps fn alive, so its id is stable
-            occ = self.gaps.get(key)
-            if occ is None:
-                occ = self.gaps[key] = fn(m)
-            occs.append(occ)
-        info = (ids, tuple(occs), p.os(m), p.L, p.or_(m), chan)
+        info = (ids, occupancies(self.gaps, gap_fns, m), p.os(m), p.L, p.or_(m), chan)
         self.info[(a, b, m)] = info
         return info
 

@@ -39,12 +39,33 @@ from gridcoll.errors import GridError
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import PeriodicProgram, Recv, Schedule, Send
 
-__all__ = ["StreamResult", "replay_streams", "resource_gap", "single_stream_paths"]
+__all__ = [
+    "StreamResult",
+    "occupancies",
+    "replay_streams",
+    "resource_gap",
+    "single_stream_paths",
+]
 
 Resource = tuple[str, int | str]
 
 StreamResult = tuple[tuple[float, ...], int, int]
 """``(finish_s, nmessages, nevents)`` of a replay."""
+
+
+def occupancies(
+    memo: dict[tuple[int, int], float], gap_fns: tuple[Callable[[float], float], ...], m: int
+) -> tuple[float, ...]:
+    """Each resource's occupancy ``g(m)`` of an m-byte message, memoised in ``memo`` by
+    (function, size): both simulator paths ask the same few sizes over and over."""
+    occs = []
+    for fn in gap_fns:
+        key = (id(fn), m)  # the grid keeps fn alive, so its id is stable
+        occ = memo.get(key)
+        if occ is None:
+            occ = memo[key] = fn(m)
+        occs.append(occ)
+    return tuple(occs)
 
 
 def resource_gap(grid: Grid, resource: Resource) -> Callable[[float], float]:
@@ -183,14 +204,8 @@ class _Streams:
     def send_info(self, a: int, b: int, m: int) -> tuple:
         """``(resource ids, occupancies, os(m), L, channel, b)`` of an m-byte send a -> b."""
         ids, gap_fns, p = self.paths[(a, b)]
-        occs = []
-        for fn in gap_fns:
-            key = (id(fn), m)  # the grid keeps fn alive, so its id is stable
-            occ = self.gaps.get(key)
-            if occ is None:
-                occ = self.gaps[key] = fn(m)
-            occs.append(occ)
-        return (ids, tuple(occs), p.os(m), p.L, self.channel_ids[(a, b)], b)
+        occs = occupancies(self.gaps, gap_fns, m)
+        return (ids, occs, p.os(m), p.L, self.channel_ids[(a, b)], b)
 
     def size_classes(self, messages: tuple[tuple[int, ...], ...]) -> tuple[list[int], list[int]]:
         """``(class of each message, size of each class)``: a periodic program's sends
