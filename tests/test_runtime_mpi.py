@@ -184,7 +184,7 @@ MISMATCH_CASES = {
     "bcast_root": "free",
     "bcast_root_large": "free",
     "bcast_zero_length": "free",
-    "gather_root": "free",
+    "gather_root": "next call",  # the trees wait on each other: NOTICE_WAITING tells
     "reduce_root": "free",
 }
 STAGES = ("call", "next call", "free")
@@ -206,13 +206,9 @@ def test_mismatched_arguments_reach_every_rank(emulate):
             assert r["error"] is not None, where  # never OK with (maybe) different data
             assert r["collective_error"], where
             assert STAGES.index(r["stage"]) <= STAGES.index(by), where
-            if case == "gather_root":  # the two trees may wait on each other: no message
-                assert r["seconds"] < 2 * 6.0 + 1.0, where  # a timeout, never a hang
-                continue
             assert r["error"] != "CollectiveTimeout", where  # told, not timed out
             assert r["seconds"] < 6.0, where  # within the 6 s timeout
-        if case != "gather_root":
-            assert any(r["error"] == "MismatchError" for r in cases[case]), case
+        assert any(r["error"] == "MismatchError" for r in cases[case]), case
     for r in cases["allreduce_op"]:
         assert r["stage"] == "call" and r["error"] == "MismatchError", r
     assert any("reduction operation" in r["message"] for r in cases["allreduce_op"])

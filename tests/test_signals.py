@@ -18,6 +18,8 @@ ran, found by the launch's mark (``GRIDCOLL_LAUNCH``) under this test's ``TMPDIR
 from __future__ import annotations
 
 import contextlib
+import glob
+import json
 import os
 import signal
 import subprocess
@@ -477,3 +479,103 @@ def test_run_worker_says_how_the_rank_that_died_ended():
     assert "rank 2 failed: it died (exited with status 3) before finishing" in (
         result.describe_failure()
     )
+
+
+# -- faults: a rank that dies or never joins ends the job by name (issue 11, item 4) ----
+
+
+def test_describe_exits_names_the_rank_the_others_waited_for():
+    base = procs(r0=None, r1=None, r2=None, r3=None)
+    fault = {"event": "fault", "error": "CollectiveTimeout", "peers": [3], "t": 5.0}
+    base[2].append(fault)
+    text = describe_exits(base, 4, 70)
+    assert text == (
+        "rank 3 never joined the collective (alive until the job was stopped); "
+        "rank 2 failed waiting (CollectiveTimeout); ranks 0, 1 stopped with the job; "
+        "mpiexec exited with status 70"
+    )
+    left = procs(r0=None, r1=None, r2=None, r3=None)
+    left[2].append(fault)
+    left[3].append({"event": "exiting", "t": 2.0})
+    assert describe_exits(left, 4, 70).startswith(
+        "rank 3 left the program (it reached its exit) without joining the collective; "
+    )
+    died = procs(r0=None, r1=None, r2=None, r3=3)  # its exit at t = 5.0 + ... is late
+    died[3][-1]["t"] = 1.5
+    died[2].append(fault)
+    assert describe_exits(died, 4, 70).startswith("rank 3 died (exited with status 3); rank 2")
+    native = procs(r0=None, r1=None, r2=None, r3=None)  # no peer named: who said nothing
+    for r in (0, 1, 2):
+        native[r].append(dict(fault, peers=[]))
+    assert describe_exits(native, 4, 70).startswith(
+        "rank 3 never joined the collective (alive until the job was stopped); "
+        "ranks 0, 1, 2 failed waiting (CollectiveTimeout); mpiexec"
+    )
+
+
+MPI_SCRIPTS = Path(__file__).resolve().parent / "mpi"
+
+
+def run_faults(tmp: Path, mode: str, handling: str, timeout: str) -> tuple[int, list, str]:
+    """``gridcoll mpirun`` of tests/mpi/faults.py: its exit status, the ranks' JSON
+    lines, stderr. The job leaves no process, no launch directory and none of Hydra's
+    topology files (which ``mpiexec`` leaves in ``/tmp`` when its job aborts)."""
+    topology = set(glob.glob("/tmp/hydra_hwloc_xmlfile_*"))
+    proc = start(
+        tmp, "mpirun", "--grid", "magpie:2,2", "--timeout", timeout, "--",
+        sys.executable, str(MPI_SCRIPTS / "faults.py"), mode, handling,
+    )  # fmt: skip
+    try:
+        out, err = proc.communicate(timeout=240)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        kill_all(marked(str(tmp)))
+    lines = [json.loads(x) for x in out.splitlines() if x.startswith("{")]
+    assert not marked(str(tmp)) and not list(tmp.glob("gridcoll-*"))
+    assert not set(glob.glob("/tmp/hydra_hwloc_xmlfile_*")) - topology
+    return proc.returncode, lines, err
+
+
+@pytest.mark.parametrize(
+    ("mode", "named"),
+    [
+        ("hang", "rank 3 never joined the collective (alive until the job was stopped)"),
+        ("exit", "rank 3 left the program (it reached its exit) without joining"),
+    ],
+)
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_a_rank_that_never_joins_ends_the_job_by_name(tmp_path, mode, named):
+    """16 MiB over magpie:2,2's emulated WAN, timeout 5 s: rank 2 forwards the pipeline
+    to rank 3 and learns within the timeout from its first message (the timeout is per
+    call, from the last progress, and a send is never older than it: before, 16.7 s of
+    emulated transfer plus 5 s); its error ends the program, then the job (MPI_Abort:
+    no rank waits in MPI_Finalize for rank 3), and mpirun names rank 3. (A rank that
+    ends with a non-zero status before MPI_Finalize ends the job at once, by mpiexec:
+    test_gridcoll_mpirun_names_the_rank_that_died.)"""
+    pytest.importorskip("mpi4py")
+    code, lines, err = run_faults(tmp_path, mode, "raise", "5")
+    assert code != 0
+    waiting = {r["rank"]: r for r in lines if r["error"]}
+    assert waiting and all(r["error"] == "CollectiveTimeout" for r in waiting.values()), lines
+    assert all("rank 3" in r["message"] for r in waiting.values()), lines
+    assert min(r["seconds"] for r in waiting.values()) < 2 * 5.0, lines  # never 5 + 16.7
+    assert "aborting the job" in err
+    summary = [x for x in err.splitlines() if x.startswith("gridcoll mpirun: ")]
+    assert len(summary) == 1 and summary[0].startswith(f"gridcoll mpirun: {named}"), err
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_a_rank_joining_late_gets_a_gridcoll_error(tmp_path):
+    """The others give up after 2 s, handle it and go on; rank 3 joins 8 s late: it
+    gets a gridcoll error saying its peer stopped (never a raw MPI error: the
+    given-up sends' buffers are kept alive), and the job ends."""
+    pytest.importorskip("mpi4py")
+    _, lines, err = run_faults(tmp_path, "late", "catch", "2")
+    late = [r for r in lines if r["rank"] == 3]
+    assert len(late) == 1, (lines, err[-2000:])
+    assert late[0]["error"] and late[0]["is_gridcoll_error"], late
+    assert "rank 3" in late[0]["message"], late
+    assert all(r["error"] is None or r["is_gridcoll_error"] for r in lines), lines

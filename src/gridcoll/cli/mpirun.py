@@ -58,7 +58,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=None,
         metavar="S",
-        help="seconds a gridcoll collective waits for one message (GRIDCOLL_TIMEOUT)",
+        help="seconds a gridcoll collective may go without progress before it fails "
+        "(GRIDCOLL_TIMEOUT)",
     )
     parser.add_argument(
         "--algo",

@@ -113,7 +113,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=_positive_float,
         default=None,
         metavar="S",
-        help="seconds a rank waits for one message before failing "
+        help="seconds a call may go without progress on a rank before it fails "
         "(default: 10x the predicted time, at least 30)",
     )
     parser.add_argument(

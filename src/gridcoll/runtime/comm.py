@@ -61,8 +61,10 @@ class Comm(MPI.Intracomm):
         others searched by :func:`gridcoll.tune.plan`; with a mapping ``algo``, a mapping
         from those collectives to their parameters.
     timeout : float, optional
-        Seconds a rank waits for one message before raising
-        :class:`~gridcoll.runtime.CollectiveTimeout`. Default ``GRIDCOLL_TIMEOUT`` or 60.
+        Seconds a call may go without progress (or a send stay in flight) before the
+        rank raises :class:`~gridcoll.runtime.CollectiveTimeout`; after a timeout, a
+        program that ends on the error ends the job (``MPI_Abort``) instead of waiting
+        in ``MPI_Finalize``. Default ``GRIDCOLL_TIMEOUT`` or 60.
     host_overhead : float or str, optional
         This runtime's CPU cost per message and side, in seconds (or ``"40us"``): the
         tuner plans on ``grid.with_host_overhead(host_overhead)``, so segments are not

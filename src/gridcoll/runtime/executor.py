@@ -48,8 +48,16 @@ While it has sends in flight a rank tests them at every wake-up (MPICH moves a m
 only while one of its ends is inside MPI). :func:`wait` (native calls, barriers, the
 set-up) first tests and yields the CPU (``sched_yield``) for up to
 :data:`YIELD_POLL_S`, so a short request completes without a sleep's latency while any
-runnable peer gets the core. A wait longer than ``timeout`` seconds raises
-:class:`CollectiveTimeout` naming the peer and operation.
+runnable peer gets the core.
+
+Rule 7: the timeout is per call, counted from the rank's last progress. Progress is a
+step of its program (a send started, a receive completed), a send of the call found
+complete, or the end of an emulated delay. A rank that waits for a message, or for its
+sends to complete, ``timeout`` seconds after its last progress raises
+:class:`CollectiveTimeout` naming the peer it waits for; and a send still in flight
+``timeout`` seconds after it started raises it too, naming its receiver, even while the
+rank progresses otherwise (a rank forwarding a pipeline to a child that died or never
+joined learns it then, not at the end of the call).
 
 Rule 6: the WAN emulation (:mod:`gridcoll.runtime.emulation`) sits below all of this:
 a cross-cluster send reserves the emulated links and carries ``deliver_at`` in its
@@ -83,6 +91,7 @@ __all__ = [
     "NOTICE_BYTES",
     "NOTICE_ERROR",
     "NOTICE_MISMATCH",
+    "NOTICE_TIMEOUT",
     "PROBE_EVERY",
     "YIELD_POLL_S",
     "CallInfo",
@@ -105,7 +114,8 @@ BACKOFF_MAX = 1e-3
 YIELD_POLL_S = 200e-6
 """How long :func:`wait` tests and yields the CPU before it starts sleeping."""
 DEFAULT_TIMEOUT = 60.0
-"""Seconds a rank waits for one message before it gives up (``GRIDCOLL_TIMEOUT``)."""
+"""Seconds a call may go without progress before the rank gives up (``GRIDCOLL_TIMEOUT``;
+Rule 7 of the module notes)."""
 BUSY_SLACK = 100e-6
 """The emulated WAN send overhead a sender owes before it sleeps it off (seconds)."""
 RING_BACK_BYTES = 8192
@@ -331,57 +341,15 @@ class CallInfo:
         }
 
     def _check_fields(self, data: bytes, step: _Step, rank: int) -> float:
-        if len(data) != HEADER_BYTES or data[:4] != _MAGIC:
-            differ, theirs, mine = ["header"], {}, {}
-            deliver_at = 0.0
-        else:
-            (
-                _magic,
-                grid_id,
-                seq,
-                root,
-                nbytes,
-                itemsize,
-                algo_id,
-                msg_nbytes,
-                deliver_at,
-                name,
-                op,
-                dtype,
-                redop,
-                dtype_id,
-            ) = _HEADER.unpack(data)
-            theirs = {
-                "call number": seq & 0xFFFFFFFF,
-                "collective": _text(op),
-                "root": root,
-                "size": nbytes,
-                "itemsize": itemsize,
-                "datatype": _text(dtype),
-                "reduction operation": _text(redop),
-                "algorithm": _text(name),
-            }
-            mine = self._fields()
-            differ = [k for k in mine if mine[k] != theirs[k]]
-            if seq >> 32 != self.seq >> 32:
-                raise MismatchError(
-                    f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs "
-                    "to another communicator (a stray message of a failed call)",
-                    rank=rank,
-                    peer=step.peer,
-                )
-            if not differ and dtype_id != _crc(self.dtype):
-                differ = ["datatype"]
-            elif not differ and algo_id != self.algo_id:
-                differ = ["algorithm parameters"]
-            elif not differ and grid_id != self.grid_id:
-                differ = ["grid"]
-            elif not differ and msg_nbytes != step.nbytes:
-                differ = ["message size"]
-        if differ:
-            detail = ", ".join(
-                f"{k} {theirs.get(k, '?')!r} vs {mine.get(k, '?')!r}" for k in differ
+        differ, detail, deliver_at = self._differences(data, step.nbytes)
+        if differ == ["communicator"]:
+            raise MismatchError(
+                f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs "
+                "to another communicator (a stray message of a failed call)",
+                rank=rank,
+                peer=step.peer,
             )
+        if differ:
             raise MismatchError(
                 f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs to "
                 f"a call with other arguments ({detail}, sender's vs this rank's): all ranks "
@@ -391,6 +359,70 @@ class CallInfo:
                 peer=step.peer,
             )
         return deliver_at
+
+    def compare_waiting(self, data: bytes, peer: int, rank: int) -> None:
+        """Raise :class:`MismatchError` if ``peer``, waiting for this rank in this call
+        (a :data:`NOTICE_WAITING` notice carrying its header), runs it with other
+        arguments. Two ranks whose schedules wait for each other (the roots of a gather
+        that differ) send each other no message, so no header: this is how they learn."""
+        differ, detail, _ = self._differences(data, None)
+        if differ and differ != ["communicator"]:
+            raise MismatchError(
+                f"rank {rank}: rank {peer} waits for this rank in a call with other "
+                f"arguments ({detail}, that rank's vs this rank's): all ranks must call the "
+                "collective in the same order with the same root, size, datatype and "
+                "reduction operation",
+                rank=rank,
+                peer=peer,
+            )
+
+    def _differences(self, data: bytes, expected: int | None) -> tuple[list, str, float]:
+        """Where header ``data`` differs from this call: the fields' names (or
+        ``["communicator"]`` for another communicator's), as text (``field theirs vs
+        mine``), and the header's ``deliver_at``. ``expected``: the message size this
+        rank expects (None: not compared)."""
+        if len(data) != HEADER_BYTES or data[:4] != _MAGIC:
+            return ["header"], "header '?' vs '?'", 0.0
+        (
+            _magic,
+            grid_id,
+            seq,
+            root,
+            nbytes,
+            itemsize,
+            algo_id,
+            msg_nbytes,
+            deliver_at,
+            name,
+            op,
+            dtype,
+            redop,
+            dtype_id,
+        ) = _HEADER.unpack(data)
+        if seq >> 32 != self.seq >> 32:
+            return ["communicator"], "", deliver_at
+        theirs = {
+            "call number": seq & 0xFFFFFFFF,
+            "collective": _text(op),
+            "root": root,
+            "size": nbytes,
+            "itemsize": itemsize,
+            "datatype": _text(dtype),
+            "reduction operation": _text(redop),
+            "algorithm": _text(name),
+        }
+        mine = self._fields()
+        differ = [k for k in mine if mine[k] != theirs[k]]
+        if not differ and dtype_id != _crc(self.dtype):
+            differ = ["datatype"]
+        elif not differ and algo_id != self.algo_id:
+            differ = ["algorithm parameters"]
+        elif not differ and grid_id != self.grid_id:
+            differ = ["grid"]
+        elif not differ and expected is not None and msg_nbytes != expected:
+            differ = ["message size"]
+        detail = ", ".join(f"{k} {theirs.get(k, '?')!r} vs {mine.get(k, '?')!r}" for k in differ)
+        return differ, detail, deliver_at
 
 
 # -- notices: a rank that found a mismatch tells every other rank ---------------------
@@ -406,13 +438,25 @@ NOTICE_MISMATCH = 1
 NOTICE_ERROR = 2
 """A notice's kind: the call failed on the sender otherwise (a user's reduction
 operation raised...; receivers raise :class:`CollectiveError`)."""
+NOTICE_TIMEOUT = 3
+"""A notice's kind: the sender timed out (a rank died or never joined; receivers raise
+:class:`CollectiveTimeout`)."""
+NOTICE_WAITING = 4
+"""A notice's kind, sent to one peer, not a failure: the sender has waited
+:data:`NUDGE_AFTER` for that peer in a call, and the notice's body is the call's header.
+The peer, if it runs that call with other arguments, raises :class:`MismatchError`
+(:meth:`CallInfo.compare_waiting`); else it drops the notice."""
+NUDGE_AFTER = 0.2
+"""Seconds a rank waits for a peer without progress before it sends that peer a
+:data:`NOTICE_WAITING` (at most ``timeout / 4``; once per receive)."""
 
 
-def pack_notice(seq: int, kind: int, text: str) -> np.ndarray:
-    """The bytes of one notice (its text cut to fit)."""
+def pack_notice(seq: int, kind: int, text: str | bytes) -> np.ndarray:
+    """The bytes of one notice (its text, or raw body, cut to fit)."""
     raw = np.zeros(NOTICE_BYTES, dtype=np.uint8)
     head = _NOTICE.pack(_NOTICE_MAGIC, seq, kind)
-    body = text.encode(errors="replace")[: NOTICE_BYTES - _NOTICE.size]
+    body = text if isinstance(text, bytes) else text.encode(errors="replace")
+    body = body[: NOTICE_BYTES - _NOTICE.size]
     raw[: len(head)] = np.frombuffer(head, dtype=np.uint8)
     raw[len(head) : len(head) + len(body)] = np.frombuffer(body, dtype=np.uint8)
     return raw
@@ -446,11 +490,16 @@ def send_notice(
     return raw, reqs
 
 
-def take_notice(comm: MPI.Comm, tag: int, epoch: int) -> CollectiveError | None:
+def take_notice(
+    comm: MPI.Comm, tag: int, epoch: int, call: CallInfo | None = None
+) -> CollectiveError | None:
     """The error a waiting notice says this rank has (None if none is waiting).
 
     A notice of another epoch (a freed communicator whose context MPI recycled) is
-    received and dropped. Cost without a notice: one ``Iprobe``.
+    received and dropped; so is a :data:`NOTICE_WAITING` unless it is about ``call``,
+    the call this rank is running, with other arguments (then the
+    :class:`MismatchError` is this rank's own finding, not relayed). Cost without a
+    notice: one ``Iprobe``.
     """
     status = MPI.Status()
     while comm.Iprobe(MPI.ANY_SOURCE, tag, status):
@@ -461,8 +510,16 @@ def take_notice(comm: MPI.Comm, tag: int, epoch: int) -> CollectiveError | None:
         magic, seq, kind = _NOTICE.unpack_from(data)
         if magic != _NOTICE_MAGIC or seq >> 32 != epoch:
             continue
-        text = _text(data[_NOTICE.size :])
         me = comm.Get_rank()
+        if kind == NOTICE_WAITING:
+            if call is not None and seq == call.seq:
+                header = data[_NOTICE.size : _NOTICE.size + HEADER_BYTES]
+                try:
+                    call.compare_waiting(header, src, me)
+                except MismatchError as err:
+                    return err
+            continue
+        text = _text(data[_NOTICE.size :])
         what = f"rank {me}: rank {src} reports that call {seq & 0xFFFFFFFF} failed there ({text})"
         if kind == NOTICE_MISMATCH:
             return MismatchError(
@@ -471,6 +528,10 @@ def take_notice(comm: MPI.Comm, tag: int, epoch: int) -> CollectiveError | None:
                 rank=me,
                 peer=src,
                 relayed=True,
+            )
+        if kind == NOTICE_TIMEOUT:
+            return CollectiveTimeout(
+                what + ": a rank died or never joined", rank=me, peer=src, relayed=True
             )
         return CollectiveError(
             what + ": the collective failed on that rank", rank=me, peer=src, relayed=True
@@ -644,7 +705,8 @@ def execute(
     emulator : Emulator, optional
         Emulate the WAN of its grid for cross-cluster messages.
     timeout : float, optional
-        Seconds to wait for any one message (default :data:`DEFAULT_TIMEOUT`).
+        Seconds the call may go without progress, and a send may stay in flight
+        (Rule 7; default :data:`DEFAULT_TIMEOUT`).
     reduce : callable, optional
         ``reduce(held, incoming, incoming_first)`` combines incoming bytes into held
         ones, for programs with combining receives: ``held = held (op) incoming``, or
@@ -669,7 +731,7 @@ def execute(
     Raises
     ------
     CollectiveTimeout
-        A message did not arrive (or a send did not complete) within ``timeout``.
+        No progress for ``timeout`` seconds, or a send in flight for that long.
     MismatchError
         A message belongs to a call with other arguments than this rank's, or a
         notice says another rank found a mismatch.
@@ -719,6 +781,8 @@ class _Run:
         self.bells = bells
         self.rank = program.rank
         self.sends: list[MPI.Request] = []
+        self.started: list[float] = []  # when each of ``sends`` started (Rule 7)
+        self.progress_at = _time.monotonic()  # the rank's last progress (Rule 7)
         self.keep: list[np.ndarray] = []  # send buffers that must outlive their Isend
         self.oldest = 0  # first send not known to be complete
         self.busy_until = 0.0  # the emulated WAN send overhead owed (Rule 6)
@@ -726,12 +790,16 @@ class _Run:
         self.notice_tag = notice_tag
         self.next_probe = 0.0  # when a wait may next probe for notices and strays
         self.orphans: list | None = None
+        self.at = 0  # the step running
+        self.nudged = -1  # the step whose peer was sent a NOTICE_WAITING
+        self.nudges: list[tuple[np.ndarray, MPI.Request]] = []
 
     def run(self) -> None:
         posted = self._post_all()
         done = 0
         try:
-            for step in self.program.steps:
+            for at, step in enumerate(self.program.steps):
+                self.at = at
                 if step.send:
                     self._send(step)
                 else:
@@ -743,6 +811,9 @@ class _Run:
             if self.orphans is not None and self.oldest < len(self.sends):
                 self.orphans.append(((self.view, list(self.keep)), self.sends[self.oldest :]))
             if isinstance(err, MPI.Exception):
+                told = self._told()
+                if told is not None:  # the peers gave up on this call: say why
+                    raise told from err
                 raise CollectiveError(
                     f"rank {self.rank}: MPI failed in call {self.call.seq & 0xFFFFFFFF} of "
                     f"{self.call.algorithm!r} ({err.Get_error_string().splitlines()[-1]}): "
@@ -750,6 +821,23 @@ class _Run:
                     rank=self.rank,
                 ) from err
             raise
+        finally:
+            if self.nudges:
+                self._settle_nudges()
+
+    def _settle_nudges(self) -> None:
+        """The :data:`NOTICE_WAITING` sends still in flight (a small message MPI sends
+        at once, unless the peer's queue is full) go with their buffers to
+        ``orphans``, else they are given a second to leave."""
+        reqs = [req for _raw, req in self.nudges]
+        if self.orphans is not None:
+            self.orphans[:] = [o for o in self.orphans if not MPI.Request.Testall(o[1])]
+            if not MPI.Request.Testall(reqs):
+                self.orphans.append(([raw for raw, _req in self.nudges], reqs))
+        else:
+            until = _time.monotonic() + 1.0
+            while not MPI.Request.Testall(reqs) and _time.monotonic() < until:
+                _time.sleep(BACKOFF_MAX)
 
     # Rule 2: every receive is posted before the first operation runs.
     def _post_all(self) -> list[_Posted]:
@@ -786,6 +874,7 @@ class _Run:
             header = self.call.pack(step.nbytes, deliver_at)
             self.keep.append(header)
             self.sends.append(comm.Isend([header, MPI.BYTE], step.peer, self.tag + 1))
+            self.started.append(_time.monotonic())
         if step.wan:
             data = np.empty(HEADER_BYTES + step.nbytes, dtype=np.uint8)
             data[:HEADER_BYTES] = self.call.pack(step.nbytes, deliver_at)
@@ -805,24 +894,24 @@ class _Run:
             data = np.concatenate([view[o : o + n] for o, n in step.pieces])
             self.keep.append(data)
         self.sends.append(comm.Isend([data, MPI.BYTE], step.peer, self.tag))
+        now = self.progress_at = _time.monotonic()
+        self.started.append(now)
         if self.bells is not None:
             self.bells.ring(step.peer)
         if step.wan:
-            now = _time.monotonic()
             busy = self.emulator.send_busy(self.rank, step.peer, step.nbytes)
             self.busy_until = max(self.busy_until, now) + busy
             if self.busy_until - now > BUSY_SLACK:
                 self._sleep_until(self.busy_until)
 
     def _recv(self, step: _Step, posted: _Posted) -> None:
-        deadline = _time.monotonic() + self.timeout
         deliver_at = 0.0
         if posted.header_req is not None:
-            self._wait(posted.header_req, deadline, step, None)
+            self._wait(posted.header_req, step, None)
             posted.header_req = None
             deliver_at = self.call.check(posted.header_buf, step, self.rank)
         status = MPI.Status()
-        self._wait(posted.req, deadline, step, status)
+        self._wait(posted.req, step, status)
         posted.req = None
         count = status.Get_count(MPI.BYTE)
         data = posted.target
@@ -844,6 +933,7 @@ class _Run:
             self._unpack(step, data)
         if step.wan:
             self._sleep_until(deliver_at)
+        self.progress_at = _time.monotonic()
 
     def _unpack(self, step: _Step, data: np.ndarray) -> None:
         view, at = self.view, 0
@@ -861,7 +951,7 @@ class _Run:
                 view[offset : offset + length] = data[at : at + length]
             at += length
 
-    def _wait(self, req, deadline, step, status) -> None:
+    def _wait(self, req, step, status) -> None:
         """Complete a receive; between tests, push our own pending sends and sleep."""
         bells = self.bells
         try:
@@ -871,17 +961,19 @@ class _Run:
                 if req.Test(status):
                     return
                 now = _time.monotonic()
+                deadline = self.progress_at + self.timeout
                 if now > deadline:
                     raise CollectiveTimeout(
                         f"rank {self.rank}: {step.describe()} of {self.call.algorithm!r}"
-                        f" got no message from rank {step.peer} within {self.timeout:g} s: rank "
-                        f"{step.peer} may have died or not joined, or the ranks called the "
-                        "collective with mismatched arguments (sizes, datatypes, roots or "
-                        "call order)",
+                        f" got no message from rank {step.peer} in {self.timeout:g} s without "
+                        f"progress: {self._why_silent(step.peer)}",
                         rank=self.rank,
                         peer=step.peer,
                     )
+                self._check_sends(now)
                 self._probe(now)
+                if self.nudged != self.at and now - self.progress_at > self.nudge_after:
+                    self._nudge(step.peer)
                 delay = BACKOFF_START if self._progress() else min(2 * delay, BACKOFF_MAX)
                 self._nap(seen, min(delay, deadline - now + 1e-6))
         except MPI.Exception as err:
@@ -893,6 +985,42 @@ class _Run:
                     peer=step.peer,
                 ) from err
             raise
+
+    @property
+    def nudge_after(self) -> float:
+        return min(NUDGE_AFTER, self.timeout / 4)
+
+    def _nudge(self, peer: int) -> None:
+        """Tell ``peer`` this rank waits for it in this call (:data:`NOTICE_WAITING`)."""
+        self.nudged = self.at
+        if self.notice_tag is None:
+            return
+        raw = pack_notice(self.call.seq, NOTICE_WAITING, self.call.pack(0, 0.0).tobytes())
+        self.nudges.append((raw, self.comm.Isend([raw, MPI.BYTE], peer, self.notice_tag)))
+        if self.bells is not None:
+            self.bells.ring(peer)
+
+    def _why_silent(self, peer: int) -> str:
+        """What a peer's silence may mean, for a timeout's message."""
+        for step in self.program.steps[: self.at]:
+            if not step.send and step.peer == peer:  # it took part, then stopped
+                return (
+                    f"rank {peer} sent part of this call, then stopped: it died or gave "
+                    "up on the call (was this rank late to join it?)"
+                )
+        return (
+            f"rank {peer} may have died or not joined, or the ranks called the "
+            "collective with mismatched arguments (sizes, datatypes, roots or call order)"
+        )
+
+    def _told(self) -> CollectiveError | None:
+        """A notice waiting for this rank, if any (best effort: MPI may be failing)."""
+        if self.notice_tag is None:
+            return None
+        try:
+            return take_notice(self.comm, self.notice_tag, self.call.seq >> 32)
+        except MPI.Exception:
+            return None
 
     def _probe(self, now: float) -> None:
         """While waiting, at most every :data:`PROBE_EVERY` seconds (the first time
@@ -914,7 +1042,7 @@ class _Run:
             return
         self.next_probe = now + PROBE_EVERY
         comm = self.comm
-        err = take_notice(comm, self.notice_tag, self.call.seq >> 32)
+        err = take_notice(comm, self.notice_tag, self.call.seq >> 32, self.call)
         if err is not None:
             raise err
         status = MPI.Status()
@@ -941,16 +1069,41 @@ class _Run:
         sends, start = self.sends, self.oldest
         while self.oldest < len(sends) and sends[self.oldest].Test():
             self.oldest += 1
-        return self.oldest > start
+        if self.oldest > start:
+            self.progress_at = _time.monotonic()
+            return True
+        return False
+
+    def _check_sends(self, now: float) -> None:
+        """Rule 7: raise :class:`CollectiveTimeout` if the oldest send in flight started
+        more than ``timeout`` seconds ago (its receiver died, never joined, or runs
+        another call)."""
+        if self.oldest < len(self.sends) and now - self.started[self.oldest] > self.timeout:
+            peers = self._pending_send_peers(self.started[self.oldest])
+            if peers:
+                raise self._send_timeout(peers)
+
+    def _send_timeout(self, peers: list[int]) -> CollectiveTimeout:
+        return CollectiveTimeout(
+            f"rank {self.rank}: {_ranks(peers)} did not take this rank's message of call "
+            f"{self.call.seq & 0xFFFFFFFF} ({self.call.algorithm!r}) within "
+            f"{self.timeout:g} s: {'it' if len(peers) == 1 else 'they'} may have died or "
+            "not joined, or the ranks called the collective with mismatched arguments",
+            rank=self.rank,
+            peer=peers[0],
+        )
 
     def _sleep_until(self, deadline: float) -> None:
         """Sleep until ``deadline`` (an emulated delivery or send overhead), driving
         progress all along."""
         delay = BACKOFF_START
         while True:
-            left = deadline - _time.monotonic()
+            now = _time.monotonic()
+            left = deadline - now
             if left <= 0:
+                self.progress_at = now
                 return
+            self._check_sends(now)
             if self._progress():
                 delay = BACKOFF_START
             elif self.oldest >= len(self.sends):
@@ -963,25 +1116,17 @@ class _Run:
             _time.sleep(min(delay, left))
 
     def _finish_sends(self) -> None:
-        deadline = _time.monotonic() + self.timeout
         delay = BACKOFF_START
         while self.oldest < len(self.sends):
             seen = self.bells.seen() if self.bells is not None else 0
             if self._progress():
                 delay = BACKOFF_START
-                deadline = _time.monotonic() + self.timeout
                 continue
             now = _time.monotonic()
             self._probe(now)
-            if now > deadline:
-                peers = self._pending_send_peers()
-                raise CollectiveTimeout(
-                    f"rank {self.rank}: sends to rank(s) {peers} did not complete within "
-                    f"{self.timeout:g} s: they may have died or not joined, or the ranks "
-                    "called the collective with mismatched arguments",
-                    rank=self.rank,
-                    peer=peers[0] if peers else None,
-                )
+            self._check_sends(now)
+            if now > self.progress_at + self.timeout:
+                raise self._send_timeout(self._pending_send_peers(now))
             self._nap(seen, delay)
             delay = min(2 * delay, BACKOFF_MAX)
         self.keep.clear()
@@ -992,14 +1137,22 @@ class _Run:
         else:
             _time.sleep(seconds)
 
-    def _pending_send_peers(self) -> list[int]:
+    def _pending_send_peers(self, started_by: float) -> list[int]:
+        """The receivers of the sends in flight that started no later than ``started_by``."""
         peers = []
         i = 0
         for step in self.program.steps:
             if not step.send:
                 continue
             for _ in range(2 if step.header else 1):
-                if i >= self.oldest and not self.sends[i].Test() and step.peer not in peers:
+                if i >= len(self.sends):
+                    return sorted(peers)
+                if (
+                    i >= self.oldest
+                    and self.started[i] <= started_by
+                    and step.peer not in peers
+                    and not self.sends[i].Test()
+                ):
                     peers.append(step.peer)
                 i += 1
         return sorted(peers)
@@ -1015,3 +1168,10 @@ class _Run:
                     req.Free()
                 except MPI.Exception:
                     pass
+
+
+def _ranks(ranks: Sequence[int]) -> str:
+    """``rank 3`` or ``ranks 2, 3``."""
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    return "ranks " + ", ".join(str(r) for r in ranks)

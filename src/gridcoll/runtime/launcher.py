@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import glob
 import json
 import os
 import shutil
@@ -59,6 +60,7 @@ from gridcoll.errors import GridcollError
 from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import load_grid, save_grid
 from gridcoll.runtime import emulation as _emu
+from gridcoll.runtime import watchdog as _watchdog
 from gridcoll.runtime.host import ENV_HOST_OVERHEAD
 from gridcoll.runtime.worker import ENV_STATUS_DIR, ERROR_PREFIX, RESULT_PREFIX
 
@@ -140,7 +142,7 @@ def mpiexec_command(
 
 # -- the job's processes and files: found by the launch's mark, stopped, removed ---------
 
-ENV_LAUNCH = "GRIDCOLL_LAUNCH"
+ENV_LAUNCH = _watchdog.ENV_LAUNCH
 """The launch's work directory, in the environment of every process of its job: Hydra
 puts each rank in a session of its own, so this mark (not a process group) is what
 finds all of them."""
@@ -151,6 +153,11 @@ SHM_DIR = Path("/dev/shm")
 SHM_PREFIXES = ("mpich_shm_", "gridcoll-")
 """Names of the shared-memory files a launch may remove: MPICH's segments and
 gridcoll's own (link state, doorbells); nothing else a program creates is touched."""
+
+HYDRA_TOPOLOGY_FILES = "/tmp/hydra_hwloc_xmlfile_*"
+"""The hwloc topology file MPICH's Hydra ``mpiexec`` writes (always under ``/tmp``) and
+leaves behind when its job aborts or is killed; a launch removes the ones created
+while its job ran that no process holds open."""
 
 DEFERRED_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 """Held back while a job is being stopped and cleaned up, then delivered."""
@@ -259,21 +266,58 @@ def _exit_of(events: Sequence[dict]) -> dict | None:
 
 
 def describe_exits(procs: dict[int, list[dict]], nranks: int, returncode: int | None) -> str:
-    """Which ranks ended the job, for ``gridcoll mpirun``: the ranks that exited with a
-    non-zero status or were killed by a signal, first one first; those stopped with the
-    job (no exit of their own: ``mpiexec`` killed them with their wrapper); those that
-    never started. The wrapper's records name the rank, never only a PID."""
+    """Which ranks ended the job, for ``gridcoll mpirun``. The wrapper's records name
+    the rank, never only a PID.
+
+    When gridcoll collectives failed, the ranks they waited for come first (the
+    ``fault`` records: :func:`gridcoll.runtime.watchdog.note_fault`): each died, exited
+    without joining, or never joined (alive until the job was stopped); a fault that
+    names no peer (the MPI library's own collective) points at every rank that
+    reported none. Then the failing ranks, the other ranks that exited with a non-zero
+    status or were killed by a signal (first one first), those stopped with the job
+    (no exit of their own: ``mpiexec`` killed them with their wrapper), and those that
+    never started."""
+    faults = {rank: [e for e in ev if e.get("event") == "fault"] for rank, ev in procs.items()}
+    faults = {rank: f for rank, f in faults.items() if f}
+    parts, culprits = [], []
+    if faults:
+        first = min(e.get("t", 0.0) for f in faults.values() for e in f)
+        named = {p for f in faults.values() for e in f for p in e.get("peers", [])}
+        culprits = sorted(named - set(faults)) or [
+            r for r in sorted(procs) if r not in faults and _exit_of(procs[r]) is None
+        ]
+        for rank in culprits:
+            events = procs.get(rank, [])
+            e = _exit_of(events)
+            left = next((x for x in events if x.get("event") == "exiting"), None)
+            if e is not None and e["t"] <= first:
+                how = f"died ({describe_exit(e['code'])})" if e["code"] else "exited early"
+            elif left is not None and left["t"] <= first:
+                how = "left the program (it reached its exit) without joining the collective"
+            elif rank in procs:
+                how = "never joined the collective (alive until the job was stopped)"
+            else:
+                how = "never started"
+            parts.append(f"rank {rank} {how}")
+        errors = sorted({e.get("error", "an error") for f in faults.values() for e in f})
+        parts.append(f"{_ranks(sorted(faults))} failed waiting ({', '.join(errors)})")
+    explained = set(culprits) | set(faults)
     died = sorted(
-        ((e["t"], rank, e) for rank, ev in procs.items() if (e := _exit_of(ev)) and e["code"]),
+        (
+            (e["t"], rank, e)
+            for rank, ev in procs.items()
+            if rank not in explained and (e := _exit_of(ev)) and e["code"]
+        ),
         key=lambda item: (item[0], item[1]),
     )
-    parts = [f"rank {rank} died ({describe_exit(e['code'])})" for _, rank, e in died]
-    if len(parts) > 1:
-        parts[0] += " first"
-    stopped = [r for r, ev in sorted(procs.items()) if _exit_of(ev) is None]
-    if died and stopped:
+    dead = [f"rank {rank} died ({describe_exit(e['code'])})" for _, rank, e in died]
+    if len(dead) > 1:
+        dead[0] += " first"
+    parts += dead
+    stopped = [r for r, ev in sorted(procs.items()) if _exit_of(ev) is None and r not in explained]
+    if (died or faults) and stopped:
         parts.append(f"{_ranks(stopped)} stopped with the job")
-    never = [r for r in range(nranks) if r not in procs]
+    never = [r for r in range(nranks) if r not in procs and r not in explained]
     if never and len(never) < nranks:
         parts.append(f"{_ranks(never)} never started")
     parts.append(f"mpiexec exited with status {returncode}")
@@ -338,6 +382,17 @@ def _mapped_shm(pid: int) -> set[Path]:
     return out
 
 
+def _open_files() -> set[str]:
+    """The paths of the files some live process holds open (``/proc/PID/fd``)."""
+    out = set()
+    for pid in _pids():
+        with contextlib.suppress(OSError):
+            for fd in os.listdir(f"/proc/{pid}/fd"):
+                with contextlib.suppress(OSError):
+                    out.add(os.readlink(f"/proc/{pid}/fd/{fd}"))
+    return out
+
+
 def _shm_names() -> set[str]:
     try:
         return {n for n in os.listdir(SHM_DIR) if n.startswith(SHM_PREFIXES)}
@@ -379,6 +434,7 @@ class LaunchedJob:
         if env.get(ENV_LAUNCH) != str(workdir):
             raise ValueError(f"the job's environment must set {ENV_LAUNCH}={workdir}")
         self.shm_before = _shm_names()
+        self.topology_before = set(glob.glob(HYDRA_TOPOLOGY_FILES))
         self.shm: set[Path] = set()
         self.pids: set[int] = set()
         self._next_scan = 0.0
@@ -473,6 +529,11 @@ class LaunchedJob:
         for path in doomed:
             with contextlib.suppress(OSError):
                 path.unlink()
+        topology = set(glob.glob(HYDRA_TOPOLOGY_FILES)) - self.topology_before
+        if topology:
+            for path in topology - _open_files():
+                with contextlib.suppress(OSError):
+                    os.unlink(path)
 
     def __enter__(self) -> LaunchedJob:
         return self
@@ -832,7 +893,7 @@ def run_worker(
     ``itemsize`` 32); ``cases`` instead runs several calls in one launch (dicts with
     ``op``, ``size``, ``root``, ``algo``, ``params``, ``itemsize``, ``commutative``).
 
-    ``timeout`` bounds each rank's wait for any one message; ``wall_timeout`` (default:
+    ``timeout`` bounds each call's time without progress on every rank; ``wall_timeout`` (default:
     a startup allowance plus ``repeat * timeout``) bounds the whole job. ``fail_rank``
     makes that rank exit (``fail_mode="exit"``) or never join (``"hang"``), to test the
     failure behaviour. ``host_overhead`` (seconds per message) is what the ranks plan

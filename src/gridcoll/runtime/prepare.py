@@ -38,8 +38,10 @@ from mpi4py import MPI
 from gridcoll.runtime.executor import (
     NOTICE_ERROR,
     NOTICE_MISMATCH,
+    NOTICE_TIMEOUT,
     CallInfo,
     CollectiveError,
+    CollectiveTimeout,
     MismatchError,
     Program,
     compile_program,
@@ -48,7 +50,7 @@ from gridcoll.runtime.executor import (
     take_notice,
 )
 from gridcoll.runtime.layout import layout_for
-from gridcoll.runtime.state import PROCESS, Prepared, State
+from gridcoll.runtime.state import PROCESS, Prepared, State, note_failure
 from gridcoll.schedule.ir import Schedule
 from gridcoll.tune import NATIVE, Plan, plan
 
@@ -234,12 +236,14 @@ def run(
         _check_strays(state)
     except CollectiveError as err:
         state.broken = str(err)
-        if isinstance(err, MismatchError) and not err.relayed:
-            _notify(state, NOTICE_MISMATCH, str(err))
+        if not err.relayed:
+            _notify(state, _notice_kind(err), str(err))
+        note_failure(state, err)
         raise
     except BaseException as err:
         state.broken = f"{type(err).__name__}: {err}"
         _notify(state, NOTICE_ERROR, f"rank {state.private.Get_rank()}: {state.broken}")
+        note_failure(state, CollectiveError(state.broken, rank=state.private.Get_rank()))
         raise
 
 
@@ -262,6 +266,14 @@ def run_empty(
     own = prepared.program.call
     call = CallInfo(0, root, 0, itemsize, own.algorithm, own.algo_id, own.grid_id, op)
     run(state, prepared.program, _np.empty(0, dtype=_np.uint8), None, dtype, redop, call)
+
+
+def _notice_kind(err: CollectiveError) -> int:
+    if isinstance(err, MismatchError):
+        return NOTICE_MISMATCH
+    if isinstance(err, CollectiveTimeout):
+        return NOTICE_TIMEOUT
+    return NOTICE_ERROR
 
 
 def _notify(state: State, kind: int, text: str) -> None:

@@ -53,12 +53,19 @@ from gridcoll.runtime.doorbell import Doorbells
 from gridcoll.runtime.executor import (
     DEFAULT_TIMEOUT,
     CollectiveError,
+    CollectiveTimeout,
     Program,
     take_notice,
     wait,
 )
 from gridcoll.runtime.layout import Layout
-from gridcoll.runtime.watchdog import Watchdog
+from gridcoll.runtime.watchdog import (
+    GRACE_S,
+    Watchdog,
+    abort_job,
+    note_fault,
+    note_for_launcher,
+)
 from gridcoll.tune import Plan, PlanCache
 from gridcoll.tune.select import native_reason
 
@@ -76,6 +83,7 @@ __all__ = [
     "cache_clear",
     "cache_info",
     "derive",
+    "note_failure",
     "ready",
     "state_of",
     "subcomm",
@@ -194,6 +202,9 @@ class Process:
     live: dict = field(default_factory=dict)
     dog: Watchdog | None = None
     slack_set: bool = False
+    fault: CollectiveError | None = None
+    """The first failed gridcoll call of the process (:func:`note_failure`): at exit
+    it decides how the process ends (:func:`_at_exit`)."""
 
     def watchdog(self) -> Watchdog:
         """The watchdog of blocking MPI calls (one thread, started on first use)."""
@@ -206,16 +217,53 @@ PROCESS = Process()
 """The process's shared parts (:class:`Process`)."""
 
 
+def note_failure(state: State, err: CollectiveError) -> None:
+    """Record a failed call: the first one of the process (:attr:`Process.fault`), and,
+    in a job gridcoll launched, a line in the launcher's record of this rank naming the
+    peer it waited for, as a rank of ``MPI.COMM_WORLD``
+    (:func:`~gridcoll.runtime.watchdog.note_fault`)."""
+    if PROCESS.fault is None:
+        PROCESS.fault = err
+    peers = []
+    if err.peer is not None and state.private is not None:
+        with _contextlib.suppress(MPI.Exception, IndexError):
+            peers = [_translate(state.private, MPI.COMM_WORLD)[err.peer]]
+    if not err.relayed:
+        note_fault(type(err).__name__, str(err), peers)
+
+
 @_atexit.register
-def _free_private_comms() -> None:
-    """Free the private communicators before mpi4py finalizes MPI (no leak warnings)."""
+def _at_exit() -> None:
+    """Before mpi4py finalizes MPI: free the private communicators (no leak warnings),
+    saying any notice no later call saw. Then, if a gridcoll call of this process
+    failed (:attr:`Process.fault`): when the program is ending on an uncaught
+    exception (the error has been reported), end the job now (``MPI_Abort``): the
+    peer of a timed-out call died or never joined, and ``MPI_Finalize`` would wait for
+    it forever; when the program handled the error and ends normally, ``MPI_Finalize``
+    runs under the watchdog, which ends the job if it outlives the timeout."""
     if not MPI.Is_initialized() or MPI.Is_finalized():
         return
+    note_for_launcher("exiting")  # the launcher tells "left" from "never joined"
+    timeout = max((s.timeout for s in PROCESS.live.values()), default=DEFAULT_TIMEOUT)
     for state in list(PROCESS.live.values()):
         try:
             state.close()
         except CollectiveError as err:  # a notice no later call or Free has seen
             print(f"gridcoll: {type(err).__name__}: {err}", file=_sys.stderr, flush=True)
+            if PROCESS.fault is None:
+                PROCESS.fault = err
+    fault = PROCESS.fault
+    if fault is None:
+        return
+    uncaught = getattr(_sys, "last_value", None)  # set when a traceback was printed
+    if uncaught is not None:
+        _time.sleep(GRACE_S)  # the other ranks of the call say why before the abort
+        why = "timed out" if isinstance(fault, CollectiveTimeout) else "failed"
+        abort_job(
+            f"the program ended on {type(uncaught).__name__} after a gridcoll collective "
+            f"{why}; its peers may be dead or absent, and MPI_Finalize would wait for them"
+        )
+    PROCESS.watchdog().arm(timeout, "MPI_Finalize after a failed gridcoll collective")
 
 
 # -- making a state ----------------------------------------------------------------------
@@ -362,34 +410,43 @@ def ready(comm: MPI.Intracomm) -> State:
             f"({state.broken}); create a new gridcoll.Comm"
         )
     if state.private is None:
-        _set_timer_slack()
-        private, req = MPI.Intracomm(comm).Idup()
-        wait(
-            req,
-            state.timeout,
-            what=(
-                f"rank {comm.Get_rank()}: duplicating the communicator (MPI_Comm_idup, the "
-                "first gridcoll collective; some rank died or never joined)"
-            ),
-        )
-        state.private = private
-        state.watchdog = PROCESS.watchdog()
-        tag_ub = private.Get_attr(MPI.TAG_UB) or 32767
-        state.ntags = max(1, min((tag_ub - 1) // 2, 1 << 20))
-        state.notice_tag = 2 * state.ntags  # <= tag_ub - 1, above every call's tags
-        # A random epoch, the same on all ranks, numbers this communicator's calls: MPI
-        # recycles the context of a freed communicator, and a stray message of a failed
-        # call on it must not match (tags differ) nor pass (headers differ) here.
-        epoch = _np.array([int.from_bytes(_os.urandom(4), "little") & 0x7FFFFFFF])
-        wait(private.Ibcast(epoch, 0), state.timeout, what="numbering the communicator")
-        state.seq = int(epoch[0]) << 32
-        state.tag_offset = int(epoch[0]) % state.ntags
-        PROCESS.live[id(state)] = state
-        if state.doorbells and private.Get_size() > 1:
-            state.bells = Doorbells.open_for(private, wait, state.timeout)
-        if _emu.emulation_requested() and not state.grid.is_single_cluster:
-            state.emulator = _open_emulator(state)
+        try:
+            _set_up(comm, state)
+        except CollectiveTimeout as err:  # a rank died or never joined
+            note_failure(state, err)
+            raise
     return state
+
+
+def _set_up(comm: MPI.Intracomm, state: State) -> None:
+    """The first collective's part of :func:`ready`."""
+    _set_timer_slack()
+    private, req = MPI.Intracomm(comm).Idup()
+    wait(
+        req,
+        state.timeout,
+        what=(
+            f"rank {comm.Get_rank()}: duplicating the communicator (MPI_Comm_idup, the "
+            "first gridcoll collective; some rank died or never joined)"
+        ),
+    )
+    state.private = private
+    state.watchdog = PROCESS.watchdog()
+    tag_ub = private.Get_attr(MPI.TAG_UB) or 32767
+    state.ntags = max(1, min((tag_ub - 1) // 2, 1 << 20))
+    state.notice_tag = 2 * state.ntags  # <= tag_ub - 1, above every call's tags
+    # A random epoch, the same on all ranks, numbers this communicator's calls: MPI
+    # recycles the context of a freed communicator, and a stray message of a failed
+    # call on it must not match (tags differ) nor pass (headers differ) here.
+    epoch = _np.array([int.from_bytes(_os.urandom(4), "little") & 0x7FFFFFFF])
+    wait(private.Ibcast(epoch, 0), state.timeout, what="numbering the communicator")
+    state.seq = int(epoch[0]) << 32
+    state.tag_offset = int(epoch[0]) % state.ntags
+    PROCESS.live[id(state)] = state
+    if state.doorbells and private.Get_size() > 1:
+        state.bells = Doorbells.open_for(private, wait, state.timeout)
+    if _emu.emulation_requested() and not state.grid.is_single_cluster:
+        state.emulator = _open_emulator(state)
 
 
 def _open_emulator(state: State) -> _emu.Emulator:

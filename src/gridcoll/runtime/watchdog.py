@@ -13,6 +13,10 @@ the same call reach their deadlines a little later (their threads are woken at t
 own times, later still on a loaded machine), and each should have said why before the
 first abort ends them.
 
+A rank launched by gridcoll (``gridcoll mpirun``, ``run``) also leaves a line about
+its fault in the launch's record of that rank (:func:`note_fault`): the launcher then
+names the rank that died or never joined, not only the ones that waited for it.
+
 Arming and disarming are two attribute stores (the per-call cost is ~0.1 us); one daemon
 thread per process, started with the first gridcoll collective, checks the armed call a few
 times per timeout. It needs mpi4py's default thread support (``MPI_THREAD_MULTIPLE``) to
@@ -21,14 +25,15 @@ call ``MPI_Abort`` from its thread; with less, it ends the process with ``os._ex
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from mpi4py import MPI
-
+ENV_LAUNCH = "GRIDCOLL_LAUNCH"
+"""Environment variable: the launch directory of a job gridcoll started (its mark)."""
 ABORT_CODE = 70
 """Exit code of a job the watchdog ended (``EX_SOFTWARE``)."""
 GRACE_S = 1.0
@@ -50,7 +55,7 @@ class Watchdog:
         grace: float = GRACE_S,
     ):
         self._armed: tuple[float, float, str] | None = None  # (deadline, timeout, what)
-        self._abort = abort or _abort_job
+        self._abort = abort or abort_job
         self.last_words: list[Callable[[str], None]] = []
         """Called with the reason before the job is ended (a launcher's worker reports
         its failure there, as it does for an exception)."""
@@ -80,19 +85,50 @@ class Watchdog:
                 continue
             if self._armed is armed:  # still the same call, past its deadline
                 reason = f"{armed[2]} did not complete within {armed[1]:g} s"
+                note_fault("CollectiveTimeout", reason)
                 for hook in self.last_words:
                     hook(reason)
                 time.sleep(self._grace)
-                self._abort(reason)
+                self._abort(f"{reason} (a rank died or never joined)")
                 return
 
 
-def _abort_job(reason: str) -> None:
-    rank = MPI.COMM_WORLD.Get_rank()
-    sys.stderr.write(
-        f"gridcoll: rank {rank}: {reason} (a rank died or never joined); aborting the job\n"
-    )
+def abort_job(reason: str) -> None:
+    """Say ``reason`` on stderr, then end the whole job (``MPI_Abort``, exit status
+    :data:`ABORT_CODE`; ``os._exit`` without ``MPI_THREAD_MULTIPLE`` off the main
+    thread)."""
+    from mpi4py import MPI  # here: the launcher imports this module without MPI
+
+    me = f"rank {MPI.COMM_WORLD.Get_rank()}: "
+    sys.stderr.write(f"gridcoll: {'' if reason.startswith(me) else me}{reason}; aborting the job\n")
     sys.stderr.flush()
-    if MPI.Query_thread() == MPI.THREAD_MULTIPLE:
+    main = threading.current_thread() is threading.main_thread()
+    if main or MPI.Query_thread() == MPI.THREAD_MULTIPLE:
         MPI.COMM_WORLD.Abort(ABORT_CODE)
     os._exit(ABORT_CODE)
+
+
+def note_fault(error: str, message: str, peers: Sequence[int] = ()) -> None:
+    """Add this rank's fault to its launcher's record (:func:`note_for_launcher`):
+    ``error`` (the exception's class name), ``message``, and ``peers``, the ranks of
+    ``MPI.COMM_WORLD`` it waited for."""
+    note_for_launcher("fault", error=error, message=message[:2000], peers=sorted(peers))
+
+
+def note_for_launcher(event: str, **fields: object) -> None:
+    """Append ``event`` to the launch's record of this rank (``procs/rank-R`` in the
+    launch directory ``$GRIDCOLL_LAUNCH``, where the rank wrapper notes ``started`` and
+    ``exit``), so the launcher can name the rank at fault. Nothing outside a gridcoll
+    launch; best effort (one short append)."""
+    directory = os.environ.get(ENV_LAUNCH)
+    if not directory:
+        return
+    from mpi4py import MPI  # here: the launcher imports this module without MPI
+
+    line = json.dumps(dict(fields, event=event, t=time.time()))
+    path = os.path.join(directory, "procs", f"rank-{MPI.COMM_WORLD.Get_rank()}")
+    try:
+        with open(path, "a") as f:
+            f.write(line + "\n")
+    except OSError:
+        pass
