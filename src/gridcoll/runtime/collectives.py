@@ -139,18 +139,30 @@ def _call(
     rank = comm.Get_rank()
     prepared = prepare(state, rank, op, nbytes, root, itemsize, commutative, inplace)
     state.last = prepared.plan
-    if prepared.program is None:
-        run_native(state, native, f"rank {rank}: native {op} (root {root})")
-        return
-    if prepared.layout is None:
-        run(state, prepared.program, send, reducer, dtype, redop)
-        return
-    local = _local(prepared, send, recv)
-    for a, d, n in prepared.layout.copy_in:
-        local[d : d + n] = send[a : a + n]
-    run(state, prepared.program, local, reducer, dtype, redop)
-    for a, d, n in prepared.layout.copy_out:
-        recv[d : d + n] = local[a : a + n]
+
+    def run_call() -> None:
+        if prepared.program is None:
+            run_native(state, native, f"rank {rank}: native {op} (root {root})")
+        elif prepared.layout is None:
+            run(state, prepared.program, send, reducer, dtype, redop)
+        else:
+            local = _local(prepared, send, recv)
+            for a, d, n in prepared.layout.copy_in:
+                local[d : d + n] = send[a : a + n]
+            run(state, prepared.program, local, reducer, dtype, redop)
+            for a, d, n in prepared.layout.copy_out:
+                recv[d : d + n] = local[a : a + n]
+
+    _now_or_deferred(state, run_call)
+
+
+def _now_or_deferred(state: Any, job: Callable[[], None]) -> None:
+    """Run ``job`` (the call's messages), or hand it to the non-blocking call being
+    started (:mod:`gridcoll.runtime.nonblocking`)."""
+    if state.deferring is None:
+        job()
+    else:
+        state.deferring(job)
 
 
 def _native_only(
@@ -161,7 +173,8 @@ def _native_only(
     state = ready(comm)
     reason = "its datatype is not contiguous: only the MPI library can place its bytes"
     state.last = native_plan(state, op, data_bytes(buf), root, reason)
-    run_native(state, call, f"rank {comm.Get_rank()}: native {op}")
+    what = f"rank {comm.Get_rank()}: native {op}"
+    _now_or_deferred(state, lambda: run_native(state, call, what))
 
 
 def _empty(comm: Any, op: str, root: int, itemsize: int, dtype: str, redop: str = "") -> None:
@@ -170,7 +183,8 @@ def _empty(comm: Any, op: str, root: int, itemsize: int, dtype: str, redop: str 
     or by their notice, instead of returning while they wait; on one process, nothing."""
     if comm.Get_size() == 1:
         return
-    run_empty(ready(comm), comm.Get_rank(), op, root, itemsize, dtype, redop)
+    state, rank = ready(comm), comm.Get_rank()
+    _now_or_deferred(state, lambda: run_empty(state, rank, op, root, itemsize, dtype, redop))
 
 
 def _copy_local(send: np.ndarray, recv: np.ndarray | None) -> None:
@@ -189,6 +203,7 @@ def bcast(comm: Any, buf: Any, root: int) -> None:
         state is not None
         and state.native_bcast
         and state.private is not None
+        and state.progress is None  # no non-blocking call ever: none outstanding
         and type(buf) is np.ndarray
         and buf.size
     ):

@@ -11,7 +11,8 @@ with the application's; a per-call tag keeps calls apart on it
 (:mod:`gridcoll.runtime.state`).
 
 Where this sits in :mod:`gridcoll.runtime`: last of ``buffers``, ``state``, ``prepare``,
-``collectives``, ``comm``; nothing in the package imports it but the worker.
+``nonblocking``, ``collectives``, ``comm``; nothing in the package imports it but the
+worker.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from mpi4py import MPI
 
 from gridcoll.network.grid import Grid
 from gridcoll.runtime import collectives as _coll
+from gridcoll.runtime import nonblocking as _nb
 from gridcoll.runtime import prepare as _prepare
 from gridcoll.runtime import state as _state
 from gridcoll.runtime.executor import wait
@@ -193,6 +195,41 @@ class Comm(MPI.Intracomm):
     def allreduce(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
         """Reduce every rank's object with ``op`` (in rank order) to every rank."""
         return _coll.allreduce_obj(self, sendobj, op)
+
+    # non-blocking: the same collectives, run by the communicator's progress thread
+    def Ibcast(self, buf: Any, root: int = 0) -> _nb.CollectiveRequest:
+        """Nonblocking broadcast (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.bcast, buf, root)
+
+    def Ibarrier(self) -> _nb.CollectiveRequest:
+        """Nonblocking barrier (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.barrier)
+
+    def Iscatter(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> _nb.CollectiveRequest:
+        """Nonblocking scatter (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.scatter, sendbuf, recvbuf, root)
+
+    def Igather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> _nb.CollectiveRequest:
+        """Nonblocking gather (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.gather, sendbuf, recvbuf, root)
+
+    def Iallgather(self, sendbuf: Any, recvbuf: Any) -> _nb.CollectiveRequest:
+        """Nonblocking allgather (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.allgather, sendbuf, recvbuf)
+
+    def Ialltoall(self, sendbuf: Any, recvbuf: Any) -> _nb.CollectiveRequest:
+        """Nonblocking all-to-all (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.alltoall, sendbuf, recvbuf)
+
+    def Ireduce(
+        self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0
+    ) -> _nb.CollectiveRequest:
+        """Nonblocking reduce (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.reduce, sendbuf, recvbuf, op, root)
+
+    def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> _nb.CollectiveRequest:
+        """Nonblocking allreduce (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.allreduce, sendbuf, recvbuf, op)
 
     def execute(self, schedule: Schedule, buf: Any, *, reduce: Callable | None = None) -> None:
         """Run any gridcoll schedule on ``buf`` (every rank calls it with the same one)."""

@@ -51,6 +51,7 @@ from gridcoll.runtime.executor import (
 )
 from gridcoll.runtime.layout import layout_for
 from gridcoll.runtime.state import PROCESS, Prepared, State, note_failure
+from gridcoll.runtime.watchdog import MAIN, PROGRESS
 from gridcoll.schedule.ir import Schedule
 from gridcoll.tune import NATIVE, Plan, plan
 
@@ -333,10 +334,12 @@ def run_native(state: State, call: Callable[[MPI.Intracomm], object], what: str)
     blocking as a plain mpi4py program calls it (bench/native.py: a request and a test
     loop cost 2-7x on small messages), under the process's watchdog: a rank that never
     joins ends the job after the timeout instead of hanging it
-    (:mod:`gridcoll.runtime.watchdog`)."""
-    dog = state.watchdog
-    dog.arm(state.timeout, what)
+    (:mod:`gridcoll.runtime.watchdog`; in the watchdog's slot of the progress thread
+    when a non-blocking call runs it there)."""
+    dog, progress = state.watchdog, state.progress
+    slot = PROGRESS if progress is not None and progress.runs_here() else MAIN
+    dog.arm(state.timeout, what, slot)
     try:
         call(state.private)
     finally:
-        dog.disarm()
+        dog.disarm(slot)

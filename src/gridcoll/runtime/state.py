@@ -155,6 +155,12 @@ class State:
     notices: list = field(default_factory=list)
     """After a failed call: (buffers, requests) of the notices this rank sent and of
     the call's sends still in flight, kept alive until sent (:meth:`close`)."""
+    progress: Any = None
+    """The progress thread of the non-blocking calls
+    (:class:`gridcoll.runtime.nonblocking.Progress`), from the first one."""
+    deferring: Any = None
+    """While a non-blocking call is being started: where the collective hands its run
+    (a callable taking the job) instead of running it (:mod:`gridcoll.runtime.nonblocking`)."""
 
     def close(self) -> None:
         """Free the private communicator and the doorbells (a later call makes new ones).
@@ -164,6 +170,9 @@ class State:
         (another rank found that a call this rank returned from went wrong), after
         everything is freed; not if this rank's own calls already failed.
         """
+        if self.progress is not None:  # its outstanding calls end first
+            self.progress.stop()
+            self.progress = None
         err = None
         if self.private is not None and not MPI.Is_finalized():
             if self.broken is None:
@@ -404,6 +413,8 @@ def ready(comm: MPI.Intracomm) -> State:
     """The state, with the private communicator and the emulator set up (collective:
     every rank's first gridcoll collective calls it)."""
     state = state_of(comm)
+    if state.progress is not None and state.deferring is None and state.progress.busy:
+        state.progress.drain()  # MPI's order: the outstanding non-blocking calls first
     if state.broken:
         raise CollectiveError(
             f"this communicator's gridcoll collectives are unusable after a failed call "

@@ -17,7 +17,8 @@ A rank launched by gridcoll (``gridcoll mpirun``, ``run``) also leaves a line ab
 its fault in the launch's record of that rank (:func:`note_fault`): the launcher then
 names the rank that died or never joined, not only the ones that waited for it.
 
-Arming and disarming are two attribute stores (the per-call cost is ~0.1 us); one daemon
+Arming and disarming are two stores into a list (the per-call cost is ~0.1 us; the
+progress thread of non-blocking collectives arms a slot of its own); one daemon
 thread per process, started with the first gridcoll collective, checks the armed call a few
 times per timeout. It needs mpi4py's default thread support (``MPI_THREAD_MULTIPLE``) to
 call ``MPI_Abort`` from its thread; with less, it ends the process with ``os._exit``.
@@ -34,6 +35,8 @@ from collections.abc import Callable, Sequence
 
 ENV_LAUNCH = "GRIDCOLL_LAUNCH"
 """Environment variable: the launch directory of a job gridcoll started (its mark)."""
+MAIN, PROGRESS = 0, 1
+"""The watchdog's slots: the caller's thread, the progress thread."""
 ABORT_CODE = 70
 """Exit code of a job the watchdog ended (``EX_SOFTWARE``)."""
 GRACE_S = 1.0
@@ -44,8 +47,9 @@ class Watchdog:
     """Ends the job when a guarded blocking call runs past its deadline.
 
     ``watchdog.arm(timeout, what)``, the blocking call, then ``watchdog.disarm()``
-    (in a ``finally``). One call is guarded at a time: a process runs one blocking MPI
-    call at a time on its main thread.
+    (in a ``finally``). One call is guarded at a time per slot: :data:`MAIN` (the
+    caller's thread) and :data:`PROGRESS` (the progress thread of non-blocking
+    collectives, :mod:`gridcoll.runtime.nonblocking`).
     """
 
     def __init__(
@@ -54,7 +58,8 @@ class Watchdog:
         period: float = 1.0,
         grace: float = GRACE_S,
     ):
-        self._armed: tuple[float, float, str] | None = None  # (deadline, timeout, what)
+        self._armed: list[tuple[float, float, str] | None] = [None, None]  # per slot:
+        # (deadline, timeout, what)
         self._abort = abort or abort_job
         self.last_words: list[Callable[[str], None]] = []
         """Called with the reason before the job is ended (a launcher's worker reports
@@ -65,25 +70,26 @@ class Watchdog:
         self._thread.daemon = True
         self._thread.start()
 
-    def arm(self, timeout: float, what: str) -> None:
+    def arm(self, timeout: float, what: str, slot: int = 0) -> None:
         """Start guarding a call that must end within ``timeout`` seconds."""
-        self._armed = (time.monotonic() + timeout, timeout, what)
+        self._armed[slot] = (time.monotonic() + timeout, timeout, what)
 
-    def disarm(self) -> None:
+    def disarm(self, slot: int = 0) -> None:
         """The guarded call returned."""
-        self._armed = None
+        self._armed[slot] = None
 
     def _watch(self) -> None:
         while True:
-            armed = self._armed
-            if armed is None:
+            calls = [(slot, a) for slot, a in enumerate(self._armed) if a is not None]
+            if not calls:
                 time.sleep(self._period)
                 continue
+            slot, armed = min(calls, key=lambda item: item[1][0])
             left = armed[0] - time.monotonic()
             if left > 0:
                 time.sleep(min(left, self._period) + 1e-3)
                 continue
-            if self._armed is armed:  # still the same call, past its deadline
+            if self._armed[slot] is armed:  # still the same call, past its deadline
                 reason = f"{armed[2]} did not complete within {armed[1]:g} s"
                 note_fault("CollectiveTimeout", reason)
                 for hook in self.last_words:
