@@ -93,9 +93,8 @@ def worker(out: str, compute_s: float, rounds: int) -> None:
     if rank == 0:
         plan = comm.last_plan
         Path(out).write_text(
-            json.dumps({"rows": rows, "algorithm": plan.algorithm, "predicted_s": plan.predicted})
+            json.dumps({"rows": rows, "algorithm": plan.algorithm, "predicted_s": plan.predicted_s})
         )
-    comm.Free()
     ctl.Free()
 
 

@@ -2,7 +2,7 @@
 # Run every benchmark; JSON goes to bench/results/<name>.json.
 # Usage: bench/run_all.sh [--quick] [--no-mpi]
 #   --no-mpi skips the benchmarks that start mpiexec (headline_measured, runtime_vs_sim,
-#   collectives_measured, native, host_overhead, measure_accuracy: one process per rank
+#   collectives_measured, native, host_overhead, measure_accuracy, overlap: one process per rank
 #   on this machine).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -13,7 +13,7 @@ for a in "$@"; do
 done
 names=(headline model_vs_sim heuristics planning_time simulator_speed bounds collectives heterogeneous)
 if [ "$mpi" = 1 ]; then
-    names+=(headline_measured runtime_vs_sim collectives_measured native host_overhead measure_accuracy)
+    names+=(headline_measured runtime_vs_sim collectives_measured native host_overhead measure_accuracy overlap)
 fi
 for name in "${names[@]}"; do
     echo "== bench/${name}.py ${args[*]+"${args[*]}"}"
