@@ -354,3 +354,54 @@ def test_a_placement_holding_null_is_refused(tmp_path):
     path.write_text(json.dumps(_with(("placement", 0), None)))
     with pytest.raises(GridError, match="placement names unknown cluster None"):
         load_grid(path)
+
+
+# -- placement by host (issue 12) ----------------------------------------------------------
+BY_HOST = {k: v for k, v in copy.deepcopy(VALID).items() if k != "placement"}
+BY_HOST["clusters"][0]["hosts"] = ["node-a*", "login1"]
+BY_HOST["clusters"][1]["hosts"] = ["node-b[0-9]"]
+
+HOST_CASES = {
+    "hosts-a-string": ((0, "node-a*"), "cluster 'A': 'hosts' must be a non-empty list"),
+    "hosts-empty": ((0, []), "cluster 'A': 'hosts' must be a non-empty list"),
+    "pattern-empty": ((1, [""]), "cluster 'B': 'hosts'[0] must be a non-empty printable"),
+    "pattern-a-number": ((1, [3]), "'hosts'[0] must be a non-empty printable string"),
+    "pattern-true": ((1, [True]), "'hosts'[0] must be a non-empty printable string"),
+    "pattern-escape": ((1, ["b\x1b[2J"]), "'hosts'[0] must be a non-empty printable"),
+    "pattern-twice": ((1, ["LOGIN1"]), "host pattern 'LOGIN1' is given twice"),
+    "host-in-two-clusters": (
+        (1, ["node-a9"]),
+        "host 'node-a9' of cluster 'B' also matches pattern 'node-a*' of cluster 'A'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOST_CASES))
+def test_each_hostile_hosts_entry_is_one_clear_error(case, tmp_path, capsys):
+    (cluster, value), message = HOST_CASES[case]
+    data = copy.deepcopy(BY_HOST)
+    data["clusters"][cluster]["hosts"] = value
+    grid_file = tmp_path / "g.json"
+    grid_file.write_text(json.dumps(data))
+    line = assert_one_line_error(capsys, "plan", "--grid", str(grid_file), "--size", "1KiB")
+    assert message in line and "\x1b" not in line
+
+
+def test_hosts_with_a_placement_or_on_some_clusters_only_are_refused(tmp_path, capsys):
+    grid_file = tmp_path / "g.json"
+    grid_file.write_text(json.dumps({**BY_HOST, "placement": VALID["placement"]}))
+    assert_one_line_error(capsys, "plan", "--grid", str(grid_file), match="not both")
+    data = copy.deepcopy(BY_HOST)
+    del data["clusters"][1]["hosts"]
+    grid_file.write_text(json.dumps(data))
+    assert_one_line_error(
+        capsys, "plan", "--grid", str(grid_file), match="cluster 'B' names no 'hosts'"
+    )
+
+
+def test_a_grid_placed_by_host_plans_offline_by_number(tmp_path, capsys):
+    grid_file = tmp_path / "g.json"
+    grid_file.write_text(json.dumps(BY_HOST))
+    code, _, err = run(capsys, "plan", "--grid", str(grid_file), "--size", "1KiB")
+    assert code == 0, err
+    assert load_grid(grid_file).cluster_of == (0, 0, 0, 1, 1)
