@@ -297,3 +297,8 @@ def test_the_documented_two_site_example_places_by_host():
     placed = place_by_host(grid, names)
     assert placed.members == ((0, 1, 4, 5, 8, 9), (2, 3, 6, 7))
     assert "GRIDCOLL_FAKE_HOSTNAME" in section and "MAX_HOST_PATTERNS" in doc
+
+
+def test_a_pattern_twice_in_one_cluster_is_named_once():
+    with pytest.raises(GridError, match=r"host pattern 'N\*' is given twice in cluster 'A'$"):
+        grid_from_dict(hosts_grid({"A": ["n*", "N*"], "B": ["b"]}, {"A": 1, "B": 1}))

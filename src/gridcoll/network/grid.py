@@ -23,6 +23,7 @@ from __future__ import annotations
 import fnmatch
 import hashlib
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import cached_property
@@ -364,11 +365,11 @@ class Grid:
 _GLOB = frozenset("*?[")
 
 
-def host_pattern(pattern: str) -> re.Pattern[str]:
-    """The compiled form of one host pattern: :func:`fnmatch.translate` of its lower
-    case (host names are case-insensitive, RFC 4343), matched against a lower-cased
-    name. ``*``, ``?`` and ``[seq]`` are the only special characters."""
-    return re.compile(fnmatch.translate(pattern.lower()))
+def host_pattern(*patterns: str) -> re.Pattern[str]:
+    """The compiled form of host patterns (any of them): :func:`fnmatch.translate` of
+    their lower case (host names are case-insensitive, RFC 4343), to ``fullmatch`` a
+    lower-cased name. ``*``, ``?`` and ``[seq]`` are the only special characters."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns))
 
 
 def _is_literal(pattern: str) -> bool:
@@ -384,14 +385,20 @@ def _check_hosts(clusters: Sequence[Cluster]) -> None:
         for pattern in cluster.hosts:
             low = pattern.lower()
             if low in owner:
-                where = clusters[owner[low]].name
-                raise GridError(
-                    f"host pattern {pattern!r} is given twice (clusters {where!r} and "
-                    f"{cluster.name!r})"
+                first = clusters[owner[low]].name
+                where = (
+                    f"in cluster {first!r}"
+                    if owner[low] == c
+                    else f"(clusters {first!r} and {cluster.name!r})"
                 )
+                raise GridError(f"host pattern {pattern!r} is given twice {where}")
             owner[low] = c
-    globs = [(c, p, host_pattern(p)) for c, cl in enumerate(clusters) for p in cl.hosts]
-    globs = [g for g in globs if not _is_literal(g[1])]
+    globs = [
+        (c, p, host_pattern(p))
+        for c, cl in enumerate(clusters)
+        for p in cl.hosts
+        if not _is_literal(p)
+    ]
     for c, cluster in enumerate(clusters):
         for name in (p for p in cluster.hosts if _is_literal(p)):
             for k, text, pattern in globs:
@@ -409,23 +416,23 @@ def _shown(names: Sequence[str], most: int = 4) -> str:
     return head if len(names) <= most else f"{head}, ... ({len(names)} in all)"
 
 
-def _cluster_of_host(grid: Grid, host: str, compiled: list[list[re.Pattern[str]]]) -> int | None:
-    """The one cluster whose patterns match ``host``; None if none; GridError if two."""
+def _cluster_of_host(grid: Grid, host: str, compiled: list[re.Pattern[str]]) -> int | None:
+    """The one cluster whose patterns (``compiled``: one regex per cluster) match
+    ``host``; None if none; GridError naming both patterns if two clusters' do."""
     low = host.lower()
-    found: list[tuple[int, str]] = []
-    for c, patterns in enumerate(compiled):
-        for pattern, text in zip(patterns, grid.clusters[c].hosts, strict=True):
-            if pattern.fullmatch(low):
-                found.append((c, text))
-                break
+    found = [c for c, pattern in enumerate(compiled) if pattern.fullmatch(low)]
     if len(found) > 1:
-        (a, pa), (b, pb) = found[:2]
+        a, b = found[:2]
+        pa, pb = (
+            next(p for p in grid.clusters[c].hosts if host_pattern(p).fullmatch(low))
+            for c in (a, b)
+        )
         raise GridError(
             f"host {host!r:.80} matches cluster {grid.clusters[a].name!r} (pattern {pa!r}) "
             f"and cluster {grid.clusters[b].name!r} (pattern {pb!r}): a host belongs to one "
             "cluster"
         )
-    return found[0][0] if found else None
+    return found[0] if found else None
 
 
 def place_by_host(grid: Grid, names: Sequence[str]) -> Grid:
@@ -455,8 +462,9 @@ def place_by_host(grid: Grid, names: Sequence[str]) -> Grid:
 
     Notes
     -----
-    Each distinct host is matched once against every pattern: O(H * patterns) regular
-    expression matches for H hosts, then O(P) to place the ranks.
+    Each distinct host is matched once against each cluster's patterns (one regular
+    expression per cluster): O(H * C) matches for H hosts and C clusters, then O(P) to
+    place the ranks.
     """
     if not all(c.hosts for c in grid.clusters):
         raise GridError(f"grid {grid.name!r} does not place its ranks by host (no 'hosts')")
@@ -464,7 +472,7 @@ def place_by_host(grid: Grid, names: Sequence[str]) -> Grid:
         raise GridError(
             f"{len(names)} host names for grid {grid.name!r} of {grid.nranks} ranks: one per rank"
         )
-    compiled = [[host_pattern(p) for p in c.hosts] for c in grid.clusters]
+    compiled = [host_pattern(*c.hosts) for c in grid.clusters]
     of_host: dict[str, int | None] = {}
     placement = []
     for rank, host in enumerate(names):
@@ -477,8 +485,9 @@ def place_by_host(grid: Grid, names: Sequence[str]) -> Grid:
                 f"'hosts' (clusters {_shown([c.name for c in grid.clusters])})"
             )
         placement.append(cluster)
+    counts = Counter(placement)
     for c, cluster in enumerate(grid.clusters):
-        found = placement.count(c)
+        found = counts[c]
         if found != cluster.nranks:
             hosts = sorted({h for h, k in of_host.items() if k == c})
             where = _shown(hosts) if hosts else "no host of the job matches them"
