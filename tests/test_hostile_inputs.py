@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from gridcoll.cli.main import EXIT_ERROR, main
 from gridcoll.errors import GridcollError, GridError
 from gridcoll.limits import MAX_JSON_DEPTH, MAX_RANKS
-from gridcoll.network import get_grid, grid_from_dict, load_grid
+from gridcoll.network import get_grid, grid_from_dict, load_grid, place_by_host
 from gridcoll.tune import plan
 
 VALID = {
@@ -405,3 +405,49 @@ def test_a_grid_placed_by_host_plans_offline_by_number(tmp_path, capsys):
     code, _, err = run(capsys, "plan", "--grid", str(grid_file), "--size", "1KiB")
     assert code == 0, err
     assert load_grid(grid_file).cluster_of == (0, 0, 0, 1, 1)
+
+
+HOST_EDGES = st.one_of(
+    EDGES,
+    st.integers(1, 3),
+    st.sampled_from(["*", "?", "[", "[!a]", "node-a1", "LOGIN1", "a b", "\x00", "é*"]),
+    st.lists(st.sampled_from(["*", "node-a1", "", "node-b[0-9]", "x"]), max_size=3),
+)
+HOST_PATHS = [
+    *(p for p in _paths(BY_HOST) if len(p) >= 3 and p[2] in ("hosts", "ranks")),
+    ("placement",),
+    ("clusters", 0, "hosts", 2),
+]
+HOSTS = ["node-a1", "login1", "node-b2", "gpu", "*", "NODE-B9"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.sampled_from(HOST_PATHS), HOST_EDGES), min_size=1, max_size=3),
+    st.data(),
+)
+def test_fuzzed_host_placements_place_or_say_why_in_one_line(mutations, data):
+    """Mutated ``hosts`` and ``ranks`` load or fail in one line; a grid that loads
+    places any ranks' host names in one line or with every cluster's declared size."""
+    raw = copy.deepcopy(BY_HOST)
+    for path, value in mutations:
+        node = raw
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue
+    try:
+        grid = grid_from_dict(json.loads(json.dumps(raw, allow_nan=True)))
+        if grid.clusters[0].hosts:
+            size = st.sampled_from([grid.nranks, grid.nranks, grid.nranks + 1])
+            names = data.draw(
+                size.flatmap(lambda n: st.lists(st.sampled_from(HOSTS), min_size=n, max_size=n))
+            )
+            placed = place_by_host(grid, names)
+            assert [placed.cluster_of.count(c) for c in range(grid.nclusters)] == [
+                c.nranks for c in grid.clusters
+            ]
+    except GridError as err:
+        assert "\n" not in str(err)
