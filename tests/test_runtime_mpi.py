@@ -466,3 +466,22 @@ def test_several_hosts_refuse_the_emulation_clearly(tmp_path):
         assert kind == "GridError" and "grid 'fast-A3-B3'" in text and why in text
         kind, text = report["second_call"]
         assert kind == "CollectiveError" and "unusable after a failed call" in text
+
+
+def test_several_hosts_worker_times_barrier_to_barrier(tmp_path):
+    """``gridcoll run``'s worker on fake hosts: no common clock, so barrier-to-barrier
+    timing at rank 0 and a barrier verified by completing; bytes still verified."""
+    grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2}))
+    env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_FAKE_HOSTNAME="host-{rank//2}")
+    cases = ['{"op": "barrier", "size": 0}', '{"op": "bcast", "size": 4096}']
+    worker = [sys.executable, "-m", "gridcoll.runtime.worker", "--repeat", "2"]
+    cmd = mpiexec_command(4, [*worker, "--case", cases[0], "--case", cases[1]])
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("GRIDCOLL-RESULT "))
+    result = json.loads(line.split(" ", 1)[1])
+    assert result["timing"] == "barrier" and result["verified"] and not result["emulated"]
+    assert [(c["op"], c["verified"]) for c in result["cases"]] == [
+        ("barrier", True),
+        ("bcast", True),
+    ]

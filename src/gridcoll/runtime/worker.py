@@ -52,7 +52,6 @@ import json
 import os
 import sys
 import time
-import zlib
 from pathlib import Path
 
 import numpy as np
@@ -163,16 +162,10 @@ def _common_start(ctl, timeout: float) -> float:
 
 def _one_host(ctl, timeout: float) -> bool:
     """Whether every rank shares one clock (:mod:`gridcoll.runtime.hostnames`)."""
-    from mpi4py import MPI
-
     from gridcoll.runtime.executor import wait
-    from gridcoll.runtime.hostnames import processor_name
+    from gridcoll.runtime.hostnames import gather_hosts, one_host
 
-    h = np.array([zlib.crc32(processor_name().encode())], dtype=np.int64)
-    lo, hi = np.empty_like(h), np.empty_like(h)
-    wait(ctl.Iallreduce(h, lo, MPI.MIN), timeout, what="comparing hosts")
-    wait(ctl.Iallreduce(h, hi, MPI.MAX), timeout, what="comparing hosts")
-    return bool(lo[0] == hi[0])
+    return one_host(gather_hosts(ctl, wait, timeout))
 
 
 def _run(args: argparse.Namespace, status: _Status) -> dict | None:
