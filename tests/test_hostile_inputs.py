@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from gridcoll.cli.main import EXIT_ERROR, main
 from gridcoll.errors import GridcollError, GridError
 from gridcoll.limits import MAX_JSON_DEPTH, MAX_RANKS
-from gridcoll.network import get_grid, grid_from_dict, load_grid
+from gridcoll.network import get_grid, grid_from_dict, load_grid, place_by_host
 from gridcoll.tune import plan
 
 VALID = {
@@ -354,3 +354,100 @@ def test_a_placement_holding_null_is_refused(tmp_path):
     path.write_text(json.dumps(_with(("placement", 0), None)))
     with pytest.raises(GridError, match="placement names unknown cluster None"):
         load_grid(path)
+
+
+# -- placement by host (issue 12) ----------------------------------------------------------
+BY_HOST = {k: v for k, v in copy.deepcopy(VALID).items() if k != "placement"}
+BY_HOST["clusters"][0]["hosts"] = ["node-a*", "login1"]
+BY_HOST["clusters"][1]["hosts"] = ["node-b[0-9]"]
+
+HOST_CASES = {
+    "hosts-a-string": ((0, "node-a*"), "cluster 'A': 'hosts' must be a non-empty list"),
+    "hosts-empty": ((0, []), "cluster 'A': 'hosts' must be a non-empty list"),
+    "pattern-empty": ((1, [""]), "cluster 'B': 'hosts'[0] must be a non-empty printable"),
+    "pattern-a-number": ((1, [3]), "'hosts'[0] must be a non-empty printable string"),
+    "pattern-true": ((1, [True]), "'hosts'[0] must be a non-empty printable string"),
+    "pattern-escape": ((1, ["b\x1b[2J"]), "'hosts'[0] must be a non-empty printable"),
+    "pattern-twice": ((1, ["LOGIN1"]), "host pattern 'LOGIN1' is given twice"),
+    "host-in-two-clusters": (
+        (1, ["node-a9"]),
+        "host 'node-a9' of cluster 'B' also matches pattern 'node-a*' of cluster 'A'",
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(HOST_CASES))
+def test_each_hostile_hosts_entry_is_one_clear_error(case, tmp_path, capsys):
+    (cluster, value), message = HOST_CASES[case]
+    data = copy.deepcopy(BY_HOST)
+    data["clusters"][cluster]["hosts"] = value
+    grid_file = tmp_path / "g.json"
+    grid_file.write_text(json.dumps(data))
+    line = assert_one_line_error(capsys, "plan", "--grid", str(grid_file), "--size", "1KiB")
+    assert message in line and "\x1b" not in line
+
+
+def test_hosts_with_a_placement_or_on_some_clusters_only_are_refused(tmp_path, capsys):
+    grid_file = tmp_path / "g.json"
+    grid_file.write_text(json.dumps({**BY_HOST, "placement": VALID["placement"]}))
+    assert_one_line_error(capsys, "plan", "--grid", str(grid_file), match="not both")
+    data = copy.deepcopy(BY_HOST)
+    del data["clusters"][1]["hosts"]
+    grid_file.write_text(json.dumps(data))
+    assert_one_line_error(
+        capsys, "plan", "--grid", str(grid_file), match="cluster 'B' names no 'hosts'"
+    )
+
+
+def test_a_grid_placed_by_host_plans_offline_by_number(tmp_path, capsys):
+    grid_file = tmp_path / "g.json"
+    grid_file.write_text(json.dumps(BY_HOST))
+    code, _, err = run(capsys, "plan", "--grid", str(grid_file), "--size", "1KiB")
+    assert code == 0, err
+    assert load_grid(grid_file).cluster_of == (0, 0, 0, 1, 1)
+
+
+HOST_EDGES = st.one_of(
+    EDGES,
+    st.integers(1, 3),
+    st.sampled_from(["*", "?", "[", "[!a]", "node-a1", "LOGIN1", "a b", "\x00", "é*"]),
+    st.lists(st.sampled_from(["*", "node-a1", "", "node-b[0-9]", "x"]), max_size=3),
+)
+HOST_PATHS = [
+    *(p for p in _paths(BY_HOST) if len(p) >= 3 and p[2] in ("hosts", "ranks")),
+    ("placement",),
+    ("clusters", 0, "hosts", 2),
+]
+HOSTS = ["node-a1", "login1", "node-b2", "gpu", "*", "NODE-B9"]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    st.lists(st.tuples(st.sampled_from(HOST_PATHS), HOST_EDGES), min_size=1, max_size=3),
+    st.data(),
+)
+def test_fuzzed_host_placements_place_or_say_why_in_one_line(mutations, data):
+    """Mutated ``hosts`` and ``ranks`` load or fail in one line; a grid that loads
+    places any ranks' host names in one line or with every cluster's declared size."""
+    raw = copy.deepcopy(BY_HOST)
+    for path, value in mutations:
+        node = raw
+        try:
+            for key in path[:-1]:
+                node = node[key]
+            node[path[-1]] = value
+        except (KeyError, IndexError, TypeError):
+            continue
+    try:
+        grid = grid_from_dict(json.loads(json.dumps(raw, allow_nan=True)))
+        if grid.clusters[0].hosts:
+            size = st.sampled_from([grid.nranks, grid.nranks, grid.nranks + 1])
+            names = data.draw(
+                size.flatmap(lambda n: st.lists(st.sampled_from(HOSTS), min_size=n, max_size=n))
+            )
+            placed = place_by_host(grid, names)
+            assert [placed.cluster_of.count(c) for c in range(grid.nclusters)] == [
+                c.nranks for c in grid.clusters
+            ]
+    except GridError as err:
+        assert "\n" not in str(err)

@@ -383,3 +383,101 @@ def test_measure_schedule_for_the_demo():
 
 def test_default_mpiexec_is_the_wheels():
     assert Path(default_mpiexec()).name == "mpiexec"
+
+
+# -- ranks on several hosts, faked on this machine (issue 12, item 4) ----------------------
+
+
+def hosts_grid(tmp_path: Path, clusters: dict[str, int], hosts: dict[str, list[str]]) -> Path:
+    """A fast grid whose clusters name the hosts their ranks run on."""
+    data = fast_grid(clusters)
+    for entry in data["clusters"]:
+        entry["hosts"] = hosts[entry["name"]]
+    return write_grid(tmp_path, data)
+
+
+def _hosts_run(n: int, grid: str, mode: str, env: dict) -> list[dict]:
+    proc = mpirun(n, "hosts.py", grid, mode, env=env, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    return last_json(proc)["ranks"]
+
+
+def test_several_hosts_place_ranks_by_host_and_run_without_doorbells(tmp_path):
+    """Six ranks on three fake hosts (two each), cluster A on hosts 0 and 2: the ranks
+    are placed 0-1 and 4-5 in A, 2-3 in B; Bcast, Gather and Allreduce give mpi4py's
+    results with plain sleeps (no doorbells: they need one machine)."""
+    grid = hosts_grid(tmp_path, {"A": 4, "B": 2}, {"A": ["host-[02]"], "B": ["HOST-1"]})
+    env = clean_env(GRIDCOLL_FAKE_HOSTNAME="host-{rank//2}")
+    ranks = _hosts_run(6, str(grid), "collectives", env)
+    hosts = ["host-0", "host-0", "host-1", "host-1", "host-2", "host-2"]
+    for report in ranks:
+        assert report["wrong"] == [], report
+        assert report["doorbells"] is False
+        assert report["hosts"] == hosts
+        assert report["cluster_of"] == [0, 0, 1, 1, 0, 0]
+        assert report["grid_hosts"] == [[], []]  # resolved: the placement replaced them
+        assert "two-level" in report["algorithms"][0]  # a gridcoll schedule, not native
+    explain = ranks[0]["explain"].splitlines()
+    assert explain[-3:] == [
+        "ranks placed by host:",
+        "cluster 'A': ranks 0-1, 4-5 on 'host-0', 'host-2'",
+        "cluster 'B': ranks 2-3 on 'host-1'",
+    ]
+    assert ranks[1]["split_note"].splitlines()[-2:] == [  # odd ranks 1, 3, 5
+        "cluster 'A': ranks 0, 2 on 'host-0', 'host-2'",
+        "cluster 'B': rank 1 on 'host-1'",
+    ]
+
+
+def test_several_hosts_from_a_list_and_the_launch_grid(tmp_path):
+    """Four ranks named one by one (``a1,b1,b1,a1``) on the launch's grid
+    (``GRIDCOLL_GRID``, placed by host on the communicator's own hosts)."""
+    grid = hosts_grid(tmp_path, {"A": 2, "B": 2}, {"A": ["a*"], "B": ["b1"]})
+    env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_FAKE_HOSTNAME="a1,b1,b1,a1")
+    for report in _hosts_run(4, "-", "collectives", env):
+        assert report["wrong"] == [], report
+        assert report["doorbells"] is False and report["cluster_of"] == [0, 1, 1, 0]
+
+
+def test_several_hosts_refuse_the_emulation_clearly(tmp_path):
+    """The emulation needs one machine: placed by host, making the Comm raises; placed
+    by number (the launch's grid), the first collective raises and the Comm stays
+    unusable (never unemulated)."""
+    by_host = hosts_grid(tmp_path, {"A": 4, "B": 2}, {"A": ["host-[02]"], "B": ["host-1"]})
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps(fast_grid({"A": 3, "B": 3})))
+    env = clean_env(
+        GRIDCOLL_FAKE_HOSTNAME="host-{rank//2}", GRIDCOLL_EMULATE="1", GRIDCOLL_GRID=str(plain)
+    )
+    why = (
+        "runs on one machine (its link state is shared memory, its delivery times one "
+        "machine's monotonic clock), but the ranks run on 3 hosts: 'host-0', 'host-1', "
+        "'host-2'; run every rank on one host, or turn the emulation off"
+    )
+    for report in _hosts_run(6, str(by_host), "emulated", env):
+        kind, text = report["by_host"]
+        assert kind == "GridError" and text.startswith("the WAN emulation of grid 'fast-A4-B2'")
+        assert why in text and "\n" not in text
+        kind, text = report["first_call"]
+        assert kind == "GridError" and "grid 'fast-A3-B3'" in text and why in text
+        kind, text = report["second_call"]
+        assert kind == "CollectiveError" and "unusable after a failed call" in text
+
+
+def test_several_hosts_worker_times_barrier_to_barrier(tmp_path):
+    """``gridcoll run``'s worker on fake hosts: no common clock, so barrier-to-barrier
+    timing at rank 0 and a barrier verified by completing; bytes still verified."""
+    grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2}))
+    env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_FAKE_HOSTNAME="host-{rank//2}")
+    cases = ['{"op": "barrier", "size": 0}', '{"op": "bcast", "size": 4096}']
+    worker = [sys.executable, "-m", "gridcoll.runtime.worker", "--repeat", "2"]
+    cmd = mpiexec_command(4, [*worker, "--case", cases[0], "--case", cases[1]])
+    proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    line = next(x for x in proc.stdout.splitlines() if x.startswith("GRIDCOLL-RESULT "))
+    result = json.loads(line.split(" ", 1)[1])
+    assert result["timing"] == "barrier" and result["verified"] and not result["emulated"]
+    assert [(c["op"], c["verified"]) for c in result["cases"]] == [
+        ("barrier", True),
+        ("bcast", True),
+    ]

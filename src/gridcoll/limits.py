@@ -10,7 +10,8 @@ the README list them):
 * :data:`MAX_TIME_S`, :data:`MIN_BANDWIDTH`, :data:`MAX_BANDWIDTH` -- the range of a
   P-LogP table's latencies, overheads, gaps and bandwidths;
 * :data:`MAX_FILE_BYTES`, :data:`MAX_JSON_DEPTH` -- grid and P-LogP files;
-* :data:`MAX_BUDGET_S` -- a planning budget.
+* :data:`MAX_BUDGET_S` -- a planning budget;
+* :data:`MAX_HOST_PATTERNS` -- the host patterns of a grid placed by host.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ __all__ = [
     "MAX_BUDGET_S",
     "MAX_CLUSTERS",
     "MAX_FILE_BYTES",
+    "MAX_HOST_PATTERNS",
     "MAX_JSON_DEPTH",
     "MAX_MESSAGE_BYTES",
     "MAX_NAME_CHARS",
@@ -57,7 +59,11 @@ MAX_JSON_DEPTH = 32
 """The deepest nesting of a grid or P-LogP file (the format needs 5)."""
 
 MAX_NAME_CHARS = 200
-"""The longest cluster, site or link name."""
+"""The longest cluster, site or link name (and host pattern)."""
+
+MAX_HOST_PATTERNS = 1024
+"""Host patterns (``"hosts"`` of the clusters) in one grid: checking that no plain host
+name matches another cluster's glob is O(patterns^2) regular-expression matches."""
 
 MAX_BUDGET_S = 86400.0
 """The largest planning budget, nominal seconds (a day)."""

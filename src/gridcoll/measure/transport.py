@@ -19,10 +19,12 @@ the delivery time ``deliver_at`` in a 16-byte header in front of its payload; th
 receiver does not take the message before ``deliver_at``; the sender stays busy
 ``max(0, os_w(m) - os_l(m))`` after its ``Isend``. LAN messages are real.
 
-Rule 3: when both ranks share one machine, ``time.monotonic`` is one clock: the mirror
-writes the instant it took a ``DATA`` message into the reply's header, which gives the
-one-way time (and so asymmetric latencies; seed 000 notes this needs synchronised
-clocks). Messages carry the header only when emulated or on one machine.
+Rule 3: when both ranks share one machine (:mod:`gridcoll.runtime.hostnames`),
+``time.monotonic`` is one clock: the mirror writes the instant it took a ``DATA``
+message into the reply's header, which gives the one-way time (and so asymmetric
+latencies; seed 000 notes this needs synchronised clocks). Messages carry the header
+only when emulated or on one machine. On several hosts there is no one-way time, and
+the emulation is refused (it needs one machine's shared memory and clock).
 
 Timings: ``os`` is from the start of the send call (the emulated reservation included)
 until it returns (the emulated busy time included); ``rtt`` until the reply is taken
@@ -36,7 +38,6 @@ import contextlib
 import gc
 import os
 import time
-import zlib
 from dataclasses import dataclass
 
 import numpy as np
@@ -166,20 +167,19 @@ def open_endpoint(comm, grid=None, *, emulate: bool | None = None, timeout: floa
     from gridcoll.runtime import emulation as emu
     from gridcoll.runtime.doorbell import Doorbells
     from gridcoll.runtime.executor import wait
+    from gridcoll.runtime.hostnames import gather_hosts, one_host, one_host_or_raise
 
     _set_timer_slack()
     resolved, base = _resolve_grid(comm, grid)
     private, req = MPI.Intracomm(comm).Idup()
     wait(req, timeout, what="duplicating the communicator for the measurement")
-    host = zlib.crc32(MPI.Get_processor_name().encode())
-    mine = np.array([host, -host], dtype=np.int64)
-    low = np.empty_like(mine)
-    wait(private.Iallreduce(mine, low, MPI.MIN), timeout, what="comparing hosts")
-    shared_clock = bool(low[0] == -low[1])
+    hosts = gather_hosts(private, wait, timeout)
+    shared_clock = one_host(hosts)
     bells = Doorbells.open_for(private, wait, timeout) if private.Get_size() > 1 else None
     emulate = emu.emulation_requested() if emulate is None else emulate
     emulator = link_state = None
     if emulate and not resolved.is_single_cluster:
+        one_host_or_raise(hosts, "the WAN emulation")
         link_state = _link_state(private, base, timeout)
         emulator = emu.Emulator(resolved, link_state)
     return Endpoint(private, resolved, emulator, bells, shared_clock, timeout, link_state)

@@ -8,7 +8,15 @@ from gridcoll.network.bounds import (
     latency_bound,
     throughput_rate,
 )
-from gridcoll.network.grid import Cluster, Grid, Link, Route
+from gridcoll.network.grid import (
+    Cluster,
+    Grid,
+    Link,
+    Route,
+    host_pattern,
+    place_by_host,
+    placement_summary,
+)
 from gridcoll.network.gridfile import grid_from_dict, grid_to_dict, load_grid, save_grid
 from gridcoll.network.plogp import LogGP, PiecewiseLinear, PLogP, r_w, s_w
 from gridcoll.network.presets import PRESETS, das2, get_grid, lan, magpie, teragrid, transit_stub
@@ -30,10 +38,13 @@ __all__ = [
     "get_grid",
     "grid_from_dict",
     "grid_to_dict",
+    "host_pattern",
     "lan",
     "latency_bound",
     "load_grid",
     "magpie",
+    "place_by_host",
+    "placement_summary",
     "r_w",
     "s_w",
     "save_grid",

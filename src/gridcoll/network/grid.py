@@ -20,9 +20,12 @@ serialise on.
 
 from __future__ import annotations
 
+import fnmatch
 import hashlib
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+import re
+from collections import Counter
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import numpy as np
@@ -31,17 +34,31 @@ from gridcoll.errors import GridError, ParameterError
 from gridcoll.memo import Memo
 from gridcoll.network.plogp import PiecewiseBatch, PiecewiseLinear, PLogP
 
-__all__ = ["Cluster", "Grid", "Link", "Route", "RouteBatch"]
+__all__ = [
+    "Cluster",
+    "Grid",
+    "Link",
+    "Route",
+    "RouteBatch",
+    "host_pattern",
+    "place_by_host",
+    "placement_summary",
+]
 
 
 @dataclass(frozen=True, slots=True)
 class Cluster:
-    """A cluster: ``nranks`` processes on one LAN with parameters ``lan``."""
+    """A cluster: ``nranks`` processes on one LAN with parameters ``lan``.
+
+    ``hosts``: glob patterns (:mod:`fnmatch`, case-insensitive) of the host names its
+    ranks run on, for :func:`place_by_host`; empty when ranks are placed by number.
+    """
 
     name: str
     nranks: int
     lan: PLogP
     site: str = ""
+    hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.nranks < 1:
@@ -105,7 +122,10 @@ class Grid:
         Every link a route names.
     placement : tuple of int, optional
         The cluster index of each rank. Default: ranks are numbered cluster by cluster
-        (the first ``clusters[0].nranks`` ranks are in cluster 0, and so on).
+        (the first ``clusters[0].nranks`` ranks are in cluster 0, and so on). A grid
+        whose clusters name ``hosts`` has none: :func:`place_by_host` sets it from the
+        hosts the ranks run on (every cluster names hosts, or none does; no host name
+        written out matches two clusters' patterns).
     """
 
     name: str
@@ -133,6 +153,20 @@ class Grid:
                     raise GridError(
                         f"route {names[i]!r} -> {names[j]!r} crosses unknown link {link!r}"
                     )
+        placed_by_host = [bool(c.hosts) for c in self.clusters]
+        if any(placed_by_host):
+            if not all(placed_by_host):
+                bare = names[placed_by_host.index(False)]
+                raise GridError(
+                    f"cluster {bare!r} names no 'hosts' while others do: with placement by "
+                    "host every cluster names its hosts"
+                )
+            if self.placement is not None:
+                raise GridError(
+                    "a grid places its ranks by host ('hosts' of every cluster) or by "
+                    "number ('placement'), not both"
+                )
+            _check_hosts(self.clusters)
         if self.placement is not None:
             counts = [0] * n
             for rank, c in enumerate(self.placement):
@@ -324,3 +358,167 @@ class Grid:
             for name, link in self.links.items()
         }
         return Grid(f"{self.name}+load", self.clusters, routes, links, self.placement)
+
+
+# -- placement by host ------------------------------------------------------------------
+
+_GLOB = frozenset("*?[")
+
+
+def host_pattern(*patterns: str) -> re.Pattern[str]:
+    """The compiled form of host patterns (any of them): :func:`fnmatch.translate` of
+    their lower case (host names are case-insensitive, RFC 4343), to ``fullmatch`` a
+    lower-cased name. ``*``, ``?`` and ``[seq]`` are the only special characters."""
+    return re.compile("|".join(f"(?:{fnmatch.translate(p.lower())})" for p in patterns))
+
+
+def _is_literal(pattern: str) -> bool:
+    return not _GLOB & set(pattern)
+
+
+def _check_hosts(clusters: Sequence[Cluster]) -> None:
+    """Refuse patterns that place one host in two clusters as written: a pattern given
+    twice, or a plain host name that another cluster's pattern matches. (Two globs may
+    still both match a host the job runs on: :func:`place_by_host` refuses that.)"""
+    owner: dict[str, int] = {}
+    for c, cluster in enumerate(clusters):
+        for pattern in cluster.hosts:
+            low = pattern.lower()
+            if low in owner:
+                first = clusters[owner[low]].name
+                where = (
+                    f"in cluster {first!r}"
+                    if owner[low] == c
+                    else f"(clusters {first!r} and {cluster.name!r})"
+                )
+                raise GridError(f"host pattern {pattern!r} is given twice {where}")
+            owner[low] = c
+    globs = [
+        (c, p, host_pattern(p))
+        for c, cl in enumerate(clusters)
+        for p in cl.hosts
+        if not _is_literal(p)
+    ]
+    for c, cluster in enumerate(clusters):
+        for name in (p for p in cluster.hosts if _is_literal(p)):
+            for k, text, pattern in globs:
+                if k != c and pattern.fullmatch(name.lower()):
+                    raise GridError(
+                        f"host {name!r} of cluster {cluster.name!r} also matches pattern "
+                        f"{text!r} of cluster {clusters[k].name!r}: a host belongs to one "
+                        "cluster"
+                    )
+
+
+def _shown(names: Sequence[str], most: int = 4) -> str:
+    """``'a', 'b', 'c'`` or ``'a', 'b', ... (9 in all)``."""
+    head = ", ".join(repr(n) for n in names[:most])
+    return head if len(names) <= most else f"{head}, ... ({len(names)} in all)"
+
+
+def _cluster_of_host(grid: Grid, host: str, compiled: list[re.Pattern[str]]) -> int | None:
+    """The one cluster whose patterns (``compiled``: one regex per cluster) match
+    ``host``; None if none; GridError naming both patterns if two clusters' do."""
+    low = host.lower()
+    found = [c for c, pattern in enumerate(compiled) if pattern.fullmatch(low)]
+    if len(found) > 1:
+        a, b = found[:2]
+        pa, pb = (
+            next(p for p in grid.clusters[c].hosts if host_pattern(p).fullmatch(low))
+            for c in (a, b)
+        )
+        raise GridError(
+            f"host {host!r:.80} matches cluster {grid.clusters[a].name!r} (pattern {pa!r}) "
+            f"and cluster {grid.clusters[b].name!r} (pattern {pb!r}): a host belongs to one "
+            "cluster"
+        )
+    return found[0] if found else None
+
+
+def place_by_host(grid: Grid, names: Sequence[str]) -> Grid:
+    """``grid`` with its ranks placed by the host each runs on.
+
+    Parameters
+    ----------
+    grid : Grid
+        A grid whose clusters name their ``hosts`` (glob patterns, :func:`host_pattern`).
+    names : sequence of str
+        The host (``MPI.Get_processor_name()``) of every rank, in rank order.
+
+    Returns
+    -------
+    Grid
+        The same grid with ``placement`` set (rank ``r`` in the cluster whose patterns
+        match ``names[r]``) and the patterns dropped: they have done their work, and the
+        placement is the one fact a plan depends on (``save_grid`` writes it).
+
+    Raises
+    ------
+    GridError
+        One line: the grid places no cluster by host; ``names`` has not one name per
+        rank; a host matches the patterns of two clusters; a rank's host matches none;
+        a cluster's declared ``ranks`` differs from the ranks found on its hosts (the
+        declared sizes are checked, never redefined).
+
+    Notes
+    -----
+    Each distinct host is matched once against each cluster's patterns (one regular
+    expression per cluster): O(H * C) matches for H hosts and C clusters, then O(P) to
+    place the ranks.
+    """
+    if not all(c.hosts for c in grid.clusters):
+        raise GridError(f"grid {grid.name!r} does not place its ranks by host (no 'hosts')")
+    if len(names) != grid.nranks:
+        raise GridError(
+            f"{len(names)} host names for grid {grid.name!r} of {grid.nranks} ranks: one per rank"
+        )
+    compiled = [host_pattern(*c.hosts) for c in grid.clusters]
+    of_host: dict[str, int | None] = {}
+    placement = []
+    for rank, host in enumerate(names):
+        if host not in of_host:
+            of_host[host] = _cluster_of_host(grid, host, compiled)
+        cluster = of_host[host]
+        if cluster is None:
+            raise GridError(
+                f"rank {rank} runs on host {host!r:.80}, which matches no cluster's "
+                f"'hosts' (clusters {_shown([c.name for c in grid.clusters])})"
+            )
+        placement.append(cluster)
+    counts = Counter(placement)
+    for c, cluster in enumerate(grid.clusters):
+        found = counts[c]
+        if found != cluster.nranks:
+            hosts = sorted({h for h, k in of_host.items() if k == c})
+            where = _shown(hosts) if hosts else "no host of the job matches them"
+            raise GridError(
+                f"cluster {cluster.name!r} declares {cluster.nranks} ranks but {found} run "
+                f"on hosts matching its patterns ({where}): make 'ranks' match the job"
+            )
+    clusters = tuple(replace(c, hosts=()) for c in grid.clusters)
+    return Grid(grid.name, clusters, grid.routes, grid.links, tuple(placement))
+
+
+def placement_summary(grid: Grid, names: Sequence[str]) -> str:
+    """One line per cluster: its ranks and the hosts they run on (``names[r]`` is rank
+    ``r``'s host), e.g. ``cluster 'A': ranks 0-3 on 'node-a1', 'node-a2'``."""
+    lines = []
+    for c, members in enumerate(grid.members):
+        hosts = list(dict.fromkeys(names[r] for r in members))
+        lines.append(f"cluster {grid.clusters[c].name!r}: {_ranges(members)} on {_shown(hosts)}")
+    return "\n".join(lines)
+
+
+def _ranges(ranks: Sequence[int]) -> str:
+    """``ranks 0-3, 6`` (runs of consecutive ranks)."""
+    parts: list[str] = []
+    start = prev = None
+    for r in [*ranks, None]:
+        if prev is not None and r == prev + 1:
+            prev = r
+            continue
+        if start is not None:
+            parts.append(f"{start}" if start == prev else f"{start}-{prev}")
+        start = prev = r
+    word = "rank" if len(ranks) == 1 else "ranks"
+    return f"{word} {', '.join(parts)}"

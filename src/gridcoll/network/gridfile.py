@@ -21,7 +21,9 @@ A P-LogP table is either the shorthand ``{"latency", "bandwidth"[, "overhead", "
 optional ``"complete": false`` for an interrupted measurement. A route may name shared
 ``"links"`` (declared in a top-level ``"links"`` list with ``"name"`` and either
 ``"bandwidth"`` or ``"g"`` points); a route without links gets a private link of its own.
-``"placement"`` (optional) lists the cluster name of every rank.
+``"placement"`` (optional) lists the cluster name of every rank; or every cluster names
+the ``"hosts"`` its ranks run on (glob patterns), and the runtime places the ranks by
+host (:func:`gridcoll.network.grid.place_by_host`).
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from gridcoll.limits import (
     MAX_BANDWIDTH,
     MAX_CLUSTERS,
     MAX_FILE_BYTES,
+    MAX_HOST_PATTERNS,
     MAX_JSON_DEPTH,
     MAX_MESSAGE_BYTES,
     MAX_NAME_CHARS,
@@ -257,12 +260,28 @@ def _link_from_dict(raw: Any, index: int) -> Link:
     return Link(name, g)
 
 
+def _hosts(raw: Any, cluster: str) -> tuple[str, ...]:
+    """A cluster's ``hosts``: a non-empty list of host names or glob patterns, each a
+    printable string without spaces (:func:`gridcoll.network.grid.host_pattern`)."""
+    where = f"cluster {cluster!r}: 'hosts'"
+    if not isinstance(raw, list) or not raw:
+        raise GridError(f"{where} must be a non-empty list of host names or patterns")
+    out = []
+    for i, pattern in enumerate(raw):
+        _name(pattern, f"{where}[{i}]")
+        if any(ch.isspace() for ch in pattern):
+            raise GridError(f"{where}[{i}] {pattern!r:.80} holds a space: no host name does")
+        out.append(pattern)
+    return tuple(out)
+
+
 def grid_from_dict(data: Any) -> Grid:
     """Build a :class:`Grid` from the parsed JSON object of a grid file.
 
     Strict (docs/grid-format.md, :mod:`gridcoll.limits`): names are printable strings
     and unique, ``ranks`` a positive integer (not a boolean), numbers finite and in
-    range, ``placement`` a list of cluster names, every route named once. Raises
+    range, ``placement`` a list of cluster names, every route named once, ``hosts`` on
+    every cluster or none (never with ``placement``), no host in two clusters. Raises
     :class:`GridError` naming the first problem, before anything large is built.
     """
     if not isinstance(data, dict):
@@ -288,12 +307,17 @@ def grid_from_dict(data: Any) -> Grid:
         if total > MAX_RANKS:
             raise GridError(f"the clusters hold more than {MAX_RANKS} ranks, the most supported")
     clusters = []
+    npatterns = 0
     for c in raw_clusters:
         lan = plogp_from_dict(c["lan"], f"cluster {c['name']!r} lan")
         site = c.get("site", "")
         if site != "":
             site = _name(site, f"cluster {c['name']!r}: 'site'")
-        clusters.append(Cluster(c["name"], c["ranks"], lan, site))
+        hosts = _hosts(c["hosts"], c["name"]) if "hosts" in c else ()
+        npatterns += len(hosts)
+        if npatterns > MAX_HOST_PATTERNS:
+            raise GridError(f"the clusters name more than {MAX_HOST_PATTERNS} host patterns")
+        clusters.append(Cluster(c["name"], c["ranks"], lan, site, hosts))
     index = {c.name: i for i, c in enumerate(clusters)}
     if len(index) != len(clusters):
         dup = next(c.name for k, c in enumerate(clusters) if index[c.name] != k)
@@ -352,6 +376,7 @@ def grid_to_dict(grid: Grid) -> dict[str, Any]:
         "clusters": [
             {"name": c.name, "ranks": c.nranks, "lan": plogp_to_dict(c.lan)}
             | ({"site": c.site} if c.site else {})
+            | ({"hosts": list(c.hosts)} if c.hosts else {})
             for c in grid.clusters
         ],
         "links": [

@@ -72,7 +72,7 @@ from gridcoll.runtime.prepare import (
     run_empty,
     run_native,
 )
-from gridcoll.runtime.state import ready, state_of
+from gridcoll.runtime.state import placement_note, ready, state_of
 from gridcoll.schedule.ir import Schedule
 
 __all__ = [
@@ -577,11 +577,15 @@ def execute(comm: Any, schedule: Schedule, buf: Any, reduce: Callable | None = N
 
 def explain(comm: Any) -> str:
     """Why the last gridcoll collective chose its algorithm (:meth:`gridcoll.tune.Plan.explain`:
-    the choice, the prediction, the host overhead planned with, a native call's reason)."""
-    chosen = last_plan(state_of(comm))
-    if chosen is None:
-        return "no gridcoll collective has run on this communicator yet"
-    return chosen.explain()
+    the choice, the prediction, the host overhead planned with, a native call's reason),
+    then where the ranks were placed by host, if they were (:func:`placement_note`)."""
+    state = state_of(comm)
+    chosen = last_plan(state)
+    text = "no gridcoll collective has run on this communicator yet"
+    if chosen is not None:
+        text = chosen.explain()
+    note = placement_note(state)
+    return f"{text}\n{note}" if note else text
 
 
 # -- the object (pickle) forms ---------------------------------------------------------

@@ -50,7 +50,9 @@ class Comm(MPI.Intracomm):
         The grid the ranks run on, one grid rank per communicator rank (a Grid, a preset
         name or a grid file). Default: the grid of ``GRIDCOLL_GRID`` (set by
         ``gridcoll mpirun``; for a sub-communicator of ``COMM_WORLD`` its sub-grid),
-        else ``lan(size)``, a single cluster.
+        else ``lan(size)``, a single cluster. A grid whose clusters name their
+        ``hosts`` places the ranks by host: then construction is collective (every rank
+        gathers the ranks' host names; docs/grid-format.md, "Placement by host").
     algo : str or mapping, optional
         ``"auto"`` (the tuner chooses per call; on a one-cluster communicator, the MPI
         library's own collective), a builder name (every collective that has a builder

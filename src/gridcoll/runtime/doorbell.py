@@ -14,8 +14,10 @@ wake-up is lost, and the rank wakes within microseconds of the message being pos
 while still using no CPU when idle.
 
 A lost increment (two senders bumping one word at once) does no harm: the word still
-changed, and both senders call ``FUTEX_WAKE``. Ranks on several hosts, or systems
-without futexes, get no doorbells and fall back to plain sleeps.
+changed, and both senders call ``FUTEX_WAKE``. Ranks on several hosts (by their
+processor names, :func:`gridcoll.runtime.hostnames.processor_name`, which
+``GRIDCOLL_FAKE_HOSTNAME`` can fake for a test), or systems without futexes, get no
+doorbells and fall back to plain sleeps with the executor's backoff.
 """
 
 from __future__ import annotations
@@ -29,6 +31,8 @@ import zlib as _zlib
 from pathlib import Path
 
 import numpy as _np
+
+from gridcoll.runtime.hostnames import processor_name
 
 __all__ = ["Doorbells", "futex_available"]
 
@@ -82,7 +86,7 @@ class Doorbells:
         None. Collective; ``wait(request, timeout, what=...)`` completes requests."""
         from mpi4py import MPI
 
-        host = _zlib.crc32(MPI.Get_processor_name().encode())
+        host = _zlib.crc32(processor_name().encode())
         usable = 1 if futex_available() and Path("/dev/shm").is_dir() else 0
         mine = _np.array([host, -host, usable], dtype=_np.int64)
         low = _np.empty_like(mine)

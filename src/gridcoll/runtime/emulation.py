@@ -3,11 +3,12 @@
 Theory of operation
 -------------------
 All ranks of an emulated grid run on one machine, where ``time.monotonic`` is one
-system-wide clock. A message from rank ``a`` to rank ``b`` in another cluster crosses
-the shared links ``grid.path(a, b)`` names (``("link", name)`` resources). When the
-sender starts the message at time ``t`` it *reserves* every link of the route, in order,
-with the simulator's cut-through FIFO rule (seed 000, sec. 2.1: a link carries one
-message at a time, for ``g_link(m)``)::
+system-wide clock. Asked to span hosts, the emulation is refused with one line naming
+them (:func:`gridcoll.runtime.hostnames.one_host_or_raise`). A message from rank ``a``
+to rank ``b`` in another cluster crosses the shared links ``grid.path(a, b)`` names
+(``("link", name)`` resources). When the sender starts the message at time ``t`` it
+*reserves* every link of the route, in order, with the simulator's cut-through FIFO
+rule (seed 000, sec. 2.1: a link carries one message at a time, for ``g_link(m)``)::
 
     h_0 = t
     h_i = max(h_{i-1}, free[link_i])          # head of the message enters link i

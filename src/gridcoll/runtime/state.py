@@ -44,10 +44,11 @@ from mpi4py import MPI
 
 from gridcoll.errors import GridError, ParameterError
 from gridcoll.memo import Memo
-from gridcoll.network.grid import Grid
+from gridcoll.network.grid import Grid, place_by_host, placement_summary
 from gridcoll.network.presets import get_grid, lan
 from gridcoll.runtime import emulation as _emu
 from gridcoll.runtime import host as _host
+from gridcoll.runtime import hostnames as _hostnames
 from gridcoll.runtime.choice import algo_table
 from gridcoll.runtime.doorbell import Doorbells
 from gridcoll.runtime.executor import (
@@ -84,6 +85,7 @@ __all__ = [
     "cache_info",
     "derive",
     "note_failure",
+    "placement_note",
     "ready",
     "state_of",
     "subcomm",
@@ -161,6 +163,11 @@ class State:
     deferring: Any = None
     """While a non-blocking call is being started: where the collective hands its run
     (a callable taking the job) instead of running it (:mod:`gridcoll.runtime.nonblocking`)."""
+    hosts: tuple[str, ...] | None = None
+    """The host of every rank (:mod:`gridcoll.runtime.hostnames`) once gathered: when
+    the grid placed the ranks by host, or when the emulation checked for one machine."""
+    by_host: bool = False
+    """Whether the ranks were placed by host (:func:`gridcoll.network.place_by_host`)."""
 
     def close(self) -> None:
         """Free the private communicator and the doorbells (a later call makes new ones).
@@ -288,20 +295,27 @@ def attach(
     *,
     base: Grid | None = None,
     link_state: list | None = None,
+    hosts: tuple[str, ...] | None = None,
 ) -> State:
     """Make ``comm``'s state and attach it (local, no MPI call).
 
     ``grid`` None: the launch's (``GRIDCOLL_GRID``, its sub-grid for a part of
-    ``COMM_WORLD``), else ``lan(size)``. ``base``/``link_state``: the launch grid and
-    link state of the communicator ``comm`` was made from. The tunables
-    ``CACHE_SIZE`` and ``DOORBELLS`` are read from ``comm``'s class.
+    ``COMM_WORLD``), else ``lan(size)``. A grid whose clusters name their ``hosts`` is
+    placed by host: then this is collective (:func:`_place_by_host`).
+    ``base``/``link_state``/``hosts``: the launch grid, link state and ranks' hosts of
+    the communicator ``comm`` was made from. The tunables ``CACHE_SIZE`` and
+    ``DOORBELLS`` are read from ``comm``'s class.
     """
-    if base is None:
-        grid, base = _resolve_grid(comm, grid)
     algos = algo_table(algo or _os.environ.get(ENV_ALGO, "").strip() or "auto", params)
     timeout = _env_timeout() if timeout is None else float(timeout)
     if not timeout > 0:
         raise ParameterError(f"timeout must be > 0 seconds, got {timeout!r}")
+    by_host = False
+    if base is None:
+        grid, base = _resolve_grid(comm, grid)
+        if grid.clusters[0].hosts:
+            grid, hosts = _place_by_host(comm, grid, timeout)
+            base, by_host = grid, True
     emulated = _emu.emulation_requested() and not grid.is_single_cluster
     overhead = _host.resolve_host_overhead(
         host_overhead, _host.local_ranks(MPI.COMM_WORLD.Get_size()), emulated=emulated
@@ -321,6 +335,7 @@ def attach(
         bool(native_reason(grid, name)),  # tune.plan's own rule with native=True
     )
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
+    state.hosts, state.by_host = hosts, by_host
     comm.gridcoll_state = state
     return state
 
@@ -338,9 +353,14 @@ def attached(comm: MPI.Intracomm) -> State | None:
     return comm.gridcoll_state
 
 
-def derive(comm: MPI.Intracomm, new: MPI.Intracomm, grid: Grid | None = None) -> Any:
+def derive(
+    comm: MPI.Intracomm,
+    new: MPI.Intracomm,
+    grid: Grid | None = None,
+    hosts: tuple[str, ...] | None = None,
+) -> Any:
     """``new`` (a handle made from ``comm``) wrapped as ``comm``'s class, with ``comm``'s
-    options, on ``grid`` (default: ``comm``'s)."""
+    options, on ``grid`` and ``hosts`` (default: ``comm``'s)."""
     state = state_of(comm)
     out = type(comm).__new__(type(comm), new)
     attach(
@@ -351,7 +371,9 @@ def derive(comm: MPI.Intracomm, new: MPI.Intracomm, grid: Grid | None = None) ->
         state.host_overhead,
         base=state.base_grid,
         link_state=state.link_state,
+        hosts=state.hosts if hosts is None else hosts,
     )
+    out.gridcoll_state.by_host = state.by_host
     return out
 
 
@@ -360,7 +382,9 @@ def subcomm(comm: MPI.Intracomm, new: MPI.Intracomm) -> Any:
     if new == MPI.COMM_NULL:
         return new
     ranks = _translate(new, comm)
-    return derive(comm, new, _emu.subgrid(state_of(comm).grid, ranks))
+    state = state_of(comm)
+    hosts = None if state.hosts is None else tuple(state.hosts[r] for r in ranks)
+    return derive(comm, new, _emu.subgrid(state.grid, ranks), hosts)
 
 
 def _env_timeout() -> float:
@@ -387,7 +411,8 @@ def _resolve_grid(comm: MPI.Intracomm, grid: Grid | str | None) -> tuple[Grid, G
             return resolved, resolved
         base = get_grid(spec)
         resolved = base
-        if base.nranks == MPI.COMM_WORLD.Get_size():
+        by_number = not base.clusters[0].hosts  # a grid placed by host: on comm's hosts
+        if by_number and base.nranks == MPI.COMM_WORLD.Get_size():
             resolved = _emu.subgrid(base, _translate(comm, MPI.COMM_WORLD))
     if resolved.nranks != size:
         raise GridError(
@@ -395,6 +420,25 @@ def _resolve_grid(comm: MPI.Intracomm, grid: Grid | str | None) -> tuple[Grid, G
             f"{size}: pass grid= with one rank per process"
         )
     return resolved, base
+
+
+def _place_by_host(comm: MPI.Intracomm, grid: Grid, timeout: float) -> tuple[Grid, tuple[str, ...]]:
+    """``grid`` placed by the hosts of ``comm``'s ranks (collective: every rank gathers
+    every rank's host, :func:`gridcoll.runtime.hostnames.gather_hosts`, and places them
+    alike, :func:`gridcoll.network.place_by_host`), and those hosts. The WAN emulation
+    needs one host: asked for on several, it is refused here, before any call."""
+    hosts = _hostnames.gather_hosts(comm, wait, timeout)
+    placed = place_by_host(grid, hosts)
+    if _emu.emulation_requested() and not placed.is_single_cluster:
+        _hostnames.one_host_or_raise(hosts, f"the WAN emulation of grid {grid.name!r}")
+    return placed, hosts
+
+
+def placement_note(state: State) -> str:
+    """How the ranks were placed by host (one line per cluster), or "" when by number."""
+    if not state.by_host or state.hosts is None:
+        return ""
+    return "ranks placed by host:\n" + placement_summary(state.grid, state.hosts)
 
 
 def _translate(comm: MPI.Comm, other: MPI.Comm) -> list[int]:
@@ -461,6 +505,14 @@ def _set_up(comm: MPI.Intracomm, state: State) -> None:
 
 
 def _open_emulator(state: State) -> _emu.Emulator:
+    """The WAN emulator (collective): refused unless every rank runs on one host."""
+    if state.hosts is None:
+        state.hosts = _hostnames.gather_hosts(state.private, wait, state.timeout)
+    try:
+        _hostnames.one_host_or_raise(state.hosts, f"the WAN emulation of grid {state.grid.name!r}")
+    except GridError as err:  # never run unemulated on a later call
+        state.broken = str(err)
+        raise
     if state.link_state[0] is None:
         path = _os.environ.get(_emu.ENV_LINK_STATE, "").strip()
         env_grid = _os.environ.get(_emu.ENV_GRID, "").strip()
