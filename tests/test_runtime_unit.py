@@ -3,11 +3,13 @@ buffer parsing, the single-process Comm, the launcher's bookkeeping."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 MPI = pytest.importorskip("mpi4py.MPI")
 
 import gridcoll  # noqa: E402
-from gridcoll.errors import GridError, ParameterError  # noqa: E402
+from gridcoll.errors import DeviceBufferError, GridError, ParameterError  # noqa: E402
 from gridcoll.network import get_grid, magpie  # noqa: E402
 from gridcoll.runtime import buffers  # noqa: E402
 from gridcoll.runtime import collectives as coll_mod  # noqa: E402
@@ -360,6 +362,108 @@ def test_fortran_order_buffers_are_viewed_in_memory_order():
     view, itemsize = buffers.message(f, root_side=False)
     assert itemsize == 4 and np.shares_memory(view, f)
     assert view.tobytes() == f.tobytes(order="A")
+
+
+class _DLPackOnly:
+    """A numpy array seen through DLPack only (no buffer protocol)."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, **kwargs):
+        return self.arr.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+class _ArrayInterfaceOnly:
+    def __init__(self, arr):
+        self.__array_interface__ = arr.__array_interface__
+
+
+class _FakeCuda:
+    """Claims device memory (``__cuda_array_interface__``) over host memory."""
+
+    def __init__(self, arr):
+        face = dict(arr.__array_interface__)
+        face.update(version=3, stream=None, strides=None)
+        self.__cuda_array_interface__ = face
+
+
+_DTYPES = ("float64", "float32", "int64", "int32", "int16", "uint8", "complex128", "bool")
+_FORMS = (
+    lambda b, a, t: b,
+    lambda b, a, t: [b, t],
+    lambda b, a, t: [b, a.size // 2, t],
+    lambda b, a, t: [b, (a.size // 3, 1), t],
+    lambda b, a, t: [b, a.size // 4, a.size // 4, t],
+)
+
+
+@given(
+    dtype=st.sampled_from(_DTYPES),
+    n=st.integers(4, 40),
+    form=st.integers(0, len(_FORMS) - 1),
+    readonly=st.booleans(),
+    blocks=st.sampled_from([0, 2]),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_dlpack_buffer_parses_as_its_array_does(dtype, n, form, readonly, blocks):
+    from mpi4py.util.dtlib import from_numpy_dtype
+
+    a = np.arange(2 * n).astype(dtype)
+    t = from_numpy_dtype(a.dtype)
+    if blocks and form != 1 and form != 0:
+        blocks = 0  # an explicit count is per block: keep the row forms simple
+    mine = buffers.parse(_FORMS[form](_DLPackOnly(a), a, t), readonly, blocks)
+    theirs = buffers.parse(_FORMS[form](a, a, t), readonly, blocks)
+    assert mine.view.tobytes() == theirs.view.tobytes()
+    assert np.shares_memory(mine.view, a)  # no copy
+    assert (mine.itemsize, mine.count) == (theirs.itemsize, theirs.count)
+    assert buffers.datatype_of(mine) == buffers.datatype_of(theirs)
+    assert buffers.signature(mine) == buffers.signature(theirs)
+    assert mine.view.flags.writeable is not readonly
+
+
+def test_buffer_objects_mpi4py_takes_and_refuses():
+    import array
+
+    for obj in (array.array("d", [1.0, 2.0]), bytearray(16), memoryview(np.zeros(2))):
+        spec = buffers.parse(obj, False)
+        assert spec.view.size == 16 and buffers.host_array(obj, False) is obj
+    assert buffers.datatype_of(buffers.parse(array.array("i", [1, 2]), True)) == MPI.INT
+    # only __array_interface__: mpi4py refuses it, with the same error
+    with pytest.raises(TypeError, match="message: expecting buffer or list/tuple"):
+        buffers.parse(_ArrayInterfaceOnly(np.zeros(3)), True)
+    with pytest.raises(TypeError, match="a bytes-like object is required"):
+        buffers.parse([_ArrayInterfaceOnly(np.zeros(3)), MPI.DOUBLE], True)
+    # DLPack: mpi4py's own checks and messages
+    with pytest.raises(BufferError, match="dlpack: buffer is not contiguous"):
+        buffers.parse(_DLPackOnly(np.zeros(8)[::2]), True)
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError, match="dlpack: buffer is not writable"):
+        buffers.parse(_DLPackOnly(ro), False)
+    assert buffers.parse(_DLPackOnly(ro), True).view.size == 24
+    assert buffers.data_bytes(_DLPackOnly(np.zeros(5, np.int32))) == 20
+    # device memory: a clear error, naming it
+    for spec in (_FakeCuda(np.zeros(3)), [_FakeCuda(np.zeros(3)), MPI.DOUBLE]):
+        with pytest.raises(DeviceBufferError, match="device memory"):
+            buffers.parse(spec, True)
+    assert issubclass(DeviceBufferError, BufferError)
+
+
+def test_comm_takes_dlpack_and_refuses_device_memory_on_one_process():
+    comm = gridcoll.Comm(MPI.COMM_SELF)
+    a, out = np.arange(6.0), np.zeros(6)
+    comm.Allreduce(_DLPackOnly(a), _DLPackOnly(out), MPI.SUM)
+    assert out.tolist() == a.tolist()
+    comm.Bcast(_DLPackOnly(a), 0)
+    with pytest.raises(DeviceBufferError):
+        comm.Bcast(_FakeCuda(a), 0)
+    with pytest.raises(DeviceBufferError):
+        comm.Allgather(a, _FakeCuda(out))
 
 
 # -- the single-process communicator ---------------------------------------------------

@@ -77,7 +77,12 @@ class Comm(MPI.Intracomm):
     rank order), ``Barrier``, and the object forms ``bcast``, ``scatter``, ``gather``,
     ``allgather``, ``alltoall``, ``reduce``, ``allreduce``, ``barrier``; ``MPI.IN_PLACE``
     where MPI allows it; every buffer form (``buf``, ``[buf, type]``, ``[buf, count,
-    type]``, ...). ``algo`` may also map collectives to builders (``{"allreduce":
+    type]``, ...) over every buffer object mpi4py takes (the buffer protocol: numpy,
+    ``array.array``, ``bytearray``, ``memoryview``; DLPack objects), with mpi4py's
+    errors; device memory (``__cuda_array_interface__``, a DLPack tensor on a GPU) is
+    refused with :class:`~gridcoll.errors.DeviceBufferError` before any message, and
+    an object with only ``__array_interface__`` with mpi4py's own ``TypeError``.
+    ``algo`` may also map collectives to builders (``{"allreduce":
     "two-level"}``, with ``params={"allreduce": {...}}``). They never block inside MPI
     (they test requests and sleep), raise bad arguments before any message is sent,
     check arguments across ranks (mismatched sizes, datatypes or roots raise
