@@ -8,6 +8,7 @@ __all__ = [
     "DeviceBufferError",
     "GridError",
     "GridcollError",
+    "LogError",
     "ParameterError",
     "ScheduleError",
     "Unfeasible",
@@ -31,6 +32,10 @@ class DeviceBufferError(GridcollError, BufferError):
     """A collective's buffer is device (GPU) memory, which gridcoll's schedules cannot
     read or write: mpi4py would pass it to a CUDA-aware MPI; gridcoll refuses it before
     any message is sent."""
+
+
+class LogError(GridcollError, ValueError):
+    """A call log (``GRIDCOLL_LOG``) cannot be read: missing, empty or malformed."""
 
 
 class UnknownAlgorithm(GridcollError, KeyError):

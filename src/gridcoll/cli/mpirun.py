@@ -63,9 +63,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--algo",
         default=None,
-        metavar="NAME",
-        help="force an algorithm in every gridcoll.Comm: every collective with a builder of "
-        "that name uses it, the others auto (GRIDCOLL_ALGO)",
+        metavar="ALGO",
+        help="force algorithms in every gridcoll.Comm (GRIDCOLL_ALGO): a name (every "
+        "collective with a builder of that name uses it, the others auto) or one per "
+        "collective, 'bcast:multitree;allreduce:two-level'",
     )
     parser.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -92,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.timeout > 0:
         raise ParameterError(f"--timeout must be > 0 seconds, got {args.timeout!r}")
     if args.algo is not None:
-        algo_table(args.algo, None)  # UnknownAlgorithm lists the choices
+        algo_table(args.algo, None)  # names the bad part and lists the choices
         os.environ["GRIDCOLL_ALGO"] = args.algo
     return launch(
         grid,

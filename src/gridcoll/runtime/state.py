@@ -42,7 +42,7 @@ from typing import Any
 import numpy as _np
 from mpi4py import MPI
 
-from gridcoll.errors import GridError, ParameterError
+from gridcoll.errors import GridError, ParameterError, UnknownAlgorithm
 from gridcoll.memo import Memo
 from gridcoll.network.grid import Grid
 from gridcoll.network.presets import get_grid, lan
@@ -58,6 +58,7 @@ from gridcoll.runtime.executor import (
     wait,
 )
 from gridcoll.runtime.layout import Layout
+from gridcoll.runtime.record import CallLog, open_log
 from gridcoll.runtime.watchdog import Watchdog
 from gridcoll.tune import Plan, PlanCache
 from gridcoll.tune.select import native_reason
@@ -147,6 +148,8 @@ class State:
     notices: list = field(default_factory=list)
     """After a failed call: (buffers, requests) of the notices this rank sent and of
     the call's sends still in flight, kept alive until sent (:meth:`close`)."""
+    log: CallLog | None = None
+    """Where each call is recorded (:mod:`gridcoll.runtime.record`); None: off."""
 
     def close(self) -> None:
         """Free the private communicator and the doorbells (a later call makes new ones).
@@ -231,17 +234,21 @@ def attach(
     *,
     base: Grid | None = None,
     link_state: list | None = None,
+    log: str | CallLog | None = None,
 ) -> State:
     """Make ``comm``'s state and attach it (local, no MPI call).
 
     ``grid`` None: the launch's (``GRIDCOLL_GRID``, its sub-grid for a part of
     ``COMM_WORLD``), else ``lan(size)``. ``base``/``link_state``: the launch grid and
-    link state of the communicator ``comm`` was made from. The tunables
-    ``CACHE_SIZE`` and ``DOORBELLS`` are read from ``comm``'s class.
+    link state of the communicator ``comm`` was made from. ``log``: a file name
+    (:func:`gridcoll.runtime.record.open_log`; None: ``GRIDCOLL_LOG``) or the open log
+    of that communicator; with a log, ``Bcast`` takes the general path (its line needs
+    the plan). The tunables ``CACHE_SIZE`` and ``DOORBELLS`` are read from ``comm``'s
+    class.
     """
     if base is None:
         grid, base = _resolve_grid(comm, grid)
-    algos = algo_table(algo or _os.environ.get(ENV_ALGO, "").strip() or "auto", params)
+    algos = _algos(algo, params)
     timeout = _env_timeout() if timeout is None else float(timeout)
     if not timeout > 0:
         raise ParameterError(f"timeout must be > 0 seconds, got {timeout!r}")
@@ -250,6 +257,8 @@ def attach(
         host_overhead, _host.local_ranks(MPI.COMM_WORLD.Get_size()), emulated=emulated
     )
     name = algos["bcast"][0]
+    if not isinstance(log, CallLog):
+        log = open_log(log, MPI.COMM_WORLD.Get_rank())
     state = State(
         grid,
         base,
@@ -261,8 +270,9 @@ def attach(
         link_state or [None],
         int(getattr(type(comm), "CACHE_SIZE", 64)),
         bool(getattr(type(comm), "DOORBELLS", True)),
-        bool(native_reason(grid, name)),  # tune.plan's own rule with native=True
+        bool(native_reason(grid, name)) and log is None,  # tune.plan's rule, native=True
     )
+    state.log = log
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
     comm.gridcoll_state = state
     return state
@@ -294,6 +304,7 @@ def derive(comm: MPI.Intracomm, new: MPI.Intracomm, grid: Grid | None = None) ->
         state.host_overhead,
         base=state.base_grid,
         link_state=state.link_state,
+        log=state.log,
     )
     return out
 
@@ -304,6 +315,20 @@ def subcomm(comm: MPI.Intracomm, new: MPI.Intracomm) -> Any:
         return new
     ranks = _translate(new, comm)
     return derive(comm, new, _emu.subgrid(state_of(comm).grid, ranks))
+
+
+def _algos(algo: str | dict | None, params: dict | None) -> dict:
+    """The algorithm table of ``algo=``, else of ``GRIDCOLL_ALGO`` (same syntax,
+    :func:`~gridcoll.runtime.choice.parse_algo`; an error names the variable)."""
+    if algo:
+        return algo_table(algo, params)
+    text = _os.environ.get(ENV_ALGO, "")
+    try:
+        return algo_table(text, params)
+    except (ParameterError, UnknownAlgorithm) as err:
+        if not text.strip():
+            raise
+        raise type(err)(f"{ENV_ALGO}={text!r}: {err}") from err
 
 
 def _env_timeout() -> float:
