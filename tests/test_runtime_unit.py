@@ -690,3 +690,110 @@ def test_watchdog_ends_a_call_past_its_deadline_and_spares_a_finished_one():
         "last words: native broadcast from root 3 did not complete within 0.1 s",
         "native broadcast from root 3 did not complete within 0.1 s",
     ]
+
+
+# -- GRIDCOLL_ALGO and GRIDCOLL_LOG (issue 12, item 5) -----------------------------------
+
+
+def test_algo_text_chooses_per_collective():
+    from gridcoll.runtime.choice import algo_table, parse_algo
+
+    assert parse_algo("bcast:multitree;allreduce:two-level") == {
+        "bcast": "multitree",
+        "allreduce": "two-level",
+    }
+    assert parse_algo(" bcast : chain , ; reduce:binomial ;") == {
+        "bcast": "chain",
+        "reduce": "binomial",
+    }
+    assert parse_algo(" binomial ") == "binomial" and parse_algo("") == "auto"
+    text = algo_table("bcast:multitree;allreduce:two-level;barrier:native", None)
+    assert text == algo_table(
+        {"bcast": "multitree", "allreduce": "two-level", "barrier": "native"}, None
+    )
+    assert text["bcast"] == ("multitree", None) and text["scatter"] == ("auto", None)
+    every = algo_table("binomial", None)
+    assert every["bcast"] == every["reduce"] == ("binomial", None)
+    assert every["allgather"] == ("auto", None)  # no binomial allgather
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "names"),
+    [
+        ("bcast=multitree", gridcoll.UnknownAlgorithm, ["'bcast=multitree'", "binomial"]),
+        ("bcats:multitree", ParameterError, ["'bcats:multitree'", "'bcats'", "allreduce"]),
+        ("bcast:nope;reduce:binomial", gridcoll.UnknownAlgorithm, ["'bcast:nope'", "multitree"]),
+        ("allreduce:multitree", gridcoll.UnknownAlgorithm, ["'allreduce:multitree'", "two-level"]),
+        ("bcast:", ParameterError, ["'bcast:'", "collective:algorithm"]),
+        (":chain", ParameterError, ["':chain'", "collective:algorithm"]),
+        ("bcast:a:b", ParameterError, ["'bcast:a:b'"]),
+        ("bcast:flat;bcast:chain", ParameterError, ["'bcast' twice"]),
+    ],
+)
+def test_bad_algo_text_names_the_part_and_the_choices(text, error, names, monkeypatch):
+    from gridcoll.runtime.choice import algo_table
+
+    with pytest.raises(error) as info:
+        algo_table(text, None)
+    for name in names:
+        assert name in str(info.value), (name, str(info.value))
+    monkeypatch.setenv("GRIDCOLL_ALGO", text)
+    with pytest.raises(error) as info:
+        gridcoll.Comm(MPI.COMM_SELF)
+    assert str(info.value).startswith(f"GRIDCOLL_ALGO={text!r}: ")
+
+
+def test_gridcoll_algo_per_collective_from_the_environment(monkeypatch):
+    monkeypatch.setenv("GRIDCOLL_ALGO", "bcast:multitree;allreduce:two-level")
+    algos = state_of(gridcoll.Comm(MPI.COMM_SELF)).algos
+    assert algos["bcast"] == ("multitree", None) and algos["allreduce"] == ("two-level", None)
+    assert algos["gather"] == ("auto", None)
+    given = state_of(gridcoll.Comm(MPI.COMM_SELF, algo="chain")).algos  # algo= wins
+    assert given["bcast"] == ("chain", None)
+
+
+def test_a_log_line_holds_the_plan_and_the_measured_time(tmp_path):
+    import json
+
+    from gridcoll.runtime.record import FORMAT, log_path, open_log, parse_line, record_line
+
+    chosen = plan(get_grid("magpie:2,2"), "allreduce", 8000, 0, itemsize=8)
+    line = record_line(
+        chosen, measured_s=0.02, prepare_s=0.001, rank=3, nranks=4, call=7, grid="magpie:2,2"
+    )
+    assert line.endswith("\n") and line.count("\n") == 1 and len(line) < 4096
+    data = json.loads(line)
+    assert data["format"] == FORMAT and data["op"] == "allreduce" and data["size"] == 8000
+    assert data["root"] is None and data["algorithm"] == chosen.algorithm
+    assert data["params"] == json.loads(json.dumps(dict(chosen.params)))
+    assert data["predicted_s"] == chosen.predicted_s and data["bound_s"] == chosen.bound_s
+    assert (data["measured_s"], data["rank"], data["call"]) == (0.02, 3, 7)
+    assert parse_line(line).measured_s == 0.02
+    assert log_path("run-{rank}.jsonl", 5) == "run-5.jsonl"
+    assert log_path("run.jsonl", 5) == "run.jsonl"
+    with pytest.raises(ParameterError, match="cannot open log file"):
+        open_log(str(tmp_path / "no" / "such" / "dir.jsonl"), 0)
+    with pytest.raises(ParameterError, match="empty"):
+        open_log("  ", 0)
+    log = open_log(str(tmp_path / "r{rank}.jsonl"), 2)
+    log.write(chosen, 0.5, 0.0, 4, "magpie:2,2")
+    log.write(chosen, 0.25, 0.0, 4, "magpie:2,2")
+    log.close()
+    lines = (tmp_path / "r2.jsonl").read_text().splitlines()
+    assert [json.loads(x)["call"] for x in lines] == [1, 2]
+
+
+def test_a_log_takes_bcast_off_the_hot_path_only_when_on(tmp_path, monkeypatch):
+    monkeypatch.delenv("GRIDCOLL_LOG", raising=False)
+    plain = state_of(gridcoll.Comm(MPI.COMM_SELF))
+    assert plain.log is None and plain.native_bcast  # one cluster: the hot path
+    logged = gridcoll.Comm(MPI.COMM_SELF, log=str(tmp_path / "x.jsonl"))
+    state = state_of(logged)
+    assert state.log is not None and not state.native_bcast
+    dup = logged.Dup()
+    assert state_of(dup).log is state.log  # communicators made from it share it
+    dup.Free()
+    monkeypatch.setenv("GRIDCOLL_LOG", str(tmp_path / "env-{rank}.jsonl"))
+    from_env = state_of(gridcoll.Comm(MPI.COMM_SELF))
+    assert from_env.log.path == str(tmp_path / f"env-{MPI.COMM_WORLD.Get_rank()}.jsonl")
+    assert not from_env.native_bcast
