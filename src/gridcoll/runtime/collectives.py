@@ -42,8 +42,8 @@ With a log (``GRIDCOLL_LOG``, ``Comm(log=...)``), every call that reaches a plan
 (:func:`_call`, and a datatype with holes) writes its line after it returns
 (:mod:`gridcoll.runtime.record`): ``measured_s`` is ``time.monotonic`` from after
 the plan's lookup to the last copy out, ``prepare_s`` the lookup (planning and
-compiling on a signature's first call). Without one the cost is one attribute test per call,
-and the broadcast's hot path (taken only without a log) is as it was.
+compiling on a signature's first call). Without one the cost is one attribute test
+per call, and the broadcast's hot path (taken only without a log) is as it was.
 
 Where this sits in :mod:`gridcoll.runtime`: after ``buffers``, ``state`` and
 ``prepare``, before ``comm`` (whose methods are one-liners over these helpers).
