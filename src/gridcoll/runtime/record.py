@@ -6,14 +6,17 @@ block, as :func:`gridcoll.tune.plan` counts it), root, the algorithm and paramet
 plan chose, its prediction and the bound (seconds), and the time the call took on this
 rank (``time.monotonic`` around the call: copying in, running, copying out; the
 lookup of its plan before, which plans and compiles on a signature's first call, is
-``prepare_s``), with the rank, the call's number on this rank, the communicator's size and the
-grid's name. ``gridcoll report FILE...`` summarises such logs.
+``prepare_s``), with the rank, the call's number on this rank, the communicator's
+size and the grid's name. ``gridcoll report FILE...`` summarises such logs. Each rank
+times from its own entry: a rank that enters late sees less than the collective took.
 
 Several ranks: ``{rank}`` in ``FILE`` is replaced by the rank in ``MPI.COMM_WORLD``
 (``run-{rank}.jsonl``: one file per rank, for any file system); without it every rank
 appends to the one file, opened with ``O_APPEND`` and each line written with a single
 ``write`` (lines are a few hundred bytes, below ``PIPE_BUF``), so lines of different
-ranks never interleave on a local file system. A call that fails writes no line.
+ranks never interleave on a local file system. A call that fails writes no line, nor
+does one that plans nothing (a one-rank communicator, a call moving no byte); an object
+call (``comm.bcast(obj)``...) writes the lines of the buffer calls it is made of.
 
 Off, it costs nothing: a communicator without a log keeps the one-cluster ``Bcast``
 hot path untouched (:func:`gridcoll.runtime.collectives.bcast`), and every other call
