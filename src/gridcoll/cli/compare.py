@@ -101,6 +101,7 @@ DEFAULT_ALGOS = (
 """The issue's builders and baselines; ``--algos all`` takes every registered one."""
 
 
+
 @dataclass(frozen=True)
 class CompareRow:
     """One algorithm at one size (times in seconds)."""

@@ -795,3 +795,4 @@ DEFAULT_BUDGET_S = 1.0
 """The planning budget of the command line (``plan``, ``simulate``, ``compare``,
 ``run``, ``demo`` alike, so one call chooses the same everywhere); the Python default
 is none (no anytime builders), what every MPI rank of :class:`gridcoll.Comm` uses."""
+
