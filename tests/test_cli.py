@@ -454,3 +454,123 @@ def test_architecture_lists_every_command():
     for module in COMMANDS:
         name = module.__name__.rsplit(".", 1)[-1]
         assert f"`{name}" in text and f"{name}.py" in text, name
+
+
+# -- gridcoll report (call logs, GRIDCOLL_LOG) -------------------------------------------
+
+
+def _synthetic_log(path: Path, grid: str = "magpie:2,2") -> None:
+    """Two ranks, 3 broadcasts of 64 KiB (the model right) and 2 allreduces of 8 KB
+    (measured 10x the prediction), as the runtime writes them."""
+    from gridcoll.runtime.record import record_line
+    from gridcoll.tune import plan
+
+    network = get_grid("magpie:2,2")
+    bcast = plan(network, "bcast", 65536, 0, algo="binomial")
+    allreduce = plan(network, "allreduce", 8000, 0, algo="two-level", itemsize=8)
+    lines, call = [], {0: 0, 1: 0}
+    for i in range(3):
+        for rank in (0, 1):
+            call[rank] += 1
+            t = bcast.predicted_s * (1.0 + 0.1 * i) * (1.0 if rank else 0.5)
+            lines.append(
+                record_line(bcast, measured_s=t, rank=rank, nranks=2, call=call[rank], grid=grid)
+            )
+    for _ in range(2):
+        for rank in (0, 1):
+            call[rank] += 1
+            t = allreduce.predicted_s * 10
+            lines.append(
+                record_line(
+                    allreduce, measured_s=t, rank=rank, nranks=2, call=call[rank], grid=grid
+                )
+            )
+    path.write_text("".join(lines))
+
+
+def test_report_on_a_synthetic_log(capsys, tmp_path):
+    from gridcoll.tune import plan
+
+    log = tmp_path / "run.jsonl"
+    _synthetic_log(log)
+    out = run_json(capsys, "report", str(log))
+    rows = {row["op"]: row for row in out["rows"]}
+    assert set(rows) == {"bcast", "allreduce"} and out["lines"] == 10
+    predicted = plan(get_grid("magpie:2,2"), "bcast", 65536, 0, algo="binomial").predicted_s
+    bcast = rows["bcast"]
+    assert (bcast["calls"], bcast["ranks"], bcast["size"]) == (3, 2, 65536)
+    assert bcast["algorithms"] == {"binomial": 6}
+    # per call the slowest rank (rank 1): 1.0, 1.1, 1.2 x predicted; the median 1.1 x
+    assert bcast["measured_s"] == pytest.approx(1.1 * predicted)
+    assert bcast["ratio"] == pytest.approx(1.1)
+    assert rows["allreduce"]["ratio"] == pytest.approx(10.0)
+    assert out["most_wrong"]["op"] == "allreduce"
+    code, text, err = run(capsys, "report", str(log), "--plot", str(tmp_path / "p" / "r.png"))
+    assert code == 0, err
+    assert "binomial" in text and "two-level" in text and "10.00" in text
+    assert "most wrong on allreduce of 7.81 KiB on magpie:2,2" in " ".join(text.split())
+    assert (tmp_path / "p" / "r.png").stat().st_size > 0
+
+
+def test_report_reads_several_logs_and_shows_names_as_written(capsys, tmp_path):
+    _synthetic_log(tmp_path / "a.jsonl", grid="[bold]g[/]")
+    _synthetic_log(tmp_path / "b.jsonl", grid="other")
+    code, text, err = run(capsys, "report", str(tmp_path / "a.jsonl"), str(tmp_path / "b.jsonl"))
+    assert code == 0, err
+    assert "[bold]g[/]" in text and "other" in text and "20 lines from 2 logs" in text
+
+
+def _bad_logs(tmp_path: Path) -> dict[str, tuple[str, str]]:
+    from gridcoll.runtime.record import record_line
+    from gridcoll.tune import plan
+
+    good = record_line(
+        plan(get_grid("lan:2"), "bcast", 100, 0), measured_s=1e-5, rank=0, nranks=2, call=1,
+        grid="lan:2",
+    )  # fmt: skip
+    cases = {
+        "empty": ("", "holds no calls"),
+        "blank lines": ("\n  \n", "holds no calls"),
+        "not json": (good + "{not json\n", "line 2: not JSON"),
+        "another format": ('{"format": "gridcoll-log/0"}\n', "line 1: not a gridcoll-log/1 line"),
+        "a list": ("[1, 2]\n", "not a gridcoll-log/1 line"),
+        "negative time": (good.replace('"measured_s":1e-05', '"measured_s":-1'), "negative"),
+        "no time": (good.replace('"measured_s":1e-05,', ""), "'measured_s' is not a finite"),
+        "nan": (good.replace('"measured_s":1e-05', '"measured_s":NaN'), "not a finite number"),
+        "text size": (good.replace('"size":100', '"size":"100"'), "'size' is not a whole number"),
+        "no op": (good.replace('"op":"bcast",', ""), "'op' is not a name"),
+        "deep": ("[" * 100_000 + "\n", "not"),
+    }
+    paths = {}
+    for name, (text, message) in cases.items():
+        path = tmp_path / (name.replace(" ", "-") + ".jsonl")
+        path.write_text(text)
+        paths[name] = (str(path), message)
+    path = tmp_path / "latin1.jsonl"
+    path.write_bytes(b"\xff\xfe caf\xe9\n")
+    paths["not utf-8"] = (str(path), "not UTF-8")
+    paths["missing"] = (str(tmp_path / "nope.jsonl"), "No such file")
+    paths["directory"] = (str(tmp_path), "not a regular file")
+    return paths
+
+
+def test_report_refuses_bad_logs_in_one_line(capsys, tmp_path):
+    for name, (path, message) in _bad_logs(tmp_path).items():
+        code, out, err = run(capsys, "report", path)
+        assert code == EXIT_ERROR and out == "", name
+        assert err.count("\n") == 1 and err.startswith("gridcoll: error: "), (name, err)
+        assert message in err and repr(path) in err, (name, err)
+    code, out, err = run(capsys, "report")
+    assert code == EXIT_ERROR and "LOG" in err
+
+
+def test_mpirun_checks_algo_text_and_log_before_launching(capsys):
+    for algo, message in [
+        ("bcast:nope", "algo part 'bcast:nope': unknown bcast algorithm 'nope'"),
+        ("bcats:binomial", "names no collective: 'bcats'"),
+        ("bcast:flat;bcast:chain", "names 'bcast' twice"),
+    ]:
+        code, out, err = run(capsys, "mpirun", "--grid", "lan:2", "--algo", algo, "--", "true")
+        assert code == EXIT_ERROR and out == "" and message in err and err.count("\n") == 1, err
+    code, out, err = run(capsys, "mpirun", "--grid", "lan:2", "--log", " ", "--", "true")
+    assert code == EXIT_ERROR and out == "" and "empty" in err

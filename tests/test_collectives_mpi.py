@@ -106,3 +106,31 @@ def test_run_refuses_what_it_cannot_verify():
         "run", "--grid", "magpie:2,2", "--op", "reduce", "--size", "96", "--non-commutative"
     )
     assert proc.returncode == 2 and "--itemsize 32" in proc.stderr
+
+
+# -- every buffer kind mpi4py accepts (issue 12, item 1) ---------------------------------
+
+
+def check_kinds(proc, nranks: int, emulated: bool) -> dict:
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    assert out["failures"] == []
+    assert out["nranks"] == nranks and out["emulated"] is emulated
+    assert out["cases"] >= 300
+    return out
+
+
+@pytest.mark.parametrize("n", [2, 3])
+def test_every_buffer_kind_without_emulation(n):
+    check_kinds(mpirun(n, "buffer_kinds.py", timeout=300), n, emulated=False)
+
+
+@pytest.mark.parametrize(
+    ("clusters", "placement"),
+    [({"A": 2, "B": 2}, ["A", "B", "B", "A"]), ({"A": 2, "B": 2, "C": 1}, None)],
+)
+def test_every_buffer_kind_with_emulation(tmp_path, clusters, placement):
+    grid = write_grid(tmp_path, fast_grid(clusters, placement))
+    env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_EMULATE="1")
+    n = sum(clusters.values())
+    check_kinds(mpirun(n, "buffer_kinds.py", env=env, timeout=600), n, emulated=True)

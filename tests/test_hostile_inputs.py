@@ -185,6 +185,23 @@ def test_only_regular_files_of_bounded_size_are_read(tmp_path, capsys):
     assert_one_line_error(capsys, "plan", "--grid", str(big), "--size", "1KiB", match="at most")
 
 
+def test_report_reads_only_regular_logs_of_bounded_size(tmp_path, capsys):
+    from gridcoll.limits import MAX_LOG_BYTES
+
+    fifo = tmp_path / "fifo.jsonl"
+    os.mkfifo(fifo)
+    assert_one_line_error(capsys, "report", str(fifo), match="not a regular file")
+    assert_one_line_error(capsys, "report", "/dev/zero", match="not a regular file")
+    big = tmp_path / "big.jsonl"
+    with big.open("wb") as f:
+        f.truncate(MAX_LOG_BYTES + 1)  # sparse: no disk used
+    assert_one_line_error(capsys, "report", str(big), match="at most")
+    marked = tmp_path / "[bold red]x[not-a-tag].jsonl"
+    marked.write_text("")
+    line = assert_one_line_error(capsys, "report", str(marked), match="holds no calls")
+    assert repr(str(marked)) in line  # the name as written, never markup
+
+
 @pytest.mark.parametrize("name", ["g/[/].json", "[bold red]x.json"])
 def test_names_are_shown_as_written_never_as_markup(name, tmp_path, capsys):
     path = tmp_path / name

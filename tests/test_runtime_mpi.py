@@ -481,3 +481,75 @@ def test_several_hosts_worker_times_barrier_to_barrier(tmp_path):
         ("barrier", True),
         ("bcast", True),
     ]
+
+
+# -- the record of a run (GRIDCOLL_LOG, GRIDCOLL_ALGO; issue 12, item 5) ----------------
+
+
+def _log_lines(path: Path) -> list[dict]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def test_a_logged_run_writes_one_line_per_call_and_the_report_reads_it(tmp_path, capsys):
+    from gridcoll.cli.main import main
+
+    grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2}, ["A", "B", "B", "A"]))
+    algo = "bcast:binomial; allreduce:two-level"
+    log = tmp_path / "run-{rank}.jsonl"
+    proc = gridcoll_cli(
+        "mpirun", "--grid", str(grid), "--algo", algo, "--log", str(log), "--",
+        sys.executable, str(HERE / "logged.py"),
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr
+    out = last_json(proc)
+    assert out["used"]["bcast"] == "binomial" and out["used"]["allreduce"] == "two-level"
+    ncalls = sum(out["calls"].values())
+    for rank in range(4):
+        lines = _log_lines(tmp_path / f"run-{rank}.jsonl")
+        assert len(lines) == ncalls, (rank, lines)
+        assert [line["call"] for line in lines] == list(range(1, ncalls + 1))
+        counts: dict[str, int] = {}
+        for line in lines:
+            counts[line["op"]] = counts.get(line["op"], 0) + 1
+            assert line["format"] == "gridcoll-log/1"
+            assert line["rank"] == rank and line["nranks"] == 4
+            assert line["grid"] == "fast-A2-B2"
+            assert line["algorithm"] == out["used"][line["op"]]
+            assert line["measured_s"] > 0 and line["prepare_s"] >= 0
+            assert line["predicted_s"] > 0 and line["bound_s"] > 0
+            assert isinstance(line["params"], dict)
+            assert (line["root"] is None) == (
+                line["op"] not in ("bcast", "scatter", "gather", "reduce")
+            )
+        assert counts == out["calls"]
+        by_op = {line["op"]: line for line in lines}
+        assert by_op["bcast"]["size"] == 4096 and by_op["bcast"]["root"] == 0
+        assert by_op["allreduce"]["size"] == 8000 and by_op["reduce"]["root"] == 3
+        assert by_op["scatter"]["size"] == 80 and by_op["scatter"]["root"] == 1
+        # crossing the emulated 1 ms WAN: no call of these is faster than a latency
+        assert by_op["allreduce"]["measured_s"] > 1e-3
+    files = [str(tmp_path / f"run-{rank}.jsonl") for rank in range(4)]
+    assert main(["report", *files, "--json", "--plot", str(tmp_path / "r.png")]) == 0
+    report = json.loads(capsys.readouterr().out)
+    rows = {row["op"]: row for row in report["rows"]}
+    assert set(rows) == set(out["calls"])
+    assert rows["bcast"]["calls"] == 3 and rows["bcast"]["ranks"] == 4
+    assert rows["bcast"]["algorithms"] == {"binomial": 12}
+    assert rows["allreduce"]["calls"] == 2 and rows["allreduce"]["ratio"] > 0
+    assert report["lines"] == 4 * ncalls and report["most_wrong"]["op"] in rows
+    assert (tmp_path / "r.png").stat().st_size > 0
+
+
+def test_ranks_share_one_log_line_by_line_and_the_hot_path_yields(tmp_path):
+    log = tmp_path / "shared.jsonl"
+    env = clean_env(GRIDCOLL_LOG=str(log))
+    proc = mpirun(3, "logged.py", env=env, timeout=180)
+    assert proc.returncode == 0, proc.stderr
+    out = last_json(proc)
+    lines = _log_lines(log)  # every line whole: json.loads would fail on a torn one
+    ncalls = sum(out["calls"].values())
+    assert len(lines) == 3 * ncalls
+    assert sorted(line["rank"] for line in lines) == sorted(list(range(3)) * ncalls)
+    bcasts = [line for line in lines if line["op"] == "bcast"]
+    assert len(bcasts) == 9 and {line["algorithm"] for line in bcasts} == {"native"}
+    assert all(line["grid"] == "lan:3" for line in lines)

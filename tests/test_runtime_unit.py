@@ -3,11 +3,13 @@ buffer parsing, the single-process Comm, the launcher's bookkeeping."""
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 MPI = pytest.importorskip("mpi4py.MPI")
 
 import gridcoll  # noqa: E402
-from gridcoll.errors import GridError, ParameterError  # noqa: E402
+from gridcoll.errors import DeviceBufferError, GridError, ParameterError  # noqa: E402
 from gridcoll.network import get_grid, magpie  # noqa: E402
 from gridcoll.runtime import buffers  # noqa: E402
 from gridcoll.runtime import collectives as coll_mod  # noqa: E402
@@ -362,6 +364,108 @@ def test_fortran_order_buffers_are_viewed_in_memory_order():
     assert view.tobytes() == f.tobytes(order="A")
 
 
+class _DLPackOnly:
+    """A numpy array seen through DLPack only (no buffer protocol)."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, **kwargs):
+        return self.arr.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+class _ArrayInterfaceOnly:
+    def __init__(self, arr):
+        self.__array_interface__ = arr.__array_interface__
+
+
+class _FakeCuda:
+    """Claims device memory (``__cuda_array_interface__``) over host memory."""
+
+    def __init__(self, arr):
+        face = dict(arr.__array_interface__)
+        face.update(version=3, stream=None, strides=None)
+        self.__cuda_array_interface__ = face
+
+
+_DTYPES = ("float64", "float32", "int64", "int32", "int16", "uint8", "complex128", "bool")
+_FORMS = (
+    lambda b, a, t: b,
+    lambda b, a, t: [b, t],
+    lambda b, a, t: [b, a.size // 2, t],
+    lambda b, a, t: [b, (a.size // 3, 1), t],
+    lambda b, a, t: [b, a.size // 4, a.size // 4, t],
+)
+
+
+@given(
+    dtype=st.sampled_from(_DTYPES),
+    n=st.integers(4, 40),
+    form=st.integers(0, len(_FORMS) - 1),
+    readonly=st.booleans(),
+    blocks=st.sampled_from([0, 2]),
+)
+@settings(max_examples=60, deadline=None)
+def test_a_dlpack_buffer_parses_as_its_array_does(dtype, n, form, readonly, blocks):
+    from mpi4py.util.dtlib import from_numpy_dtype
+
+    a = np.arange(2 * n).astype(dtype)
+    t = from_numpy_dtype(a.dtype)
+    if blocks and form != 1 and form != 0:
+        blocks = 0  # an explicit count is per block: keep the row forms simple
+    mine = buffers.parse(_FORMS[form](_DLPackOnly(a), a, t), readonly, blocks)
+    theirs = buffers.parse(_FORMS[form](a, a, t), readonly, blocks)
+    assert mine.view.tobytes() == theirs.view.tobytes()
+    assert np.shares_memory(mine.view, a)  # no copy
+    assert (mine.itemsize, mine.count) == (theirs.itemsize, theirs.count)
+    assert buffers.datatype_of(mine) == buffers.datatype_of(theirs)
+    assert buffers.signature(mine) == buffers.signature(theirs)
+    assert mine.view.flags.writeable is not readonly
+
+
+def test_buffer_objects_mpi4py_takes_and_refuses():
+    import array
+
+    for obj in (array.array("d", [1.0, 2.0]), bytearray(16), memoryview(np.zeros(2))):
+        spec = buffers.parse(obj, False)
+        assert spec.view.size == 16 and buffers.host_array(obj, False) is obj
+    assert buffers.datatype_of(buffers.parse(array.array("i", [1, 2]), True)) == MPI.INT
+    # only __array_interface__: mpi4py refuses it, with the same error
+    with pytest.raises(TypeError, match="message: expecting buffer or list/tuple"):
+        buffers.parse(_ArrayInterfaceOnly(np.zeros(3)), True)
+    with pytest.raises(TypeError, match="a bytes-like object is required"):
+        buffers.parse([_ArrayInterfaceOnly(np.zeros(3)), MPI.DOUBLE], True)
+    # DLPack: mpi4py's own checks and messages
+    with pytest.raises(BufferError, match="dlpack: buffer is not contiguous"):
+        buffers.parse(_DLPackOnly(np.zeros(8)[::2]), True)
+    ro = np.zeros(3)
+    ro.flags.writeable = False
+    with pytest.raises(BufferError, match="dlpack: buffer is not writable"):
+        buffers.parse(_DLPackOnly(ro), False)
+    assert buffers.parse(_DLPackOnly(ro), True).view.size == 24
+    assert buffers.data_bytes(_DLPackOnly(np.zeros(5, np.int32))) == 20
+    # device memory: a clear error, naming it
+    for spec in (_FakeCuda(np.zeros(3)), [_FakeCuda(np.zeros(3)), MPI.DOUBLE]):
+        with pytest.raises(DeviceBufferError, match="device memory"):
+            buffers.parse(spec, True)
+    assert issubclass(DeviceBufferError, BufferError)
+
+
+def test_comm_takes_dlpack_and_refuses_device_memory_on_one_process():
+    comm = gridcoll.Comm(MPI.COMM_SELF)
+    a, out = np.arange(6.0), np.zeros(6)
+    comm.Allreduce(_DLPackOnly(a), _DLPackOnly(out), MPI.SUM)
+    assert out.tolist() == a.tolist()
+    comm.Bcast(_DLPackOnly(a), 0)
+    with pytest.raises(DeviceBufferError):
+        comm.Bcast(_FakeCuda(a), 0)
+    with pytest.raises(DeviceBufferError):
+        comm.Allgather(a, _FakeCuda(out))
+
+
 # -- the single-process communicator ---------------------------------------------------
 
 
@@ -587,3 +691,110 @@ def test_watchdog_ends_a_call_past_its_deadline_and_spares_a_finished_one():
         "native broadcast from root 3 did not complete within 0.1 s "
         "(a rank died or never joined)",
     ]
+
+
+# -- GRIDCOLL_ALGO and GRIDCOLL_LOG (issue 12, item 5) -----------------------------------
+
+
+def test_algo_text_chooses_per_collective():
+    from gridcoll.runtime.choice import algo_table, parse_algo
+
+    assert parse_algo("bcast:multitree;allreduce:two-level") == {
+        "bcast": "multitree",
+        "allreduce": "two-level",
+    }
+    assert parse_algo(" bcast : chain , ; reduce:binomial ;") == {
+        "bcast": "chain",
+        "reduce": "binomial",
+    }
+    assert parse_algo(" binomial ") == "binomial" and parse_algo("") == "auto"
+    text = algo_table("bcast:multitree;allreduce:two-level;barrier:native", None)
+    assert text == algo_table(
+        {"bcast": "multitree", "allreduce": "two-level", "barrier": "native"}, None
+    )
+    assert text["bcast"] == ("multitree", None) and text["scatter"] == ("auto", None)
+    every = algo_table("binomial", None)
+    assert every["bcast"] == every["reduce"] == ("binomial", None)
+    assert every["allgather"] == ("auto", None)  # no binomial allgather
+
+
+@pytest.mark.parametrize(
+    ("text", "error", "names"),
+    [
+        ("bcast=multitree", gridcoll.UnknownAlgorithm, ["'bcast=multitree'", "binomial"]),
+        ("bcats:multitree", ParameterError, ["'bcats:multitree'", "'bcats'", "allreduce"]),
+        ("bcast:nope;reduce:binomial", gridcoll.UnknownAlgorithm, ["'bcast:nope'", "multitree"]),
+        ("allreduce:multitree", gridcoll.UnknownAlgorithm, ["'allreduce:multitree'", "two-level"]),
+        ("bcast:", ParameterError, ["'bcast:'", "collective:algorithm"]),
+        (":chain", ParameterError, ["':chain'", "collective:algorithm"]),
+        ("bcast:a:b", ParameterError, ["'bcast:a:b'"]),
+        ("bcast:flat;bcast:chain", ParameterError, ["'bcast' twice"]),
+    ],
+)
+def test_bad_algo_text_names_the_part_and_the_choices(text, error, names, monkeypatch):
+    from gridcoll.runtime.choice import algo_table
+
+    with pytest.raises(error) as info:
+        algo_table(text, None)
+    for name in names:
+        assert name in str(info.value), (name, str(info.value))
+    monkeypatch.setenv("GRIDCOLL_ALGO", text)
+    with pytest.raises(error) as info:
+        gridcoll.Comm(MPI.COMM_SELF)
+    assert str(info.value).startswith(f"GRIDCOLL_ALGO={text!r}: ")
+
+
+def test_gridcoll_algo_per_collective_from_the_environment(monkeypatch):
+    monkeypatch.setenv("GRIDCOLL_ALGO", "bcast:multitree;allreduce:two-level")
+    algos = state_of(gridcoll.Comm(MPI.COMM_SELF)).algos
+    assert algos["bcast"] == ("multitree", None) and algos["allreduce"] == ("two-level", None)
+    assert algos["gather"] == ("auto", None)
+    given = state_of(gridcoll.Comm(MPI.COMM_SELF, algo="chain")).algos  # algo= wins
+    assert given["bcast"] == ("chain", None)
+
+
+def test_a_log_line_holds_the_plan_and_the_measured_time(tmp_path):
+    import json
+
+    from gridcoll.runtime.record import FORMAT, log_path, open_log, parse_line, record_line
+
+    chosen = plan(get_grid("magpie:2,2"), "allreduce", 8000, 0, itemsize=8)
+    line = record_line(
+        chosen, measured_s=0.02, prepare_s=0.001, rank=3, nranks=4, call=7, grid="magpie:2,2"
+    )
+    assert line.endswith("\n") and line.count("\n") == 1 and len(line) < 4096
+    data = json.loads(line)
+    assert data["format"] == FORMAT and data["op"] == "allreduce" and data["size"] == 8000
+    assert data["root"] is None and data["algorithm"] == chosen.algorithm
+    assert data["params"] == json.loads(json.dumps(dict(chosen.params)))
+    assert data["predicted_s"] == chosen.predicted_s and data["bound_s"] == chosen.bound_s
+    assert (data["measured_s"], data["rank"], data["call"]) == (0.02, 3, 7)
+    assert parse_line(line).measured_s == 0.02
+    assert log_path("run-{rank}.jsonl", 5) == "run-5.jsonl"
+    assert log_path("run.jsonl", 5) == "run.jsonl"
+    with pytest.raises(ParameterError, match="cannot open log file"):
+        open_log(str(tmp_path / "no" / "such" / "dir.jsonl"), 0)
+    with pytest.raises(ParameterError, match="empty"):
+        open_log("  ", 0)
+    log = open_log(str(tmp_path / "r{rank}.jsonl"), 2)
+    log.write(chosen, 0.5, 0.0, 4, "magpie:2,2")
+    log.write(chosen, 0.25, 0.0, 4, "magpie:2,2")
+    log.close()
+    lines = (tmp_path / "r2.jsonl").read_text().splitlines()
+    assert [json.loads(x)["call"] for x in lines] == [1, 2]
+
+
+def test_a_log_takes_bcast_off_the_hot_path_only_when_on(tmp_path, monkeypatch):
+    monkeypatch.delenv("GRIDCOLL_LOG", raising=False)
+    plain = state_of(gridcoll.Comm(MPI.COMM_SELF))
+    assert plain.log is None and plain.native_bcast  # one cluster: the hot path
+    logged = gridcoll.Comm(MPI.COMM_SELF, log=str(tmp_path / "x.jsonl"))
+    state = state_of(logged)
+    assert state.log is not None and not state.native_bcast
+    dup = logged.Dup()
+    assert state_of(dup).log is state.log  # communicators made from it share it
+    dup.Free()
+    monkeypatch.setenv("GRIDCOLL_LOG", str(tmp_path / "env-{rank}.jsonl"))
+    from_env = state_of(gridcoll.Comm(MPI.COMM_SELF))
+    assert from_env.log.path == str(tmp_path / f"env-{MPI.COMM_WORLD.Get_rank()}.jsonl")
+    assert not from_env.native_bcast

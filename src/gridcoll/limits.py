@@ -10,6 +10,7 @@ the README list them):
 * :data:`MAX_TIME_S`, :data:`MIN_BANDWIDTH`, :data:`MAX_BANDWIDTH` -- the range of a
   P-LogP table's latencies, overheads, gaps and bandwidths;
 * :data:`MAX_FILE_BYTES`, :data:`MAX_JSON_DEPTH` -- grid and P-LogP files;
+* :data:`MAX_LOG_BYTES` -- a call log read by ``gridcoll report``;
 * :data:`MAX_BUDGET_S` -- a planning budget;
 * :data:`MAX_HOST_PATTERNS` -- the host patterns of a grid placed by host.
 """
@@ -23,6 +24,7 @@ __all__ = [
     "MAX_FILE_BYTES",
     "MAX_HOST_PATTERNS",
     "MAX_JSON_DEPTH",
+    "MAX_LOG_BYTES",
     "MAX_MESSAGE_BYTES",
     "MAX_NAME_CHARS",
     "MAX_RANKS",
@@ -54,6 +56,9 @@ MAX_BANDWIDTH = 1e15
 
 MAX_FILE_BYTES = 64 * 2**20
 """The largest grid or P-LogP file read (64 MiB): a measured 1,000-cluster grid fits."""
+
+MAX_LOG_BYTES = 256 * 2**20
+"""The largest call log ``gridcoll report`` reads (256 MiB: about 700,000 calls)."""
 
 MAX_JSON_DEPTH = 32
 """The deepest nesting of a grid or P-LogP file (the format needs 5)."""

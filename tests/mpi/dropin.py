@@ -14,6 +14,26 @@ from mpi4py import MPI
 import gridcoll
 
 
+class DLPackOnly:
+    """A numpy array seen through DLPack only (``__dlpack__``, ``__dlpack_device__``)."""
+
+    def __init__(self, arr):
+        self.arr = arr
+
+    def __dlpack__(self, **kwargs):
+        return self.arr.__dlpack__(**kwargs)
+
+    def __dlpack_device__(self):
+        return self.arr.__dlpack_device__()
+
+
+class ArrayInterfaceOnly:
+    """A numpy array seen through ``__array_interface__`` only (mpi4py refuses it)."""
+
+    def __init__(self, arr):
+        self.__array_interface__ = arr.__array_interface__
+
+
 def outcome(fn):
     """The result of fn(), or the class (and MPI error class) of what it raised."""
     try:
@@ -74,6 +94,15 @@ def steps(comm):
                 comm.Bcast([x, 1, v], root=root)
                 v.Free()
                 return x
+            if form == "dlpack":
+                comm.Bcast(DLPackOnly(b), root=root)
+                return b
+            if form == "dlpack-count-dtype":
+                comm.Bcast([DLPackOnly(a), 6, MPI.INT], root=root)
+                return a
+            if form == "array-interface-only":
+                comm.Bcast(ArrayInterfaceOnly(b), root=root)
+                return b
             if form == "empty":
                 e = np.empty(0)
                 comm.Bcast(e, root=root)
@@ -96,6 +125,9 @@ def steps(comm):
         "bytearray",
         "fortran",
         "vector-datatype",
+        "dlpack",
+        "dlpack-count-dtype",
+        "array-interface-only",
         "empty",
         "in-place",
     ):

@@ -23,7 +23,18 @@ import threading
 from collections.abc import Iterator, Sequence
 
 from gridcoll import __version__
-from gridcoll.cli import algorithms, compare, demo, discover, measure, mpirun, plan, run, simulate
+from gridcoll.cli import (
+    algorithms,
+    compare,
+    demo,
+    discover,
+    measure,
+    mpirun,
+    plan,
+    report,
+    run,
+    simulate,
+)
 from gridcoll.errors import GridcollError
 
 __all__ = [
@@ -37,7 +48,7 @@ __all__ = [
     "main",
 ]
 
-COMMANDS = [algorithms, plan, simulate, compare, demo, run, mpirun, measure, discover]
+COMMANDS = [algorithms, plan, simulate, compare, demo, run, mpirun, report, measure, discover]
 """The subcommand modules, in the order ``gridcoll --help`` lists them."""
 
 EXIT_ERROR = 2

@@ -64,9 +64,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--algo",
         default=None,
-        metavar="NAME",
-        help="force an algorithm in every gridcoll.Comm: every collective with a builder of "
-        "that name uses it, the others auto (GRIDCOLL_ALGO)",
+        metavar="ALGO",
+        help="force algorithms in every gridcoll.Comm (GRIDCOLL_ALGO): a name (every "
+        "collective with a builder of that name uses it, the others auto) or one per "
+        "collective, 'bcast:multitree;allreduce:two-level'",
+    )
+    parser.add_argument(
+        "--log",
+        default=None,
+        metavar="FILE",
+        help="record every gridcoll collective call, one JSON line each (GRIDCOLL_LOG; "
+        "'{rank}' in FILE: one file per rank); read them with gridcoll report",
     )
     parser.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -93,8 +101,13 @@ def run(args: argparse.Namespace) -> int:
     if args.timeout is not None and not args.timeout > 0:
         raise ParameterError(f"--timeout must be > 0 seconds, got {args.timeout!r}")
     if args.algo is not None:
-        algo_table(args.algo, None)  # UnknownAlgorithm lists the choices
+        algo_table(args.algo, None)  # names the bad part and lists the choices
         os.environ["GRIDCOLL_ALGO"] = args.algo
+    if args.log is not None:
+        from gridcoll.runtime.record import ENV_LOG, log_path
+
+        log_path(args.log, 0)  # an empty name is refused here
+        os.environ[ENV_LOG] = args.log
     return launch(
         grid,
         command,

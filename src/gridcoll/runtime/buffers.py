@@ -7,6 +7,17 @@ count is per block. :func:`parse` returns the bytes the call moves as a ``uint8`
 of the caller's memory (no copy), or None for a datatype with holes, which only the MPI
 library's own collective can place. The errors are mpi4py's own.
 
+The buffer objects are mpi4py's too (``mpi4py.MPI.buffer``, tried in its order): the
+buffer protocol (numpy, ``array.array``, ``bytearray``, ``memoryview``...), then DLPack
+(``__dlpack__`` with ``__dlpack_device__``), then the CUDA array interface
+(``__cuda_array_interface__``). An object without the buffer protocol is viewed
+through mpi4py's own conversion (:func:`host_array`: its checks of contiguity and
+writability, its errors; its element type, which a bare buffer's datatype follows), and
+refused with :class:`~gridcoll.errors.DeviceBufferError` when its memory is not
+CPU-accessible (a CUDA array interface, a DLPack tensor on a GPU), where mpi4py would
+hand a device pointer to a CUDA-aware MPI. An object with only ``__array_interface__``
+is refused as mpi4py refuses it (``TypeError``).
+
 Where this sits in :mod:`gridcoll.runtime`: below :mod:`~gridcoll.runtime.collectives`
 (which parses every argument here first); it imports nothing of the runtime. Every
 function is O(1) besides mpi4py's own check of an unusual spec.
@@ -20,6 +31,8 @@ from typing import Any
 import numpy as _np
 from mpi4py import MPI
 
+from gridcoll.errors import DeviceBufferError
+
 __all__ = [
     "Spec",
     "bytes_of",
@@ -27,6 +40,7 @@ __all__ = [
     "check_root",
     "data_bytes",
     "datatype_of",
+    "host_array",
     "is_in_place",
     "message",
     "parse",
@@ -68,6 +82,8 @@ def parse(buf: Any, readonly: bool, blocks: int = 0) -> Spec | None:
         itemsize = max(buf.itemsize, 1)
         count = per_block(buf.size, blocks)
         return Spec(buf.reshape(-1).view(_np.uint8), itemsize, count, None, buf)
+    head = buf[0] if isinstance(buf, list | tuple) and buf else buf
+    host_array(head, True)  # device memory: refused before mpi4py sees it
     MPI.COMM_SELF.Bcast(buf, 0)
     data, count, displ, dtype = buf, None, 0, None
     if isinstance(buf, list | tuple):
@@ -88,8 +104,7 @@ def parse(buf: Any, readonly: bool, blocks: int = 0) -> Spec | None:
         if count:
             return None
         return Spec(_np.empty(0, _np.uint8), 1, 0, dtype, data)
-    if not readonly and memoryview(data).readonly:
-        raise BufferError("Object is not writable.")
+    data = host_array(data, readonly)
     view = bytes_of(data)
     if dtype is None:
         itemsize = max(memoryview(data).itemsize, 1)
@@ -105,6 +120,62 @@ def parse(buf: Any, readonly: bool, blocks: int = 0) -> Spec | None:
     if start < 0 or start + nbytes > view.size:
         raise MPI.Exception(MPI.ERR_COUNT)
     return Spec(view[start : start + nbytes], itemsize, count, dtype, data)
+
+
+def host_array(data: Any, readonly: bool) -> Any:
+    """``data`` as the buffer object the collective reads and writes: itself if it has
+    the buffer protocol, else a numpy array over its memory made through mpi4py's own
+    conversion (``MPI.buffer``: DLPack, then the CUDA array interface).
+
+    mpi4py's checks and errors apply (``BufferError``: not contiguous; not writable,
+    unless ``readonly``); memory the CPU cannot read (mpi4py's ``buffer.cast`` refuses
+    it) raises :class:`~gridcoll.errors.DeviceBufferError`. The element type is the
+    one mpi4py infers (DLPack's dtype; bytes where numpy has no such type, as mpi4py
+    then uses ``MPI.BYTE``). An object mpi4py does not take is returned unchanged, for
+    mpi4py's own error to be raised where it is used. O(1) besides the conversion.
+    """
+    if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
+        return data
+    try:
+        fixed = memoryview(data).readonly
+    except TypeError:
+        pass  # no buffer protocol
+    else:
+        if fixed and not readonly:
+            MPI.buffer.frombuffer(data, readonly=False)  # raises mpi4py's own error
+            raise BufferError("Object is not writable.")
+        return data
+    if not hasattr(data, "__dlpack__") and not hasattr(data, "__cuda_array_interface__"):
+        return data
+    try:
+        memory = MPI.buffer.frombuffer(data, readonly=True)
+    except (TypeError, NotImplementedError, AttributeError, KeyError):
+        return data  # not a buffer mpi4py takes: its error comes where it is used
+    try:
+        raw = memory.cast("B")
+    except BufferError as err:
+        raise DeviceBufferError(
+            f"a {type(data).__name__} buffer in device memory (mpi4py: {err}): gridcoll's "
+            "schedules read and write buffers from the CPU; copy it to host memory "
+            "(numpy.asarray, .get(), .cpu()) or call mpi4py's own collective on a "
+            "CUDA-aware MPI"
+        ) from err
+    if not readonly:  # mpi4py's error if not writable; else a writable view
+        raw = MPI.buffer.frombuffer(data, readonly=False)
+    out = _np.frombuffer(raw, dtype=_np.uint8)
+    return out.view(_element_type(data, out.size))
+
+
+def _element_type(data: Any, nbytes: int) -> _np.dtype:
+    """The element type mpi4py infers for a DLPack buffer (its format), as a numpy
+    dtype; ``uint8`` (mpi4py: ``MPI.BYTE``) where numpy cannot say."""
+    try:
+        dtype = _np.from_dlpack(data).dtype
+    except (TypeError, ValueError, BufferError, RuntimeError, AttributeError):
+        return _np.dtype(_np.uint8)
+    if dtype.itemsize == 0 or nbytes % dtype.itemsize:
+        return _np.dtype(_np.uint8)
+    return dtype
 
 
 def message(buf: Any, root_side: bool) -> tuple[_np.ndarray | None, int]:
@@ -154,6 +225,10 @@ def data_bytes(buf: Any) -> int:
     try:
         return memoryview(data).nbytes
     except TypeError:
+        pass
+    try:
+        return MPI.buffer.frombuffer(data, readonly=True).nbytes  # DLPack, CAI
+    except (TypeError, BufferError, NotImplementedError, AttributeError, KeyError):
         return 0
 
 

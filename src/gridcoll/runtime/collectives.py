@@ -38,12 +38,20 @@ move padded blocks with the buffer method; ``reduce`` and ``allreduce`` gather
 (allgather) the objects and fold them in rank order, ``op(res, x_i)``, as mpi4py's own
 reduction of objects does.
 
+With a log (``GRIDCOLL_LOG``, ``Comm(log=...)``), every call that reaches a plan
+(:func:`_call`, and a datatype with holes) writes its line after it returns
+(:mod:`gridcoll.runtime.record`): ``measured_s`` is ``time.monotonic`` from after
+the plan's lookup to the last copy out, ``prepare_s`` the lookup (planning and
+compiling on a signature's first call). Without one the cost is one attribute test
+per call, and the broadcast's hot path (taken only without a log) is as it was.
+
 Where this sits in :mod:`gridcoll.runtime`: after ``buffers``, ``state`` and
 ``prepare``, before ``comm`` (whose methods are one-liners over these helpers).
 """
 
 from __future__ import annotations
 
+import time as _time
 import zlib as _zlib
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -136,11 +144,14 @@ def _call(
     ``dtype`` (:func:`~gridcoll.runtime.buffers.signature`) and ``redop``
     (:func:`op_label`) go into every header, so ranks that disagree on them fail."""
     state = ready(comm)
+    logged = state.log is not None
+    start = _time.monotonic() if logged else 0.0
     rank = comm.Get_rank()
     prepared = prepare(state, rank, op, nbytes, root, itemsize, commutative, inplace)
     state.last = prepared.plan
 
     def run_call() -> None:
+        ran = _time.monotonic() if logged else 0.0
         if prepared.program is None:
             run_native(state, native, f"rank {rank}: native {op} (root {root})")
         elif prepared.layout is None:
@@ -152,6 +163,8 @@ def _call(
             run(state, prepared.program, local, reducer, dtype, redop)
             for a, d, n in prepared.layout.copy_out:
                 recv[d : d + n] = local[a : a + n]
+        if logged:
+            _record(comm, state, prepared.plan, start, ran)
 
     _now_or_deferred(state, run_call)
 
@@ -165,16 +178,36 @@ def _now_or_deferred(state: Any, job: Callable[[], None]) -> None:
         state.deferring(job)
 
 
+def _record(comm: Any, state: Any, plan: Any, start: float, ran: float) -> None:
+    """The call's line in the communicator's log (:mod:`gridcoll.runtime.record`):
+    its ``plan``, the seconds from ``ran`` to now (the call itself) and from ``start``
+    to ``ran`` (its preparation: a plan, build and compile on a signature's first call,
+    a cache lookup after; for a non-blocking call, also its wait for the calls started
+    before it), on this rank."""
+    end = _time.monotonic()
+    state.log.write(plan, end - ran, ran - start, comm.Get_size(), state.grid.name)
+
+
 def _native_only(
     comm: Any, op: str, call: Callable[[MPI.Intracomm], object], buf: Any, root: int = 0
 ) -> None:
     """A datatype with holes: the MPI library's own collective (no schedule can say
     where its bytes are); ``buf`` sizes its plan (:func:`~gridcoll.runtime.buffers.data_bytes`)."""
     state = ready(comm)
+    logged = state.log is not None
+    start = _time.monotonic() if logged else 0.0
     reason = "its datatype is not contiguous: only the MPI library can place its bytes"
     state.last = native_plan(state, op, data_bytes(buf), root, reason)
     what = f"rank {comm.Get_rank()}: native {op}"
-    _now_or_deferred(state, lambda: run_native(state, call, what))
+    plan = state.last
+
+    def run_call() -> None:
+        ran = _time.monotonic() if logged else 0.0
+        run_native(state, call, what)
+        if logged:
+            _record(comm, state, plan, start, ran)
+
+    _now_or_deferred(state, run_call)
 
 
 def _empty(comm: Any, op: str, root: int, itemsize: int, dtype: str, redop: str = "") -> None:

@@ -37,7 +37,8 @@ __all__ = ["Comm"]
 class Comm(MPI.Intracomm):
     """An mpi4py intracommunicator whose collectives are gridcoll's.
 
-    ``Comm(comm, grid=None, *, algo=None, params=None, timeout=None)`` wraps ``comm``
+    ``Comm(comm, grid=None, *, algo=None, params=None, timeout=None, host_overhead=None,
+    log=None)`` wraps ``comm``
     (same MPI handle, like ``mpi4py.util.pkl5.Intracomm``). Construction is local; the
     first gridcoll collective duplicates ``comm`` into a private communicator
     (collectively, without blocking in MPI).
@@ -58,8 +59,9 @@ class Comm(MPI.Intracomm):
         library's own collective), a builder name (every collective that has a builder
         of that name uses it, the tuner choosing only its parameters; the others
         ``auto``), ``"native"`` (the MPI library's own), or a mapping from collectives
-        to any of these (``{"scatter": "magpie-segmented", "allreduce": "auto"}``).
-        Default ``GRIDCOLL_ALGO`` or ``"auto"``.
+        to any of these (``{"scatter": "magpie-segmented", "allreduce": "auto"}``, or
+        as text, ``"scatter:magpie-segmented;allreduce:auto"``).
+        Default ``GRIDCOLL_ALGO`` (either text form) or ``"auto"``.
     params : dict, optional
         With a builder name: parameters fixed as given (``{"segment_size": 8192}``), the
         others searched by :func:`gridcoll.tune.plan`; with a mapping ``algo``, a mapping
@@ -74,6 +76,12 @@ class Comm(MPI.Intracomm):
         tuner plans on ``grid.with_host_overhead(host_overhead)``, so segments are not
         cut finer than the software can push. Default ``GRIDCOLL_HOST_OVERHEAD``, else
         the calibrated :func:`gridcoll.runtime.host.default_host_overhead`.
+    log : str or path, optional
+        Write one JSON line per collective call to this file (``{rank}`` in the name:
+        one file per rank; else every rank appends to it): op, size, root, algorithm,
+        parameters, prediction, bound, measured seconds on this rank
+        (:mod:`gridcoll.runtime.record`; ``gridcoll report`` summarises it). Default
+        ``GRIDCOLL_LOG``, else none. Communicators made from this one share it.
 
     Notes
     -----
@@ -83,7 +91,12 @@ class Comm(MPI.Intracomm):
     rank order), ``Barrier``, and the object forms ``bcast``, ``scatter``, ``gather``,
     ``allgather``, ``alltoall``, ``reduce``, ``allreduce``, ``barrier``; ``MPI.IN_PLACE``
     where MPI allows it; every buffer form (``buf``, ``[buf, type]``, ``[buf, count,
-    type]``, ...). ``algo`` may also map collectives to builders (``{"allreduce":
+    type]``, ...) over every buffer object mpi4py takes (the buffer protocol: numpy,
+    ``array.array``, ``bytearray``, ``memoryview``; DLPack objects), with mpi4py's
+    errors; device memory (``__cuda_array_interface__``, a DLPack tensor on a GPU) is
+    refused with :class:`~gridcoll.errors.DeviceBufferError` before any message, and
+    an object with only ``__array_interface__`` with mpi4py's own ``TypeError``.
+    ``algo`` may also map collectives to builders (``{"allreduce":
     "two-level"}``, with ``params={"allreduce": {...}}``). They never block inside MPI
     (they test requests and sleep), raise bad arguments before any message is sent,
     check arguments across ranks (mismatched sizes, datatypes or roots raise
@@ -128,10 +141,11 @@ class Comm(MPI.Intracomm):
         params: dict | None = None,
         timeout: float | None = None,
         host_overhead: float | str | None = None,
+        log: str | _os.PathLike | None = None,
     ):
         if comm is None or self == MPI.COMM_NULL:
             return
-        _state.attach(self, grid, algo, params, timeout, host_overhead)
+        _state.attach(self, grid, algo, params, timeout, host_overhead, log=log)
 
     # gridcoll's collectives
     def Bcast(self, buf: Any, root: int = 0) -> None:

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as _np
 from mpi4py import MPI
 
-from gridcoll.errors import GridError, ParameterError
+from gridcoll.errors import GridError, ParameterError, UnknownAlgorithm
 from gridcoll.memo import Memo
 from gridcoll.network.grid import Grid, place_by_host, placement_summary
 from gridcoll.network.presets import get_grid, lan
@@ -60,6 +60,7 @@ from gridcoll.runtime.executor import (
     wait,
 )
 from gridcoll.runtime.layout import Layout
+from gridcoll.runtime.record import CallLog, open_log
 from gridcoll.runtime.watchdog import (
     GRACE_S,
     Watchdog,
@@ -168,6 +169,8 @@ class State:
     the grid placed the ranks by host, or when the emulation checked for one machine."""
     by_host: bool = False
     """Whether the ranks were placed by host (:func:`gridcoll.network.place_by_host`)."""
+    log: CallLog | None = None
+    """Where each call is recorded (:mod:`gridcoll.runtime.record`); None: off."""
 
     def close(self) -> None:
         """Free the private communicator and the doorbells (a later call makes new ones).
@@ -296,6 +299,7 @@ def attach(
     base: Grid | None = None,
     link_state: list | None = None,
     hosts: tuple[str, ...] | None = None,
+    log: str | CallLog | None = None,
 ) -> State:
     """Make ``comm``'s state and attach it (local, no MPI call).
 
@@ -303,10 +307,13 @@ def attach(
     ``COMM_WORLD``), else ``lan(size)``. A grid whose clusters name their ``hosts`` is
     placed by host: then this is collective (:func:`_place_by_host`).
     ``base``/``link_state``/``hosts``: the launch grid, link state and ranks' hosts of
-    the communicator ``comm`` was made from. The tunables ``CACHE_SIZE`` and
-    ``DOORBELLS`` are read from ``comm``'s class.
+    the communicator ``comm`` was made from. ``log``: a file name
+    (:func:`gridcoll.runtime.record.open_log`; None: ``GRIDCOLL_LOG``) or the open log
+    of that communicator; with a log, ``Bcast`` takes the general path (its line needs
+    the plan). The tunables ``CACHE_SIZE`` and ``DOORBELLS`` are read from ``comm``'s
+    class.
     """
-    algos = algo_table(algo or _os.environ.get(ENV_ALGO, "").strip() or "auto", params)
+    algos = _algos(algo, params)
     timeout = _env_timeout() if timeout is None else float(timeout)
     if not timeout > 0:
         raise ParameterError(f"timeout must be > 0 seconds, got {timeout!r}")
@@ -321,6 +328,8 @@ def attach(
         host_overhead, _host.local_ranks(MPI.COMM_WORLD.Get_size()), emulated=emulated
     )
     name = algos["bcast"][0]
+    if not isinstance(log, CallLog):
+        log = open_log(log, MPI.COMM_WORLD.Get_rank())
     state = State(
         grid,
         base,
@@ -332,8 +341,9 @@ def attach(
         link_state or [None],
         int(getattr(type(comm), "CACHE_SIZE", 64)),
         bool(getattr(type(comm), "DOORBELLS", True)),
-        bool(native_reason(grid, name)),  # tune.plan's own rule with native=True
+        bool(native_reason(grid, name)) and log is None,  # tune.plan's rule, native=True
     )
+    state.log = log
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
     state.hosts, state.by_host = hosts, by_host
     comm.gridcoll_state = state
@@ -372,6 +382,7 @@ def derive(
         base=state.base_grid,
         link_state=state.link_state,
         hosts=state.hosts if hosts is None else hosts,
+        log=state.log,
     )
     out.gridcoll_state.by_host = state.by_host
     return out
@@ -385,6 +396,20 @@ def subcomm(comm: MPI.Intracomm, new: MPI.Intracomm) -> Any:
     state = state_of(comm)
     hosts = None if state.hosts is None else tuple(state.hosts[r] for r in ranks)
     return derive(comm, new, _emu.subgrid(state.grid, ranks), hosts)
+
+
+def _algos(algo: str | dict | None, params: dict | None) -> dict:
+    """The algorithm table of ``algo=``, else of ``GRIDCOLL_ALGO`` (same syntax,
+    :func:`~gridcoll.runtime.choice.parse_algo`; an error names the variable)."""
+    if algo:
+        return algo_table(algo, params)
+    text = _os.environ.get(ENV_ALGO, "")
+    try:
+        return algo_table(text, params)
+    except (ParameterError, UnknownAlgorithm) as err:
+        if not text.strip():
+            raise
+        raise type(err)(f"{ENV_ALGO}={text!r}: {err}") from err
 
 
 def _env_timeout() -> float:
