@@ -452,7 +452,7 @@ def test_fuzzed_host_placements_place_or_say_why_in_one_line(mutations, data):
         try:
             for key in path[:-1]:
                 node = node[key]
-            node[path[-1]] = value
+            node[path[-1]] = copy.deepcopy(value)  # a copy: no value inside itself
         except (KeyError, IndexError, TypeError):
             continue
     try:

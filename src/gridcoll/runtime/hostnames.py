@@ -107,10 +107,7 @@ def gather_hosts(
     send = _np.zeros(NAME_BYTES, dtype=_np.uint8)
     send[: len(raw)] = _np.frombuffer(raw, dtype=_np.uint8)
     recv = _np.empty((comm.Get_size(), NAME_BYTES), dtype=_np.uint8)
-    from mpi4py import MPI  # here: the launcher imports this module without MPI
-
-    plain = MPI.Intracomm(comm)  # not a gridcoll.Comm's own Iallgather: it is being made
-    wait(plain.Iallgather(send, recv), timeout, what="gathering the ranks' host names")
+    wait(comm.Iallgather(send, recv), timeout, what="gathering the ranks' host names")
     return tuple(row.tobytes().rstrip(b"\0").decode("utf-8", errors="replace") for row in recv)
 
 

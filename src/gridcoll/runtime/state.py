@@ -452,7 +452,7 @@ def _place_by_host(comm: MPI.Intracomm, grid: Grid, timeout: float) -> tuple[Gri
     every rank's host, :func:`gridcoll.runtime.hostnames.gather_hosts`, and places them
     alike, :func:`gridcoll.network.place_by_host`), and those hosts. The WAN emulation
     needs one host: asked for on several, it is refused here, before any call."""
-    hosts = _hostnames.gather_hosts(comm, wait, timeout)
+    hosts = _hostnames.gather_hosts(MPI.Intracomm(comm), wait, timeout)  # not Comm.Iallgather
     placed = place_by_host(grid, hosts)
     if _emu.emulation_requested() and not placed.is_single_cluster:
         _hostnames.one_host_or_raise(hosts, f"the WAN emulation of grid {grid.name!r}")
