@@ -225,6 +225,21 @@ def test_mismatched_arguments_reach_every_rank(emulate):
         assert r["error"] is None and r["correct"] and r["follow_up_correct"], r
 
 
+def test_gridcoll_check_finds_disagreement_on_native_calls():
+    """GRIDCOLL_CHECK=1: on one cluster (the MPI library's own collectives, no header)
+    every rank of a call whose ranks disagree raises MismatchError naming the field."""
+    proc = mpirun(4, "checked.py", env=clean_env(GRIDCOLL_CHECK="1"), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    assert len(ranks) == 4
+    for r in ranks:
+        kind, text = r["allreduce_op"]
+        assert kind == "MismatchError" and "reduction operation" in text, r
+        kind, text = r["bcast_root"]
+        assert kind == "MismatchError" and "different root" in text, r
+        assert r["agreeing"] == ["ok", 12.0], r
+
+
 # -- the WAN emulator --------------------------------------------------------------------
 
 

@@ -153,7 +153,15 @@ def _call(
     def run_call() -> None:
         ran = _time.monotonic() if logged else 0.0
         if prepared.program is None:
-            run_native(state, native, f"rank {rank}: native {op} (root {root})")
+            agree = {
+                "collective": op,
+                "root": root,
+                "size": nbytes,
+                "itemsize": itemsize,
+                "datatype": dtype,
+                "reduction operation": redop,
+            }
+            run_native(state, native, f"rank {rank}: native {op} (root {root})", agree)
         elif prepared.layout is None:
             run(state, prepared.program, send, reducer, dtype, redop)
         else:
@@ -200,10 +208,11 @@ def _native_only(
     state.last = native_plan(state, op, data_bytes(buf), root, reason)
     what = f"rank {comm.Get_rank()}: native {op}"
     plan = state.last
+    agree = {"collective": op, "root": root, "size": data_bytes(buf)}
 
     def run_call() -> None:
         ran = _time.monotonic() if logged else 0.0
-        run_native(state, call, what)
+        run_native(state, call, what, agree)
         if logged:
             _record(comm, state, plan, start, ran)
 

@@ -28,6 +28,7 @@ Where this sits in :mod:`gridcoll.runtime`: after ``buffers`` and ``state``, bef
 
 from __future__ import annotations
 
+import zlib
 from collections.abc import Callable
 from contextlib import suppress
 from dataclasses import replace
@@ -48,6 +49,7 @@ from gridcoll.runtime.executor import (
     execute,
     send_notice,
     take_notice,
+    wait,
 )
 from gridcoll.runtime.layout import layout_for
 from gridcoll.runtime.state import PROCESS, Prepared, State, note_failure
@@ -56,6 +58,7 @@ from gridcoll.schedule.ir import Schedule
 from gridcoll.tune import NATIVE, Plan, plan
 
 __all__ = [
+    "check_agreement",
     "compiled",
     "last_plan",
     "native_plan",
@@ -329,13 +332,21 @@ def _check_strays(state: State) -> None:
                 )
 
 
-def run_native(state: State, call: Callable[[MPI.Intracomm], object], what: str) -> None:
+def run_native(
+    state: State,
+    call: Callable[[MPI.Intracomm], object],
+    what: str,
+    agree: dict | None = None,
+) -> None:
     """``call(private communicator)``: one of the MPI library's own collectives, called
     blocking as a plain mpi4py program calls it (bench/native.py: a request and a test
     loop cost 2-7x on small messages), under the process's watchdog: a rank that never
     joins ends the job after the timeout instead of hanging it
     (:mod:`gridcoll.runtime.watchdog`; in the watchdog's slot of the progress thread
-    when a non-blocking call runs it there)."""
+    when a non-blocking call runs it there). With ``GRIDCOLL_CHECK`` (``state.check``),
+    the ranks first check that they agree on ``agree`` (:func:`check_agreement`)."""
+    if state.check and agree is not None:
+        check_agreement(state, agree)
     dog, progress = state.watchdog, state.progress
     slot = PROGRESS if progress is not None and progress.runs_here() else MAIN
     dog.arm(state.timeout, what, slot)
@@ -343,3 +354,28 @@ def run_native(state: State, call: Callable[[MPI.Intracomm], object], what: str)
         call(state.private)
     finally:
         dog.disarm(slot)
+
+
+def check_agreement(state: State, fields: dict) -> None:
+    """Raise :class:`MismatchError` on every rank unless all ranks give the same
+    ``fields`` (the collective, root, size, datatype and operation of a call the MPI
+    library runs itself, with no gridcoll header to carry them). One
+    ``MPI_Iallreduce`` (``MAX``) of each field's CRC-32 and its negation: a field
+    differs somewhere iff its maximum and minimum differ, and every rank sees the same
+    result, so all raise in the same call (the cost of ``GRIDCOLL_CHECK``)."""
+    names = list(fields)
+    crcs = [zlib.crc32(repr(fields[k]).encode()) for k in names]
+    mine = _np.array(crcs + [-c for c in crcs], dtype=_np.int64)
+    out = _np.empty_like(mine)
+    comm = state.private
+    wait(comm.Iallreduce(mine, out, MPI.MAX), state.timeout, what="checking the call")
+    differ = [k for i, k in enumerate(names) if out[i] != -out[len(names) + i]]
+    if differ:
+        state.broken = f"the ranks disagree on {', '.join(differ)}"
+        raise MismatchError(
+            f"rank {comm.Get_rank()}: the ranks called a native {fields.get('collective')} "
+            f"with different {', '.join(differ)} (this rank: "
+            + ", ".join(f"{k} {fields[k]!r}" for k in differ)
+            + "); found by GRIDCOLL_CHECK",
+            rank=comm.Get_rank(),
+        )

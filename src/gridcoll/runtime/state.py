@@ -73,6 +73,7 @@ from gridcoll.tune.select import native_reason
 
 __all__ = [
     "ENV_ALGO",
+    "ENV_CHECK",
     "ENV_TIMEOUT",
     "PLAN_CACHE_SIZE",
     "PROCESS",
@@ -96,6 +97,10 @@ ENV_TIMEOUT = "GRIDCOLL_TIMEOUT"
 """Environment variable: default timeout (seconds) of every ``Comm``."""
 ENV_ALGO = "GRIDCOLL_ALGO"
 """Environment variable: default ``algo`` of every ``Comm`` (``auto`` if unset)."""
+ENV_CHECK = "GRIDCOLL_CHECK"
+"""Environment variable: ``1`` checks that the ranks agree on every call the MPI
+library runs itself, which carries no gridcoll header
+(:func:`gridcoll.runtime.prepare.check_agreement`)."""
 PLAN_CACHE_SIZE = 1024
 """Plans the process keeps (:attr:`Process.plans`), least recently used dropped."""
 
@@ -169,6 +174,8 @@ class State:
     the grid placed the ranks by host, or when the emulation checked for one machine."""
     by_host: bool = False
     """Whether the ranks were placed by host (:func:`gridcoll.network.place_by_host`)."""
+    check: bool = False
+    """Whether the ranks check that they agree on each native call (``GRIDCOLL_CHECK``)."""
     log: CallLog | None = None
     """Where each call is recorded (:mod:`gridcoll.runtime.record`); None: off."""
 
@@ -328,6 +335,7 @@ def attach(
         host_overhead, _host.local_ranks(MPI.COMM_WORLD.Get_size()), emulated=emulated
     )
     name = algos["bcast"][0]
+    check = _os.environ.get(ENV_CHECK, "").strip() not in ("", "0")
     if not isinstance(log, CallLog):
         log = open_log(log, MPI.COMM_WORLD.Get_rank())
     state = State(
@@ -341,9 +349,10 @@ def attach(
         link_state or [None],
         int(getattr(type(comm), "CACHE_SIZE", 64)),
         bool(getattr(type(comm), "DOORBELLS", True)),
-        bool(native_reason(grid, name)) and log is None,  # tune.plan's rule, native=True
+        bool(native_reason(grid, name)) and log is None and not check,  # tune.plan's rule
     )
     state.log = log
+    state.check = check
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
     state.hosts, state.by_host = hosts, by_host
     comm.gridcoll_state = state
