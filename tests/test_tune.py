@@ -481,7 +481,8 @@ def test_every_stage_stops_at_the_deadline():
     skipped = dict(p.skipped)
     searched = {b.name for b in list_builders("bcast")} - {p.algorithm}
     assert set(skipped) == searched and all("planning budget" in why for why in skipped.values())
-    for words in ("bound was not computed", "not searched", "sa was not run", "not simulated"):
+    notes = ("lower bounds were not computed", "bound was not computed", "not searched")
+    for words in (*notes, "sa was not run", "not simulated"):
         assert words in p.budget_note, words
     assert "planning deadline" in p.explain()
 
@@ -493,6 +494,21 @@ def test_a_deadline_refuses_builders_it_cannot_fit_with_one_clear_error():
     with pytest.raises(Unfeasible, match=r"a planning budget above 1 s may allow it") as err:
         plan(magpie(8, 1), "alltoall", KiB, budget_s=1.0, clock=clock)
     assert "\n" not in str(err.value) and "needs about" in str(err.value)
+
+
+def test_the_contention_fit_is_estimated_before_it_starts():
+    """The all-to-all contention ratio is fitted on four simulations: past the deadline
+    the model keeps seed 002's default instead, and the plan says so."""
+    from gridcoll.algorithms import get_builder
+    from gridcoll.tune.deadline import Deadline
+    from gridcoll.tune.select import _fit_in_time
+
+    clock = SteppingClock(expire_after=1)
+    deadline = Deadline(1.0, clock=clock, cpu_clock=clock)
+    grid = magpie(4, 2)
+    assert not _fit_in_time(get_builder("alltoall", "direct"), grid, deadline)
+    assert _fit_in_time(get_builder("alltoall", "cluster-aware"), grid, deadline)  # no fit
+    assert "contention of direct was not fitted" in deadline.notes[0]
 
 
 def test_a_search_cut_short_keeps_its_best_so_far():
