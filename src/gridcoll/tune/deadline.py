@@ -7,7 +7,7 @@ stage of planning also answers to a :class:`Deadline` on a real clock:
 
 * stages that can be cut short stop there and keep their best so far: each builder's
   parameter search starts no model evaluation that the previous one says would end
-  past it (:class:`gridcoll.tune.search.heuristic_search`, ``deadline=``), and builders
+  past it (:func:`gridcoll.tune.search.heuristic_search`, ``deadline=``), and builders
   not yet searched when it passes are skipped;
 * stages that cannot be cut (a simulated annealing run, a simulation of the check, the
   physical bound, a builder's first model evaluation where it declares a cost) are
@@ -42,8 +42,9 @@ a clock that stands still, as mpi4py's tests swap a module's thresholds)."""
 
 GRACE_S = 0.5
 """Wall-clock seconds allowed past ``budget_s`` for what follows the search (the check's
-simulations, the bound): planning takes about ``budget_s + GRACE_S`` at most, plus one
-model evaluation (the granularity of a search) and the grid's parsing."""
+simulations, an annealing run of a whole budget): planning takes about ``budget_s +
+GRACE_S`` at most, plus one model evaluation (the granularity of a search) and the
+grid's parsing."""
 
 MIN_OBSERVED_S = 0.05
 """Before this many wall seconds, :attr:`Deadline.slowdown` is 1 (timer noise)."""
