@@ -14,6 +14,8 @@ import pytest
 from gridcoll.cli.main import COMMANDS, EXIT_ERROR, build_parser, main
 from gridcoll.network import get_grid, save_grid
 
+pytestmark = pytest.mark.usefixtures("no_wall_clock")  # budgets: nominal only (conftest)
+
 PLAN_FIELDS = {
     "op",
     "grid",

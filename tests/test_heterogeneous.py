@@ -41,6 +41,8 @@ from gridcoll.schedule import validate
 from gridcoll.simulate import simulate
 from gridcoll.tune import plan
 
+pytestmark = pytest.mark.usefixtures("no_wall_clock")  # budgets: nominal only (conftest)
+
 FAMILIES = [
     "fef",
     "ecef",

@@ -27,6 +27,8 @@ from gridcoll.tune.search import slowest_lan, slowest_route
 
 KiB, MiB = 1024, 1024 * 1024
 
+pytestmark = pytest.mark.usefixtures("no_wall_clock")  # budgets: nominal only (conftest)
+
 
 # -- the search space ----------------------------------------------------------------------
 def test_binary_search_sizes_are_m_over_powers_of_two():
@@ -431,3 +433,112 @@ def test_check_simulates_the_plan_itself():
         p = plan(grid, "bcast", 256 * KiB, algo=algo, check=True)
         assert p.simulated_s == simulate(p.build(), grid).total_s
     assert plan(grid, "bcast", 256 * KiB, algo="binomial").simulated_s is None
+
+
+# -- the planning deadline (issue 11: --budget bounds planning) ------------------------------
+class SteppingClock:
+    """A fake clock: ``step`` seconds pass between two readings, none otherwise."""
+
+    def __init__(self, step: float = 0.0, expire_after: int | None = None):
+        self.now, self.step, self.reads, self.expire_after = 0.0, step, 0, expire_after
+
+    def __call__(self) -> float:
+        self.reads += 1
+        if self.expire_after is not None and self.reads > self.expire_after:
+            self.now = 1e6  # long past any deadline
+        else:
+            self.now += self.step
+        return self.now
+
+
+def test_a_deadline_that_is_never_reached_changes_nothing():
+    """A frozen clock never reaches the deadline: the plan is the nominal budget's,
+    which without anytime builders (allreduce) is the plan without a budget."""
+    grid = magpie(3, 2)
+    frozen = plan(grid, "allreduce", 64 * KiB, budget_s=0.1, clock=SteppingClock())
+    plain = plan(grid, "allreduce", 64 * KiB)
+    assert frozen.budget_note == "" and frozen.bound_s == plain.bound_s
+    assert [(c.algorithm, c.params, c.predicted_s) for c in frozen.candidates] == [
+        (c.algorithm, c.params, c.predicted_s) for c in plain.candidates
+    ]
+    again = plan(grid, "bcast", 4 * KiB, budget_s=0.5, clock=SteppingClock())
+    twice = plan(grid, "bcast", 4 * KiB, budget_s=0.5, clock=SteppingClock())
+    assert again.budget_note == "" and again.candidates == twice.candidates
+
+
+def test_every_stage_stops_at_the_deadline():
+    """The clock passes the deadline right after planning starts: the models' lower
+    bounds and the physical bound are not computed, the first builder (registry order)
+    gets one model evaluation, every other builder is skipped, the annealing is not
+    run and nothing is simulated; the plan says so. A stage that ignored the deadline
+    would show here (no clock sleeps)."""
+    clock = SteppingClock(expire_after=1)  # the Deadline's start is the one reading
+    grid = magpie(8, 1)
+    p = plan(grid, "bcast", 64 * KiB, budget_s=1.0, clock=clock, check=True)
+    assert len(p.candidates) == 1 and p.simulated_s is None and p.candidates[0].simulated_s is None
+    assert "1 model evaluation" in p.candidates[0].reasoning
+    assert p.bound_s != p.bound_s  # NaN: not computed
+    skipped = dict(p.skipped)
+    searched = {b.name for b in list_builders("bcast")} - {p.algorithm}
+    assert set(skipped) == searched and all("planning budget" in why for why in skipped.values())
+    notes = ("lower bounds were not computed", "bound was not computed", "not searched")
+    for words in (*notes, "sa was not run", "not simulated"):
+        assert words in p.budget_note, words
+    assert "planning deadline" in p.explain()
+
+
+def test_a_deadline_refuses_builders_it_cannot_fit_with_one_clear_error():
+    """The all-to-all models walk every cluster pair (a declared cost): past the
+    deadline not one can start, and planning says so in one sentence."""
+    clock = SteppingClock(expire_after=1)
+    with pytest.raises(Unfeasible, match=r"a planning budget above 1 s may allow it") as err:
+        plan(magpie(8, 1), "alltoall", KiB, budget_s=1.0, clock=clock)
+    assert "\n" not in str(err.value) and "needs about" in str(err.value)
+
+
+def test_the_contention_fit_is_estimated_before_it_starts():
+    """The all-to-all contention ratio is fitted on four simulations: past the deadline
+    the model keeps seed 002's default instead, and the plan says so."""
+    from gridcoll.algorithms import get_builder
+    from gridcoll.tune.deadline import Deadline
+    from gridcoll.tune.select import _fit_in_time
+
+    clock = SteppingClock(expire_after=1)
+    deadline = Deadline(1.0, clock=clock, cpu_clock=clock)
+    grid = magpie(4, 2)
+    assert not _fit_in_time(get_builder("alltoall", "direct"), grid, deadline)
+    assert _fit_in_time(get_builder("alltoall", "cluster-aware"), grid, deadline)  # no fit
+    assert "contention of direct was not fitted" in deadline.notes[0]
+
+
+def test_a_search_cut_short_keeps_its_best_so_far():
+    """Each evaluation takes 1 s on the fake clock: a 3.5 s budget buys the first ones,
+    the search ends with the best of them (never an unevaluated configuration)."""
+    from gridcoll.tune.deadline import Deadline
+
+    grid, model = magpie(4, 4), MODELS["bcast", "dary-segmented"]
+    clock = SteppingClock(step=0.5)  # two readings per evaluation: 1 s each
+    deadline = Deadline(3.5, clock=clock, cpu_clock=clock)
+    params = ("segment_size", "degree")
+    cut = heuristic_search(grid, MiB, model=model, params=params, deadline=deadline)
+    full = heuristic_search(grid, MiB, model=model, params=params)
+    assert cut.refused > 0 and cut.evaluations < full.evaluations
+    assert cut.predicted_s == model(grid, MiB, 0, **cut.params) >= full.predicted_s
+    assert "cut short by the planning deadline" in cut.reasoning
+
+
+def test_budget_bounds_planning_on_a_large_grid():
+    """magpie:200,1: an allreduce plan took 21-47 s of CPU whatever the budget (its
+    two-level models walk 40,000 cluster pairs per evaluation). With a 1 s budget the
+    two-level builders are left out (their declared cost) and the rest stops near the
+    deadline; measured in CPU seconds, which a loaded machine does not inflate (the
+    wall clock only runs ahead of them). With 5 s they are searched, cut short."""
+    import time
+
+    grid = get_grid("magpie:200,1")
+    for budget in (1.0, 5.0):
+        start = time.process_time()
+        p = plan(grid, "allreduce", KiB, budget_s=budget, clock=time.monotonic)  # real
+        assert time.process_time() - start < budget + 5.0  # grace, one evaluation, slack
+        reasons = " ".join(why for _, why in p.skipped) + p.budget_note
+        assert p.candidates and ("planning budget" in reasons or p.budget_note)

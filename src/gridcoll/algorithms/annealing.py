@@ -86,6 +86,7 @@ __all__ = [
     "form_pool_sets",
     "full_run_evaluations",
     "nominal_evaluation_s",
+    "nominal_setup_s",
     "random_tree",
     "sa",
     "sa_clustered",
@@ -119,6 +120,13 @@ def nominal_evaluation_s(grid: Grid) -> float:
     """Nominal seconds of one annealing move and cost evaluation on ``grid`` (a move,
     a copy and an O(P) evaluation): what the tuner divides its budget by."""
     return 1e-5 + 1.5e-6 * grid.nranks
+
+
+def nominal_setup_s(grid: Grid) -> float:
+    """Nominal seconds of a run's set-up on ``grid``: :class:`TreeCost`'s rank-pair
+    tables and the pool sets, O(P^2) (0.4-1 s at 200 ranks). The tuner adds it to the
+    evaluations' cost when it checks a run against its planning deadline."""
+    return 2e-5 * grid.nranks**2
 
 
 def full_run_evaluations() -> int:

@@ -41,10 +41,12 @@ from gridcoll.schedule.ir import Schedule
 
 __all__ = [
     "BUILDERS",
+    "PAIRWISE_MODEL_S",
     "TREE_FAMILIES",
     "Builder",
     "get_builder",
     "list_builders",
+    "pairwise_cost",
     "tree_family_builders",
 ]
 
@@ -64,8 +66,10 @@ class Builder:
     params: tuple[str, ...] = ()
     cost: Callable[[Grid], float] | None = None
     """Nominal planning seconds on a grid (None: negligible); :func:`gridcoll.tune.plan`
-    skips the builder when it exceeds what is left of a planning budget. For an
-    ``anytime`` builder: nominal seconds per cost evaluation."""
+    skips the builder when it exceeds what is left of a planning budget, or what is
+    left of its deadline on the wall clock. For an ``anytime`` builder: nominal seconds
+    per cost evaluation; for a model that walks every cluster pair
+    (:func:`pairwise_cost`): its first evaluation (the search stops at the deadline)."""
     anytime: str | None = None
     """Anytime builders (simulated annealing) name their tree family; they take an
     ``evaluations`` budget, which the tuner derives from its planning budget. Builders
@@ -243,6 +247,20 @@ def _heterogeneous() -> list[Builder]:
     return out
 
 
+PAIRWISE_MODEL_S = 3e-5
+"""Nominal seconds per ordered cluster pair of one evaluation of a model that walks
+every cluster pair (the WAN-aware allgather, all-to-all and two-level allreduce: 16-60
+us of CPU per pair measured on the development machine, 0.6-2.5 s at 200 clusters)."""
+
+
+def pairwise_cost(grid: Grid) -> float:
+    """The declared planning cost of a builder whose model walks every cluster pair:
+    one evaluation, :data:`PAIRWISE_MODEL_S` per pair. One evaluation, not a whole
+    search: the search stops at the planning deadline with its best so far, so what
+    must fit the budget is its first evaluation."""
+    return PAIRWISE_MODEL_S * grid.nclusters * max(grid.nclusters - 1, 1)
+
+
 def _collectives() -> list[Builder]:
     """scatter, gather, allgather, alltoall, reduce, allreduce and barrier (issue 5).
 
@@ -300,6 +318,7 @@ def _collectives() -> list[Builder]:
             "magpie-original",
             allgather.magpie_original_allgather,
             "MagPIe's: local gather, coordinators' exchange, local broadcast (seed 000, 3.4)",
+            cost=pairwise_cost,
         ),
         Builder(
             "allgather",
@@ -307,24 +326,28 @@ def _collectives() -> list[Builder]:
             allgather.magpie_segmented_allgather,
             "the same pipelined in segments, WAN exchange segmented (seed 000, 3.4)",
             seg_lan,
+            cost=pairwise_cost,
         ),
         Builder(
             "alltoall",
             "direct",
             alltoall.direct_alltoall,
             "Direct Exchange: all sends, then all receives (seed 002, sec. 5)",
+            cost=pairwise_cost,
         ),
         Builder(
             "alltoall",
             "direct-rotated",
             alltoall.direct_rotated_alltoall,
             "Direct Exchange in rotated order (seed 002, sec. 5)",
+            cost=pairwise_cost,
         ),
         Builder(
             "alltoall",
             "cluster-aware",
             alltoall.cluster_aware_alltoall,
             "one combined WAN message per ordered cluster pair, via agent ranks",
+            cost=pairwise_cost,
         ),
         Builder("reduce", "binomial", reduce.binomial_reduce, "MPICH's binomial tree"),
         Builder(
@@ -379,6 +402,7 @@ def _collectives() -> list[Builder]:
             allreduce.two_level_allreduce,
             "local reduce, WAN reduce-scatter + allgather, local broadcast, pipelined",
             seg_lan,
+            cost=pairwise_cost,
         ),
         Builder(
             "allreduce",
@@ -386,6 +410,7 @@ def _collectives() -> list[Builder]:
             allreduce.two_level_exchange_allreduce,
             "local reduce, partial vectors to every coordinator (one WAN round), broadcast",
             seg_lan,
+            cost=pairwise_cost,
         ),
         Builder(
             "barrier",

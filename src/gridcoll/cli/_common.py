@@ -175,8 +175,9 @@ def add_budget_argument(parser: argparse.ArgumentParser) -> None:
         default=DEFAULT_BUDGET_S,
         metavar="SECONDS",
         help="planning budget in nominal seconds: lets auto run the simulated-annealing "
-        "builders and skips builders whose planning would not fit; 'none' leaves the "
-        f"annealing out (default {DEFAULT_BUDGET_S:g})",
+        "builders and skips builders whose planning would not fit; planning also stops "
+        "near it on the wall clock (a note says what was cut); 'none' leaves the "
+        f"annealing out and sets no deadline (default {DEFAULT_BUDGET_S:g})",
     )
 
 
@@ -288,6 +289,7 @@ def plan_json(call: Call, result: Any, **extra: Any) -> dict[str, Any]:
         "bound_s": _finite(result.bound_s),
         "simulated_s": result.simulated_s,
         "host_overhead_s": result.host_overhead_s,
+        "budget_note": getattr(result, "budget_note", ""),
         "candidates": [
             {
                 "algorithm": c.algorithm,
@@ -343,8 +345,8 @@ def _segment(nbytes: int) -> str:
 
 
 def ratio(seconds: float, bound: float) -> str:
-    """``6.74x``: how far a time is from the bound."""
-    if bound <= 0 or not math.isfinite(seconds):
+    """``6.74x``: how far a time is from the bound (``-`` without one)."""
+    if not bound > 0 or not math.isfinite(bound) or not math.isfinite(seconds):
         return "-"
     return f"{seconds / bound:.2f}x"
 
@@ -391,18 +393,26 @@ def plan_table(call: Call, result: Any, simulated_s: float | None = None) -> Tab
 
 def summary_line(call: Call, result: Any, simulated_s: float | None = None) -> str:
     """One line: the choice, its prediction, the bound (and the simulation: the plan's
-    own check unless ``simulated_s`` is given)."""
+    own check unless ``simulated_s`` is given); a second one when the planning
+    budget's deadline cut anything (:attr:`gridcoll.tune.Plan.budget_note`)."""
     if simulated_s is None:
         simulated_s = result.simulated_s
+    bound = (
+        f"bound {format_time(result.bound_s)} ({ratio(result.predicted_s, result.bound_s)})"
+        if math.isfinite(result.bound_s)
+        else "bound not computed"
+    )
     line = (
         f"chosen: {result.algorithm} ({format_params(result.params)}): "
-        f"predicted {format_time(result.predicted_s)}, "
-        f"bound {format_time(result.bound_s)} ({ratio(result.predicted_s, result.bound_s)})"
+        f"predicted {format_time(result.predicted_s)}, {bound}"
     )
     if simulated_s is not None:
         error = (result.predicted_s - simulated_s) / simulated_s if simulated_s > 0 else 0.0
-        line += (
-            f"; simulated {format_time(simulated_s)} "
-            f"({ratio(simulated_s, result.bound_s)} the bound, model {error:+.1%})"
+        versus = (
+            f"{ratio(simulated_s, result.bound_s)} the bound, "
+            if math.isfinite(result.bound_s)
+            else ""
         )
-    return line
+        line += f"; simulated {format_time(simulated_s)} ({versus}model {error:+.1%})"
+    note = getattr(result, "budget_note", "")
+    return f"{line}\nnote: {note}" if note else line

@@ -4,10 +4,13 @@
   exhaustive reference search, both taking the model as a parameter;
 * :mod:`gridcoll.tune.select` - :func:`plan`: every builder's best parameters and
   predicted time, best first, with the physical bound;
+* :mod:`gridcoll.tune.deadline` - :class:`Deadline`, a planning budget on the wall
+  clock, which every stage of :func:`plan` answers to;
 * :mod:`gridcoll.tune.cache` - :class:`PlanCache`, the caller's LRU decision cache.
 """
 
 from gridcoll.tune.cache import PlanCache
+from gridcoll.tune.deadline import Deadline
 from gridcoll.tune.search import (
     SearchResult,
     degree_candidates,
@@ -33,6 +36,7 @@ __all__ = [
     "NATIVE",
     "ROOTED",
     "Candidate",
+    "Deadline",
     "Plan",
     "PlanCache",
     "SearchResult",

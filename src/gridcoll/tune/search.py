@@ -35,6 +35,13 @@ The model is a parameter (as networkx's ``flow_func``): any callable with the bu
 signature returning seconds. Configurations the model rejects with a
 :class:`~gridcoll.errors.GridcollError` count as infinitely slow.
 
+A planning deadline (``deadline=``, :class:`gridcoll.tune.deadline.Deadline`) cuts the
+search short: the first evaluation always runs, the second if the search's part of the
+deadline has not passed (a builder's first evaluation often builds its tree), and each
+later one only if the one before it, timed on the deadline's clock, would still end
+within it; the configurations not evaluated count as infinitely slow, so the search
+ends with the best it found (:attr:`SearchResult.refused` counts them).
+
 References
 ----------
 Kielmann et al., *Network performance-aware collective communication for clustered
@@ -54,6 +61,7 @@ from gridcoll.errors import GridcollError, Unfeasible
 from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.grid import Grid
 from gridcoll.network.plogp import PLogP
+from gridcoll.tune.deadline import Deadline
 
 __all__ = [
     "MULTITREE_MAX_LAN_DEGREE",
@@ -92,6 +100,12 @@ class SearchResult:
     """Distinct configurations the model was evaluated on."""
     reasoning: str = field(default="", compare=False)
     """How the search got there, for :meth:`gridcoll.tune.Plan.explain`."""
+    refused: int = field(default=0, compare=False)
+    """Configurations not evaluated because the planning deadline was near (0: the
+    search ran to its end)."""
+    first_s: float = field(default=0.0, compare=False)
+    """Seconds of the first model evaluation on the deadline's clock (0 without one):
+    the tuner's estimate of the next builder's first evaluation."""
 
 
 # -- segment sizes ------------------------------------------------------------------------
@@ -227,9 +241,18 @@ def lan_degree_limit(grid: Grid, m: float, wan_degree: int) -> int:
 
 # -- the evaluator ------------------------------------------------------------------------
 class _Evaluator:
-    """Memoised model calls; rejected configurations are infinitely slow."""
+    """Memoised model calls; rejected configurations are infinitely slow, and so are
+    those a ``deadline`` leaves no time for (counted in ``refused``, not memoised)."""
 
-    def __init__(self, model: Model, grid: Grid, nbytes: int, root: int, itemsize: int):
+    def __init__(
+        self,
+        model: Model,
+        grid: Grid,
+        nbytes: int,
+        root: int,
+        itemsize: int,
+        deadline: Deadline | None = None,
+    ):
         self.model = model
         self.grid = grid
         self.nbytes = nbytes
@@ -237,19 +260,39 @@ class _Evaluator:
         self.itemsize = itemsize
         self.memo: dict[tuple[tuple[str, int], ...], float] = {}
         self.error: GridcollError | None = None
+        self.deadline = deadline
+        self.last_s = 0.0  # the last evaluation's duration: the next one's estimate
+        self.first_s = 0.0
+        self.refused = 0
 
     def __call__(self, params: Mapping[str, int]) -> float:
         key = tuple(sorted(params.items()))
         t = self.memo.get(key)
-        if t is None:
-            try:
-                t = float(
-                    self.model(self.grid, self.nbytes, self.root, itemsize=self.itemsize, **params)
-                )
-            except GridcollError as err:
-                self.error = self.error or err
-                t = math.inf
-            self.memo[key] = t
+        if t is None and self.deadline is not None:
+            # the first evaluation of a builder often builds and memoises its tree, so
+            # the second is timed before the durations serve as estimates
+            estimate = self.last_s if len(self.memo) >= 2 else 0.0
+            if self.memo and not self.deadline.allows(estimate, search=True):
+                self.refused += 1
+                return math.inf
+            started = self.deadline.clock()
+            t = self._evaluate(params, key)
+            self.last_s = self.deadline.clock() - started
+            if len(self.memo) == 1:
+                self.first_s = self.last_s
+        elif t is None:
+            t = self._evaluate(params, key)
+        return t
+
+    def _evaluate(self, params: Mapping[str, int], key: tuple) -> float:
+        try:
+            t = float(
+                self.model(self.grid, self.nbytes, self.root, itemsize=self.itemsize, **params)
+            )
+        except GridcollError as err:
+            self.error = self.error or err
+            t = math.inf
+        self.memo[key] = t
         return t
 
 
@@ -464,11 +507,12 @@ def _search(
     exhaustive: bool,
     max_k: int,
     pinned: Params | None = None,
+    deadline: Deadline | None = None,
 ) -> SearchResult:
     check_model_call(grid, nbytes, root, itemsize)
     spaces = _spaces(params)
     pinned = dict(pinned or {})
-    ev = _Evaluator(model, grid, nbytes, root, itemsize)
+    ev = _Evaluator(model, grid, nbytes, root, itemsize, deadline)
     chosen: Params = {}
     for space in spaces:
         chosen.update(_space_keys(space, grid, nbytes))
@@ -495,10 +539,14 @@ def _search(
     t = ev(chosen)
     if not t < math.inf:  # inf or nan
         why = ev.error or f"it predicts {t!r} seconds"
+        if ev.refused:
+            why = f"{why} (the planning deadline stopped the search at {len(ev.memo)})"
         raise Unfeasible(f"the model rejected every configuration tried: {why}") from ev.error
     count = len(ev.memo)
     notes.append(f"{count} model evaluation{'s' if count != 1 else ''}")
-    return SearchResult(chosen, t, len(ev.memo), "; ".join(notes))
+    if ev.refused:
+        notes.append(f"cut short by the planning deadline ({ev.refused} not evaluated)")
+    return SearchResult(chosen, t, len(ev.memo), "; ".join(notes), ev.refused, ev.first_s)
 
 
 def heuristic_search(
@@ -510,6 +558,7 @@ def heuristic_search(
     params: Sequence[str] = (),
     itemsize: int = 1,
     pinned: Params | None = None,
+    deadline: Deadline | None = None,
 ) -> SearchResult:
     """Seed 000's heuristic search for the builder parameters ``params``.
 
@@ -525,6 +574,9 @@ def heuristic_search(
     pinned : dict, optional
         Parameters the caller fixed (a segment size, a degree): kept as given, and only
         the others are searched.
+    deadline : Deadline, optional
+        The planning deadline (module docstring): the search ends with the best found
+        so far rather than start an evaluation that would end past it.
 
     Returns
     -------
@@ -551,7 +603,7 @@ def heuristic_search(
     >>> r.params["degree"]
     1
     """
-    return _search(grid, nbytes, root, model, params, itemsize, False, 0, pinned)
+    return _search(grid, nbytes, root, model, params, itemsize, False, 0, pinned, deadline)
 
 
 def exhaustive_search(

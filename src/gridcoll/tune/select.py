@@ -17,6 +17,20 @@ plan depends only on its arguments and every MPI rank of a communicator makes th
 choice. A named anytime builder gets the whole budget (and the paper's fixed run count,
 50 + 25 annealings, without one).
 
+The deadline. Nominal costs are estimates, and a loaded machine runs slower than they
+say, so with a budget every stage also answers to a wall-clock
+:class:`~gridcoll.tune.deadline.Deadline` (``budget_s`` plus a small grace): the
+builders are searched while it has not passed, each search stopping short with its
+best so far (:func:`gridcoll.tune.search.heuristic_search`); a simulated annealing run
+is estimated before it starts (:func:`gridcoll.algorithms.annealing.nominal_setup_s`
+plus its evaluations) and given fewer evaluations, or skipped, if it would not end in
+time; the physical bound is computed first, if its estimate (:data:`BOUND_PAIR_S`)
+fits, and each simulation of the check only if its estimate
+(:data:`SIMULATED_MESSAGE_S`) still does.
+Whatever it cut is listed in :attr:`Plan.budget_note` (and the builders in
+:attr:`Plan.skipped`). A plan the deadline did not touch is the nominal budget's
+plan, deterministic; planning without a budget (``gridcoll.Comm``'s) has no deadline.
+
 One entry point. Every caller plans through :func:`plan`: the command line (``plan``,
 ``simulate``, ``compare``, ``run``, ``demo``), :class:`gridcoll.Comm` and the benchmarks.
 What differs between them is an argument of the call, never code outside it: a forced
@@ -46,13 +60,16 @@ from __future__ import annotations
 import contextlib
 import functools
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from gridcoll.algorithms.annealing import nominal_setup_s
 from gridcoll.algorithms.registry import Builder, get_builder, list_builders
 from gridcoll.errors import GridcollError, ParameterError, Unfeasible, UnknownAlgorithm
 from gridcoll.limits import MAX_BUDGET_S, MAX_MESSAGE_BYTES
+from gridcoll.models.alltoall import CONTENTION_SIZES, DEFAULT_CONTENTION
 from gridcoll.models.registry import MODELS, optimistic_s
 from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.bounds import collective_bound
@@ -60,17 +77,21 @@ from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import check_complete
 from gridcoll.network.presets import get_grid
 from gridcoll.schedule.ir import OPERATIONS, Schedule
+from gridcoll.tune import deadline as _deadline
 from gridcoll.tune.cache import PlanCache
-from gridcoll.tune.contention import contention_model
+from gridcoll.tune.contention import FITTED, MAX_FIT_RANKS, contention_model
+from gridcoll.tune.deadline import Deadline
 from gridcoll.tune.search import heuristic_search
 from gridcoll.units import format_size, format_time
 
 __all__ = [
     "ANYTIME_SHARE",
+    "BOUND_PAIR_S",
     "DEFAULT_BUDGET_S",
     "MIN_EVALUATIONS",
     "NATIVE",
     "ROOTED",
+    "SIMULATED_MESSAGE_S",
     "Candidate",
     "Plan",
     "native_reason",
@@ -98,6 +119,15 @@ VERIFY_MESSAGES = 8000
 :data:`VERIFY_MESSAGES` messages in all (about 20 us each: 0.16 s), and ranks those by
 the simulated time: the per-edge models are upper estimates whose error differs from
 tree to tree (e.g. a segmented tree's ``(k-1) gamma + lam`` when its edges differ)."""
+
+SIMULATED_MESSAGE_S = 20e-6
+"""Nominal seconds the simulator spends per message (the event loop's rate; the
+heap-free replay is faster): a simulation's estimate against the planning deadline."""
+
+BOUND_PAIR_S = 2e-5
+"""Nominal seconds of the physical bound per ordered cluster pair (its max-flows on the
+cluster quotient: 0.36-0.48 s at 200 clusters, 1.9-2.5 s at 400, measured on the
+development machine): its estimate against the planning deadline."""
 
 
 @dataclass(frozen=True)
@@ -152,6 +182,9 @@ class Plan:
     also in ``skipped`` with the reason."""
     network: Grid | None = field(default=None, compare=False, repr=False)
     """The grid object planned on: :meth:`build` uses it when given no grid."""
+    budget_note: str = ""
+    """What the planning budget's wall-clock deadline cut short or left out ('' when
+    planning ended within it: then the plan is the nominal budget's, deterministic)."""
 
     @property
     def rooted(self) -> bool:
@@ -224,6 +257,8 @@ class Plan:
                 lines.append(f"  {rank}. {_describe(other)}: {_loss(other, best)}")
         if self.budget_s is not None:
             lines.append(f"planning budget (--budget): {format_time(self.budget_s)} (nominal)")
+        if self.budget_note:
+            lines.append(f"  {self.budget_note}")
         if self.skipped:
             lines.append("skipped:")
             lines += [f"  {name}: {reason}" for name, reason in self.skipped]
@@ -236,6 +271,8 @@ def _describe(candidate: Candidate) -> str:
 
 
 def _versus_bound(p: Plan) -> str:
+    if math.isnan(p.bound_s) and p.budget_note:
+        return "the bound was not computed (planning budget)"
     if math.isnan(p.bound_s):
         return f"no bound is computed for {p.op}"
     if p.bound_s <= 0:
@@ -337,14 +374,17 @@ def _candidate(
     itemsize: int,
     fixed: dict[str, Any] | None = None,
     params: dict[str, Any] | None = None,
+    deadline: Deadline | None = None,
 ) -> Candidate:
     """The builder's best parameters: ``fixed`` ones (an annealing budget,
     ``commutative``) and the caller's ``params`` (:func:`_pinned`) kept, the rest
-    searched; raises GridcollError if it cannot be modelled."""
+    searched (cut short by ``deadline``); raises GridcollError if it cannot be
+    modelled."""
     model = MODELS.get((builder.op, builder.name))
     if model is None:
         raise Unfeasible("no model is registered")
-    model = contention_model(model, grid, builder.op, builder.name)
+    if deadline is None or _fit_in_time(builder, grid, deadline):  # else the default
+        model = contention_model(model, grid, builder.op, builder.name)
     pinned, extra, note = _pinned(builder, params or {}, nbytes)
     fixed = {**(fixed or {}), **extra}
     if fixed:
@@ -353,14 +393,44 @@ def _candidate(
         seconds = model(grid, 0, root, itemsize=itemsize)
         return Candidate(builder.name, fixed, 0, seconds, "one model evaluation")
     found = heuristic_search(
-        grid, nbytes, root, model=model, params=builder.params, itemsize=itemsize, pinned=pinned
+        grid,
+        nbytes,
+        root,
+        model=model,
+        params=builder.params,
+        itemsize=itemsize,
+        pinned=pinned,
+        deadline=deadline,
     )
+    if found.refused and deadline is not None:
+        deadline.note(f"the search of {builder.name} was cut short")
+    if deadline is not None and not builder.anytime and builder.cost is None:
+        deadline.first_eval_s = max(deadline.first_eval_s, found.first_s)
     if not math.isfinite(found.predicted_s):
         raise Unfeasible(f"the model predicts {found.predicted_s!r}")
     chosen = {**fixed, **found.params}
     m = _segment_of(chosen, nbytes)
     reasoning = f"{note}; {found.reasoning}" if note else found.reasoning
     return Candidate(builder.name, chosen, m, found.predicted_s, reasoning)
+
+
+def _fit_in_time(builder: Builder, grid: Grid, deadline: Deadline) -> bool:
+    """Whether the all-to-all contention fit of ``builder`` (:data:`FITTED`: four
+    simulations of ``P^2`` messages, :func:`gridcoll.tune.contention.simulated_contention`)
+    ends before the search's deadline; if not, the model takes seed 002's default ratio
+    (noted). True for every other builder."""
+    if builder.op != "alltoall" or builder.name not in FITTED:
+        return True
+    if not 2 <= grid.nranks <= MAX_FIT_RANKS:
+        return True  # no simulation: the default ratio anyway
+    estimate = deadline.scaled(len(CONTENTION_SIZES) * grid.nranks**2 * SIMULATED_MESSAGE_S)
+    if deadline.allows(estimate, search=True):
+        return True
+    deadline.note(
+        f"the contention of {builder.name} was not fitted (about {format_time(estimate)}): "
+        f"seed 002's {DEFAULT_CONTENTION:.3g} used"
+    )
+    return False
 
 
 def _allowances(
@@ -406,11 +476,19 @@ def _allowances(
 
 
 def _verified(
-    grid: Grid, op: str, nbytes: int, root: int, itemsize: int, candidates: list[Candidate]
+    grid: Grid,
+    op: str,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    candidates: list[Candidate],
+    deadline: Deadline | None = None,
 ) -> list[Candidate]:
     """``candidates`` (best predicted first) with the few best simulated (module
     constants :data:`VERIFY_TOP`...) moved to the front, fastest simulated first.
-    Deterministic: the simulator is a pure function of the schedule and the grid."""
+    Deterministic: the simulator is a pure function of the schedule and the grid; a
+    simulation that ``deadline`` leaves no time for (:data:`SIMULATED_MESSAGE_S` per
+    message, scaled to the machine's speed) is left out."""
     from gridcoll.simulate import simulate
 
     best, left = candidates[0].predicted_s, VERIFY_MESSAGES
@@ -432,6 +510,11 @@ def _verified(
         except GridcollError:
             continue
         if schedule.nmessages > left:
+            continue
+        if deadline is not None and not deadline.allows(
+            deadline.scaled(schedule.nmessages * SIMULATED_MESSAGE_S)
+        ):
+            deadline.note(f"{cand.algorithm} was not simulated")
             continue
         left -= schedule.nmessages
         seen[same] = simulate(schedule, grid).total_s
@@ -464,17 +547,48 @@ def native_reason(grid: Grid, algo: str) -> str:
     return ""
 
 
+def _bound_estimate(grid: Grid) -> float:
+    """Nominal seconds of the physical bound of a call on ``grid``
+    (:data:`BOUND_PAIR_S` per ordered cluster pair)."""
+    return BOUND_PAIR_S * grid.nclusters * max(grid.nclusters - 1, 1)
+
+
+def _bound_first(grid: Grid, op: str, nbytes: int, root: int, deadline: Deadline) -> float:
+    """With a deadline, the physical bound's time is computed before the search, if its
+    estimate (at the machine's current speed) fits the whole deadline, so no overrun of
+    the search can crowd it out; else NaN at once, noted."""
+    estimate = deadline.scaled(_bound_estimate(grid))
+    if not deadline.allows(estimate):
+        deadline.note(
+            f"the physical bound was not computed (about {format_time(estimate)} on "
+            f"{grid.nclusters} clusters)"
+        )
+        return math.nan
+    return collective_bound(grid, op, nbytes, root).time_s
+
+
 def _native_plan(
-    grid: Grid, op: str, nbytes: int, root: int, itemsize: int, reason: str, host: float
+    grid: Grid,
+    op: str,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    reason: str,
+    host: float,
+    deadline: Deadline | None = None,
 ) -> Plan:
     """The plan that hands the call to the MPI library. Its prediction is MPICH's
     algorithm (``mpich``, where registered) on the physical grid: the library's own
     overheads, not the Python runtime's."""
+    bound = math.nan if deadline is None else _bound_first(grid, op, nbytes, root, deadline)
     predicted = math.nan
     if (op, "mpich") in MODELS and op != "barrier":
         with contextlib.suppress(GridcollError):
-            predicted = predict_mpich(grid, op, nbytes, root, itemsize)
-    bound = collective_bound(grid, op, nbytes, root).time_s
+            builder = get_builder(op, "mpich")
+            predicted = _candidate(builder, grid, nbytes, root, itemsize, deadline=deadline)
+            predicted = predicted.predicted_s
+    if deadline is None:
+        bound = collective_bound(grid, op, nbytes, root).time_s
     cand = Candidate(NATIVE, {}, nbytes, predicted, "the MPI library's own algorithm")
     return Plan(
         op,
@@ -491,6 +605,17 @@ def _native_plan(
         host_overhead_s=host,
         reason=reason,
         network=grid,
+        budget_note=_budget_note(deadline),
+    )
+
+
+def _budget_note(deadline: Deadline | None) -> str:
+    """The plan's :attr:`Plan.budget_note`: what the deadline cut, in one line."""
+    if deadline is None or not deadline.cut:
+        return ""
+    return (
+        f"planning deadline ({format_time(deadline.budget_s)} budget on the wall clock) "
+        f"reached: {'; '.join(deadline.notes)}"
     )
 
 
@@ -505,13 +630,27 @@ def _estimate(cand: Candidate) -> float:
 
 
 def _simulated(
-    grid: Grid, op: str, nbytes: int, root: int, itemsize: int, cand: Candidate
+    grid: Grid,
+    op: str,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    cand: Candidate,
+    deadline: Deadline | None = None,
 ) -> Candidate:
-    """``cand`` with the simulator's time of its schedule (whatever its size)."""
+    """``cand`` with the simulator's time of its schedule (whatever its size, unless
+    ``deadline`` leaves no time for it: then ``cand`` as it is, noted)."""
     from gridcoll.simulate import simulate
 
     builder = get_builder(op, cand.algorithm)
     schedule = builder.build(grid, nbytes, root, itemsize=itemsize, **cand.params)
+    estimate = schedule.nmessages * SIMULATED_MESSAGE_S
+    if deadline is not None and not deadline.allows(deadline.scaled(estimate)):
+        deadline.note(
+            f"the choice was not simulated ({schedule.nmessages} messages, about "
+            f"{format_time(estimate)})"
+        )
+        return cand
     return replace(cand, simulated_s=simulate(schedule, grid).total_s)
 
 
@@ -529,19 +668,29 @@ def _make_plan(
     check: bool | None,
     host: float,
     physical: Grid,
+    deadline: Deadline | None = None,
 ) -> Plan:
     """Search every builder on ``grid`` (the effective grid), rank, check on the
     simulator (``check``: None for the default, True to always simulate the choice);
-    the bound is the ``physical`` grid's."""
+    the bound is the ``physical`` grid's. Every stage answers to ``deadline`` (module
+    docstring)."""
     candidates, skipped, pruned = [], [], []
     allowed = []
     for index, (builder, fixed, why) in enumerate(_allowances(builders, grid, budget_s, named)):
         if fixed is None:
             skipped.append((builder.name, why))
             continue
-        lower = 0.0 if named else optimistic_s(grid, op, builder.name, nbytes, root, itemsize)
+        lower = 0.0
+        if not named and (deadline is None or deadline.allows(0.0, search=True)):
+            lower = optimistic_s(grid, op, builder.name, nbytes, root, itemsize)
+        elif not named:  # searched in registry order, none pruned
+            deadline.note("the models' lower bounds were not computed")
         allowed.append((lower, index, builder, {**fixed, **(call_params or {})}))
     allowed.sort(key=lambda entry: entry[:2])  # the most promising first
+    anytime: dict[str, int | None] = {}  # family -> evaluations the deadline allows
+    bound = math.nan
+    if deadline is not None and allowed:
+        bound = _bound_first(physical, op, nbytes, root, deadline)
 
     def search(entries: list) -> None:
         for lower, index, builder, fixed in entries:
@@ -549,32 +698,45 @@ def _make_plan(
             if lower > VERIFY_WITHIN * incumbent:
                 pruned.append((lower, index, builder, fixed))
                 continue
+            why = "" if deadline is None else _too_late(builder, grid, deadline, candidates)
+            if why:
+                skipped.append((builder.name, f"planning budget: {why}"))
+                deadline.note("builders not searched (see skipped)")
+                continue
+            if builder.anytime and deadline is not None and "evaluations" in fixed:
+                fixed = _anytime_in_time(builder, grid, fixed, deadline, anytime, skipped)
+                if fixed is None:
+                    continue
             try:
-                cand = _candidate(builder, grid, nbytes, root, itemsize, fixed, params)
+                cand = _candidate(builder, grid, nbytes, root, itemsize, fixed, params, deadline)
                 candidates.append((cand, index))
             except GridcollError as err:
                 skipped.append((builder.name, str(err)))
 
     search(allowed)
-    if not candidates:
+    if not candidates:  # at once (no bound computed) when the nominal budget allowed none
         reasons = "; ".join(f"{name}: {why}" for name, why in skipped)
-        raise Unfeasible(f"no {op} algorithm could be modelled on {grid.name!r}: {reasons}")
+        hint = ""
+        if budget_s is not None and any("planning budget" in why for _, why in skipped):
+            hint = f" (a planning budget above {budget_s:g} s may allow it)"
+        raise Unfeasible(f"no {op} algorithm could be modelled on {grid.name!r}{hint}: {reasons}")
     candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))  # ties: registry order
     force = check is True  # the caller wants the choice simulated, whatever its size
     if check is None:
         check = op == "bcast" and not named
     ranked = [c for c, _ in candidates]
     if check and nbytes > 0:
-        ranked = _verified(grid, op, nbytes, root, itemsize, ranked)
+        ranked = _verified(grid, op, nbytes, root, itemsize, ranked, deadline)
         estimate = _estimate(ranked[0])
         late = [entry for entry in pruned if entry[0] < estimate]
         if late:  # the check raised the best estimate above some pruned builders' bounds
             pruned = [entry for entry in pruned if entry[0] >= estimate]
             search(late)
             candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))
-            ranked = _verified(grid, op, nbytes, root, itemsize, [c for c, _ in candidates])
+            ranked = [c for c, _ in candidates]
+            ranked = _verified(grid, op, nbytes, root, itemsize, ranked, deadline)
         if ranked[0].simulated_s is None and force:
-            ranked[0] = _simulated(grid, op, nbytes, root, itemsize, ranked[0])
+            ranked[0] = _simulated(grid, op, nbytes, root, itemsize, ranked[0], deadline)
     best = ranked[0]
     lead = _estimate(best)
     skipped += [
@@ -586,7 +748,8 @@ def _make_plan(
         for lower, _, builder, _ in sorted(pruned, key=lambda entry: entry[:2])
     ]
     candidates = ranked
-    bound = collective_bound(physical, op, nbytes, root).time_s
+    if deadline is None:
+        bound = collective_bound(physical, op, nbytes, root).time_s
     reason = ""
     if named and params:
         reason = f"the caller fixed algo={best.algorithm!r} with params={params!r}"
@@ -611,7 +774,70 @@ def _make_plan(
         reason=reason,
         pruned=tuple((b.name, lower) for lower, _, b, _ in sorted(pruned, key=lambda e: e[:2])),
         network=grid,
+        budget_note=_budget_note(deadline),
     )
+
+
+def _too_late(builder: Builder, grid: Grid, deadline: Deadline, candidates: list) -> str:
+    """Why ``builder`` is not searched before the deadline ('' if it is): a declared
+    cost (one evaluation of a pairwise model, a tree's construction and search) scaled
+    to the machine's speed must fit; a builder without one is estimated by the longest
+    first evaluation so far, and the first builder searched needs no estimate. Annealing
+    runs are estimated by :func:`_anytime_in_time`."""
+    if builder.anytime:
+        return ""
+    if builder.cost is not None:
+        estimate = deadline.scaled(builder.cost(grid))
+        if not deadline.allows(estimate, search=True):
+            left = max(deadline.search_left(), 0.0)
+            return (
+                f"needs about {format_time(estimate)} at the machine's current speed, "
+                f"{format_time(left)} left before the deadline"
+            )
+        return ""
+    if candidates and not deadline.allows(deadline.first_eval_s, search=True):
+        return "its first model evaluation would end past the deadline"
+    return ""
+
+
+def _anytime_in_time(
+    builder: Builder,
+    grid: Grid,
+    fixed: dict[str, Any],
+    deadline: Deadline,
+    decided: dict[str, int | None],
+    skipped: list[tuple[str, str]],
+) -> dict[str, Any] | None:
+    """``fixed`` with as many annealing evaluations as the deadline allows (the nominal
+    budget's when they fit), or None and the builder in ``skipped``. An annealing run
+    cannot stop early and stay reproducible (the chosen ``evaluations`` must rebuild
+    the same tree), so it is estimated before it starts: set-up plus evaluations at
+    nominal cost, scaled to the machine's speed, must end before the deadline (the
+    grace included: a named builder's evaluations are the whole budget's). The
+    builders of one family share the decision (and their tree)."""
+    family = builder.anytime or builder.name
+    if family not in decided:
+        per = builder.cost(grid) if builder.cost else 0.0
+        setup, wanted = deadline.scaled(nominal_setup_s(grid)), int(fixed["evaluations"])
+        per = deadline.scaled(per)
+        if deadline.allows(setup + wanted * per):  # the grace included: whole budgets fit
+            decided[family] = wanted
+        else:
+            room = max(deadline.left() - setup, 0.0)
+            fits = int(room / per) if per > 0 else wanted
+            decided[family] = fits if fits >= MIN_EVALUATIONS else None
+            deadline.note(
+                f"{family} ran {fits} of {wanted} evaluations"
+                if fits >= MIN_EVALUATIONS
+                else f"{family} was not run (the deadline left {fits} evaluations)"
+            )
+    evaluations = decided[family]
+    if evaluations is None:
+        skipped.append(
+            (builder.name, f"planning budget: the deadline leaves < {MIN_EVALUATIONS} evaluations")
+        )
+        return None
+    return {**fixed, "evaluations": evaluations}
 
 
 def _effective(grid: Grid, host_overhead: float | None) -> Grid:
@@ -642,6 +868,7 @@ def plan(
     host_overhead: float | None = None,
     native: bool = False,
     check: bool | None = None,
+    clock: Callable[[], float] | None = None,
 ) -> Plan:
     """Choose the algorithm and parameters for one collective call.
 
@@ -677,7 +904,10 @@ def plan(
     budget_s : float, optional
         Planning budget in nominal seconds (module docstring): lets ``auto`` run the
         simulated annealing builders, and bounds the others' declared costs. The
-        plan depends on it deterministically (never on the wall clock).
+        plan depends on it deterministically, unless planning would overrun it on the
+        wall clock: every stage then stops at the deadline (``budget_s`` plus
+        :data:`gridcoll.tune.deadline.GRACE_S`), and :attr:`Plan.budget_note` says
+        what was cut.
     commutative : bool
         Reductions only: False for a non-commutative operation. ``auto`` then leaves
         out the builders whose trees reorder operands (:attr:`Builder.commutative_only`),
@@ -695,6 +925,10 @@ def plan(
         :data:`VERIFY_WITHIN` of the best prediction, :data:`VERIFY_MESSAGES` messages)
         and rank them by the simulation; a named algorithm is simulated when it has at
         most :data:`VERIFY_MESSAGES` messages. Default: ``auto`` broadcasts only.
+    clock : callable, optional
+        The clock the budget's deadline is kept on (default
+        :data:`gridcoll.tune.deadline.CLOCK`, ``time.monotonic``); tests pass a fake
+        one. Not part of the cache key.
 
     Returns
     -------
@@ -763,10 +997,11 @@ def plan(
         )
     if params is not None and not isinstance(params, dict):
         raise ParameterError(f"params must be a dict of builder parameters, got {params!r}")
+    deadline = None if budget_s is None else Deadline(budget_s, clock or _deadline.CLOCK)
     host = float(host_overhead or 0.0)
     reason = native_reason(grid, algo) if native or algo == NATIVE else ""
     if reason:
-        found = _native_plan(grid, op, nbytes, root, itemsize, reason, host)
+        found = _native_plan(grid, op, nbytes, root, itemsize, reason, host, deadline)
     else:
         effective = _effective(grid, host_overhead)
         named = algo != "auto"
@@ -785,6 +1020,7 @@ def plan(
             check,
             host,
             grid,
+            deadline,
         )
     if key is not None:
         cache.put(key, found)
