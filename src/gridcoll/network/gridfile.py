@@ -65,6 +65,7 @@ __all__ = [
     "load_plogp",
     "plogp_from_dict",
     "plogp_to_dict",
+    "read_file",
     "read_json",
     "save_grid",
     "save_plogp",
@@ -448,29 +449,39 @@ def _depth(value: Any) -> int:
     return deepest
 
 
-def read_json(path: str | Path, what: str) -> Any:
-    """The JSON document of a file the user named, read safely: only a regular file
-    (never a FIFO or a device, which would block or never end), at most
-    :data:`~gridcoll.limits.MAX_FILE_BYTES`, nested at most
-    :data:`~gridcoll.limits.MAX_JSON_DEPTH` deep. Raises :class:`GridError` naming the
-    file (``what``: "grid file", ...)."""
-    path = Path(path)
-    shown = repr(str(path))
+def read_file(
+    path: str | os.PathLike,
+    what: str,
+    limit: int = MAX_FILE_BYTES,
+    error: type[Exception] = GridError,
+) -> bytes:
+    """The bytes of a file the user named, read safely: only a regular file (never a
+    FIFO or a device, which would block or never end), at most ``limit`` bytes. Raises
+    ``error`` naming the file (``what``: "grid file", "log"...)."""
+    shown = repr(os.fspath(path))
     try:
-        info = path.stat()
+        info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
-            raise GridError(f"{what} {shown} is not a regular file")
-        if info.st_size > MAX_FILE_BYTES:
-            raise GridError(
-                f"{what} {shown} holds {info.st_size} bytes; at most {MAX_FILE_BYTES} are read"
-            )
+            raise error(f"{what} {shown} is not a regular file")
+        if info.st_size > limit:
+            raise error(f"{what} {shown} holds {info.st_size} bytes; at most {limit} are read")
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
         with os.fdopen(fd, "rb") as f:
-            raw = f.read(MAX_FILE_BYTES + 1)
+            raw = f.read(limit + 1)
     except OSError as err:
-        raise GridError(f"cannot read {what} {shown}: {err.strerror}") from err
-    if len(raw) > MAX_FILE_BYTES:
-        raise GridError(f"{what} {shown} is larger than {MAX_FILE_BYTES} bytes")
+        raise error(f"cannot read {what} {shown}: {err.strerror}") from err
+    if len(raw) > limit:
+        raise error(f"{what} {shown} is larger than {limit} bytes")
+    return raw
+
+
+def read_json(path: str | Path, what: str) -> Any:
+    """The JSON document of a file the user named, read safely (:func:`read_file`: a
+    regular file of at most :data:`~gridcoll.limits.MAX_FILE_BYTES`), nested at most
+    :data:`~gridcoll.limits.MAX_JSON_DEPTH` deep. Raises :class:`GridError` naming the
+    file (``what``: "grid file", ...)."""
+    shown = repr(str(path))
+    raw = read_file(path, what)
     try:
         data = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError as err:

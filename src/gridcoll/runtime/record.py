@@ -34,12 +34,12 @@ from __future__ import annotations
 import json as _json
 import math as _math
 import os as _os
-import stat as _stat
 from dataclasses import dataclass
 from typing import Any
 
 from gridcoll.errors import LogError, ParameterError
 from gridcoll.limits import MAX_LOG_BYTES
+from gridcoll.network.gridfile import read_file
 
 __all__ = [
     "ENV_LOG",
@@ -241,19 +241,7 @@ def read_log(path: str | _os.PathLike) -> list[Record]:
     :data:`FORMAT` line, at least one. Raises :class:`~gridcoll.errors.LogError`
     naming the file (as ``repr``) and the first bad line."""
     shown = repr(_os.fspath(path))
-    try:
-        info = _os.stat(path)
-        if not _stat.S_ISREG(info.st_mode):
-            raise LogError(f"log {shown} is not a regular file")
-        if info.st_size > MAX_LOG_BYTES:
-            raise LogError(f"log {shown} holds {info.st_size} bytes; at most {MAX_LOG_BYTES}")
-        fd = _os.open(path, _os.O_RDONLY | getattr(_os, "O_NONBLOCK", 0))
-        with _os.fdopen(fd, "rb") as f:
-            raw = f.read(MAX_LOG_BYTES + 1)
-    except OSError as err:
-        raise LogError(f"cannot read log {shown}: {err.strerror}") from err
-    if len(raw) > MAX_LOG_BYTES:
-        raise LogError(f"log {shown} is larger than {MAX_LOG_BYTES} bytes")
+    raw = read_file(path, "log", MAX_LOG_BYTES, LogError)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as err:
