@@ -230,7 +230,7 @@ def test_gridcoll_check_finds_disagreement_on_native_calls():
     every rank of a call whose ranks disagree raises MismatchError naming the field."""
     proc = mpirun(4, "checked.py", env=clean_env(GRIDCOLL_CHECK="1"), timeout=180)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    ranks = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
+    ranks = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("[")))
     assert len(ranks) == 4
     for r in ranks:
         kind, text = r["allreduce_op"]

@@ -2,8 +2,8 @@
 (no gridcoll header): ranks that disagree on a call's reduction operation or root
 raise ``MismatchError`` in that call, all of them; calls that agree still work.
 
-Run under ``mpiexec -n N`` (N >= 4) with ``GRIDCOLL_CHECK=1``. Every rank prints one
-JSON line: each case's outcome (the error's class and message, or the result).
+Run under ``mpiexec -n N`` (N >= 4) with ``GRIDCOLL_CHECK=1``. Rank 0 prints one JSON
+line: a list of every rank's outcomes (the error's class and message, or the result).
 """
 
 import json
@@ -48,4 +48,6 @@ def agreeing(comm):
 case("allreduce_op", gridcoll.Comm(world.Dup()), allreduce_op)
 case("bcast_root", gridcoll.Comm(world.Dup()), bcast_root)
 case("agreeing", gridcoll.Comm(world.Dup()), agreeing)
-print(json.dumps(out), flush=True)
+everyone = world.gather(out, root=0)
+if rank == 0:
+    print(json.dumps(everyone), flush=True)
