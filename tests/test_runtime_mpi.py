@@ -225,6 +225,18 @@ def test_mismatched_arguments_reach_every_rank(emulate):
         assert r["error"] is None and r["correct"] and r["follow_up_correct"], r
 
 
+def test_scatter_of_none_at_the_root_fails_every_rank():
+    """The root's Scatter(None) raises there (mpi4py's TypeError, no message sent); the
+    other ranks raise MismatchError once the root makes its next call, well within
+    their 20 s timeout."""
+    proc = mpirun(4, "scatter_none.py", env=clean_env(GRIDCOLL_GRID="magpie:2,2"), timeout=180)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ranks = json.loads(next(x for x in proc.stdout.splitlines() if x.startswith("[")))
+    assert ranks[0]["error"] == "TypeError", ranks[0]
+    for r in ranks[1:]:
+        assert r["error"] == "MismatchError" and r["seconds"] < 10, r
+
+
 def test_gridcoll_check_finds_disagreement_on_native_calls():
     """GRIDCOLL_CHECK=1: on one cluster (the MPI library's own collectives, no header)
     every rank of a call whose ranks disagree raises MismatchError naming the field."""
