@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gridcoll.algorithms import list_builders
 from gridcoll.algorithms.trees import minimal_height
@@ -542,3 +544,51 @@ def test_budget_bounds_planning_on_a_large_grid():
         assert time.process_time() - start < budget + 5.0  # grace, one evaluation, slack
         reasons = " ".join(why for _, why in p.skipped) + p.budget_note
         assert p.candidates and ("planning budget" in reasons or p.budget_note)
+
+
+# -- uneven calls (counts=): the v-variants ----------------------------------------------
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    op=st.sampled_from(["scatter", "gather", "allgather", "alltoall"]),
+    seed=st.integers(0, 2**16),
+)
+def test_an_uneven_plan_is_checked_on_its_real_counts_and_bounded(op, seed):
+    """With counts the chosen schedule is the trimmed one, its prediction its
+    simulated time, and the physical bound below it."""
+    import random
+
+    from gridcoll.simulate import simulate
+
+    rng = random.Random(seed)
+    grid = magpie(3, 2)
+    n = 36 if op == "alltoall" else 6
+    counts = tuple(rng.choice([0, 8, 800, 8000]) for _ in range(n))
+    if not any(counts):
+        counts = (8, *counts[1:])
+    chosen = plan(grid, op, max(counts), 1 if op in ("scatter", "gather") else 0, counts=counts)
+    schedule = chosen.build()
+    assert chosen.counts == counts and schedule.nbytes == max(counts)
+    simulated = simulate(schedule, grid).total_s
+    assert chosen.simulated_s == pytest.approx(simulated)
+    assert chosen.predicted_s == pytest.approx(simulated)
+    assert chosen.bound_s <= simulated * (1 + 1e-9)
+    assert "uneven blocks" in chosen.explain()
+
+
+def test_uneven_counts_are_checked():
+    grid = magpie(2, 2)
+    with pytest.raises(ParameterError, match="largest count"):
+        plan(grid, "scatter", 16, counts=(8, 8, 8, 8))
+    with pytest.raises(ParameterError, match="4 blocks, got 2"):
+        plan(grid, "scatter", 8, counts=(8, 8))
+    with pytest.raises(ParameterError, match="whole number of 4-byte items"):
+        plan(grid, "gather", 8, itemsize=4, counts=(8, 6, 0, 8))
+    with pytest.raises(ParameterError, match="uneven collectives"):
+        plan(grid, "bcast", 8, counts=(8, 8, 8, 8))
+    cache = PlanCache()
+    a = plan(grid, "scatter", 8, counts=(8, 0, 0, 8), cache=cache)
+    b = plan(grid, "scatter", 8, counts=(8, 8, 0, 8), cache=cache)
+    assert a is not b and a.counts != b.counts  # the counts are part of the key
+    assert plan(grid, "scatter", 8, counts=(8, 0, 0, 8), cache=cache) is a

@@ -1091,7 +1091,41 @@ def _counts(C: int, sources: dict[int, int], sinks: dict[int, int]) -> _Counts:
     return tuple((sources.get(c, 0), sinks.get(c, 0)) for c in range(C))
 
 
-def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
+def _block_bytes(
+    grid: Grid, op: str, b: int, root: int, rep: int, counts: Sequence[int] | None
+) -> dict:
+    """The bytes each cut of :func:`collective_bound` must carry, for scatter, gather,
+    allgather and all-to-all (``{}`` for the others): ``"cluster"`` per cluster (into
+    or out of it), ``"away"`` (the ranks outside the root's cluster), ``"rank"`` (into
+    or out of the rank ``rep``). Blocks of ``b`` bytes, or ``counts`` per block."""
+    if op not in ("scatter", "gather", "allgather", "alltoall"):
+        return {}
+    P = grid.nranks
+    if counts is None:
+        counts = [b] * (P * P if op == "alltoall" else P)
+    cluster_of = grid.cluster_of
+    if op == "alltoall":  # block src * P + dst
+        into = [0] * grid.nclusters
+        for i, c in enumerate(counts):
+            src, dst = divmod(i, P)
+            if cluster_of[src] != cluster_of[dst]:
+                into[cluster_of[dst]] += c
+        rank = sum(counts[s * P + rep] for s in range(P) if s != rep)
+        return {"cluster": into, "rank": rank}
+    home = cluster_of[root]
+    total = sum(counts)
+    per = [0] * grid.nclusters
+    for r, c in enumerate(counts):
+        per[cluster_of[r]] += c
+    if op == "allgather":  # every cluster needs every other cluster's blocks
+        return {"cluster": [total - x for x in per], "rank": total - counts[rep]}
+    per[home] -= counts[root]  # scatter, gather: the root keeps its own block
+    return {"cluster": per, "away": total - per[home] - counts[root], "rank": total - counts[root]}
+
+
+def collective_bound(
+    grid: Grid, op: str, nbytes: int, root: int = 0, counts: Sequence[int] | None = None
+) -> Bound:
     """Lower bound on the completion time of one collective call (seconds).
 
     ``nbytes`` is what the call's ``--size`` means: the message of a broadcast, the
@@ -1113,6 +1147,11 @@ def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
     allreduce  each cluster receives ``M`` and sends ``M``; a rank receives ``M``
     barrier    latency only
     =========  ===================================================================
+
+    With ``counts`` (the uneven form of scatter, gather, allgather or all-to-all:
+    bytes per block, :func:`gridcoll.tune.plan`) each cut needs the bytes of the
+    blocks that must cross it instead of a multiple of ``b``; every cluster is then
+    cut on its own (its blocks differ), and a rank's cut is taken at the first rank.
 
     The latency part is the farthest rank's shortest path (``sum (L + os(1))``) from the
     root (scatter), to it (gather, reduce), or between any two ranks (the rest).
@@ -1144,20 +1183,20 @@ def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
     sizes = [c.nranks for c in grid.clusters]
     home = grid.cluster_of[root]
     everyone = dict(enumerate(sizes))
+    rep = root if op in ("scatter", "gather", "reduce") else grid.members[0][0]
+    sent = _block_bytes(grid, op, nbytes, root, rep, counts)
 
     def cluster_cuts(c: int) -> list[tuple[float, float]]:
         n = sizes[c]
         outside = {a: k for a, k in everyone.items() if a != c}
         if op == "scatter":
             k = n - (c == home)
-            return [_cut(grid, k * nbytes, _counts(C, {home: 1}, {c: k}))]
+            return [_cut(grid, sent["cluster"][c], _counts(C, {home: 1}, {c: k}))]
         if op == "gather":
             k = n - (c == home)
-            return [_cut(grid, k * nbytes, _counts(C, {c: k}, {home: 1}))]
-        if op == "allgather":
-            return [_cut(grid, (P - n) * nbytes, _counts(C, outside, {c: n}))]
-        if op == "alltoall":
-            return [_cut(grid, n * (P - n) * nbytes, _counts(C, outside, {c: n}))]
+            return [_cut(grid, sent["cluster"][c], _counts(C, {c: k}, {home: 1}))]
+        if op in ("allgather", "alltoall"):
+            return [_cut(grid, sent["cluster"][c], _counts(C, outside, {c: n}))]
         if op == "reduce" and c != home:
             return [_cut(grid, nbytes, _counts(C, {c: n}, {home: 1}))]
         if op == "allreduce" and outside:
@@ -1168,23 +1207,23 @@ def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
         return []
 
     cuts = []
-    for cls in cluster_classes(grid, (home,)):
-        cuts += cluster_cuts(cls[0])  # equal on every cluster of the class
-    rep = root if op in ("scatter", "gather", "reduce") else grid.members[0][0]
+    if counts is None:
+        for cls in cluster_classes(grid, (home,)):
+            cuts += cluster_cuts(cls[0])  # equal on every cluster of the class
+    else:
+        for c in range(C):
+            cuts += cluster_cuts(c)
     R = grid.cluster_of[rep]
-    need = {"scatter": (P - 1) * nbytes, "gather": (P - 1) * nbytes, "reduce": nbytes}.get(
-        op, (P - 1) * nbytes if op in ("allgather", "alltoall") else nbytes
-    )
+    need = sent["rank"] if op in sent else nbytes
     away = {a: k for a, k in everyone.items() if a != home}  # ranks outside the root's cluster
-    n_away = P - sizes[home]
     all_but_rep = {a: k - (a == R) for a, k in everyone.items()}
     if op == "scatter":
         cuts.append(_cut(grid, need, _counts(C, {R: 1}, all_but_rep)))
-        cuts.append(_cut(grid, n_away * nbytes, _counts(C, {home: 1}, away)))
+        cuts.append(_cut(grid, sent["away"], _counts(C, {home: 1}, away)))
     elif op == "gather":
-        cuts.append(_cut(grid, n_away * nbytes, _counts(C, away, {home: 1})))
+        cuts.append(_cut(grid, sent["away"], _counts(C, away, {home: 1})))
     elif op == "reduce":
-        cuts.append(_cut(grid, nbytes if n_away else 0, _counts(C, away, {home: 1})))
+        cuts.append(_cut(grid, nbytes if away else 0, _counts(C, away, {home: 1})))
     if op in ("gather", "reduce", "allgather", "alltoall", "allreduce"):
         cuts.append(_cut(grid, need, _counts(C, all_but_rep, {R: 1})))
     if op == "scatter":

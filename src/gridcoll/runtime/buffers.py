@@ -7,6 +7,13 @@ count is per block. :func:`parse` returns the bytes the call moves as a ``uint8`
 of the caller's memory (no copy), or None for a datatype with holes, which only the MPI
 library's own collective can place. The errors are mpi4py's own.
 
+The vector forms of the v-variants (mpi4py's ``BufSpecV``): ``buf`` (equal blocks),
+``[buf, counts]``, ``[buf, counts, displs]``, ``[buf, (counts, displs)]``, each with a
+datatype last; ``counts`` a sequence (or one integer for every block, or None: equal
+blocks), ``displs`` a sequence (or None: packed in order). :func:`parse_vector`
+returns a :class:`VectorSpec` (byte view of the whole buffer, counts and
+displacements in items).
+
 The buffer objects are mpi4py's too (``mpi4py.MPI.buffer``, tried in its order): the
 buffer protocol (numpy, ``array.array``, ``bytearray``, ``memoryview``...), then DLPack
 (``__dlpack__`` with ``__dlpack_device__``), then the CUDA array interface
@@ -35,6 +42,7 @@ from gridcoll.errors import DeviceBufferError
 
 __all__ = [
     "Spec",
+    "VectorSpec",
     "bytes_of",
     "check_counts",
     "check_root",
@@ -44,6 +52,7 @@ __all__ = [
     "is_in_place",
     "message",
     "parse",
+    "parse_vector",
     "per_block",
     "signature",
 ]
@@ -120,6 +129,97 @@ def parse(buf: Any, readonly: bool, blocks: int = 0) -> Spec | None:
     if start < 0 or start + nbytes > view.size:
         raise MPI.Exception(MPI.ERR_COUNT)
     return Spec(view[start : start + nbytes], itemsize, count, dtype, data)
+
+
+@dataclass(slots=True)
+class VectorSpec:
+    """A parsed mpi4py vector buffer spec (a v-variant's uneven blocks)."""
+
+    view: _np.ndarray
+    """The whole buffer's bytes."""
+    itemsize: int
+    """The datatype's extent."""
+    counts: tuple[int, ...]
+    """Elements of every block."""
+    displs: tuple[int, ...]
+    """Where every block starts, in elements from the buffer's start."""
+    datatype: MPI.Datatype | None
+    data: Any
+
+    def block_spec(self) -> Spec:
+        """A :class:`Spec` of the same datatype (for :func:`signature`)."""
+        return Spec(self.view, self.itemsize, 0, self.datatype, self.data)
+
+    def byte_counts(self) -> tuple[int, ...]:
+        return tuple(c * self.itemsize for c in self.counts)
+
+    def byte_displs(self) -> tuple[int, ...]:
+        return tuple(d * self.itemsize for d in self.displs)
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int | _np.integer) and not isinstance(value, bool)
+
+
+def _int_list(value: Any, blocks: int, what: str) -> list[int]:
+    """mpi4py's counts or displacements: a sequence of ``blocks`` integers, or one."""
+    if _is_int(value):
+        return [int(value)] * blocks
+    try:
+        out = [int(v) for v in value]
+    except TypeError as err:
+        raise TypeError(f"message: {what} must be an integer or a sequence of them") from err
+    if len(out) != blocks:
+        raise ValueError(f"message: expecting {blocks} {what}, got {len(out)}")
+    return out
+
+
+def parse_vector(buf: Any, readonly: bool, blocks: int) -> VectorSpec | None:
+    """Parse an mpi4py vector spec of ``blocks`` blocks (module notes); None: a
+    datatype with holes (native MPI). Raises ``MPI.Exception(ERR_COUNT)`` for a block
+    outside the buffer, ``ValueError`` for counts that cannot be inferred or have the
+    wrong length, ``TypeError`` for a bad form, as mpi4py does."""
+    data, counts, displs, dtype = buf, None, None, None
+    if isinstance(buf, list | tuple):
+        if not 1 <= len(buf) <= 4:
+            raise ValueError("message: expecting 2 to 4 items")
+        data, rest = buf[0], list(buf[1:])
+        if rest and isinstance(rest[-1], MPI.Datatype | str):
+            dtype = rest.pop()
+        if len(rest) == 2:
+            counts, displs = rest
+        elif len(rest) == 1:
+            counts = rest[0]
+            if isinstance(counts, tuple) and len(counts) == 2 and not _is_int(counts[0]):
+                counts, displs = counts  # (counts, displs), not two counts
+    if isinstance(dtype, str):
+        from mpi4py.util.dtlib import from_numpy_dtype
+
+        dtype = from_numpy_dtype(dtype)
+    if data is None or data is MPI.BOTTOM:
+        raise TypeError("message: the buffer of a v-collective cannot be None or MPI.BOTTOM")
+    data = host_array(data, readonly)
+    view = bytes_of(data)
+    if dtype is None:
+        itemsize = max(memoryview(data).itemsize, 1)
+    else:
+        lb, extent = dtype.Get_extent()
+        tlb, textent = dtype.Get_true_extent()
+        if not (lb == 0 and tlb == 0 and dtype.Get_size() == extent == textent):
+            return None
+        itemsize = extent
+    if counts is None:
+        counts = [per_block(view.size // itemsize, blocks)] * blocks
+    counts = _int_list(counts, blocks, "counts")
+    if displs is None:
+        displs = [sum(counts[:i]) for i in range(blocks)]
+    elif _is_int(displs):
+        displs = [i * int(displs) for i in range(blocks)]
+    displs = _int_list(displs, blocks, "displacements")
+    for c, d in zip(counts, displs, strict=True):
+        if c < 0 or d < 0 or (c and (d + c) * itemsize > view.size):
+            raise MPI.Exception(MPI.ERR_COUNT)
+    return VectorSpec(view, itemsize, tuple(counts), tuple(displs), dtype, data)
 
 
 def host_array(data: Any, readonly: bool) -> Any:

@@ -69,16 +69,22 @@ from gridcoll.runtime.buffers import (
     datatype_of,
     is_in_place,
     parse,
+    parse_vector,
     signature,
 )
+from gridcoll.runtime.executor import MismatchError
 from gridcoll.runtime.prepare import (
+    Uneven,
     compiled,
     last_plan,
     native_plan,
+    plan_call,
     prepare,
+    refuse,
     run,
     run_empty,
     run_native,
+    serves_natively,
 )
 from gridcoll.runtime.state import placement_note, ready, state_of
 from gridcoll.schedule.ir import Schedule
@@ -86,10 +92,12 @@ from gridcoll.schedule.ir import Schedule
 __all__ = [
     "allgather",
     "allgather_obj",
+    "allgatherv",
     "allreduce",
     "allreduce_obj",
     "alltoall",
     "alltoall_obj",
+    "alltoallv",
     "barrier",
     "bcast",
     "bcast_obj",
@@ -98,24 +106,31 @@ __all__ = [
     "explain",
     "gather",
     "gather_obj",
+    "gatherv",
     "op_label",
     "reduce",
     "reduce_obj",
     "reducer",
     "scatter",
     "scatter_obj",
+    "scatterv",
 ]
 
 
 # -- running one call ------------------------------------------------------------------
 
 
+_NOTHING = np.empty(0, dtype=np.uint8)
+
+
 def _local(prepared: Any, send: np.ndarray | None, recv: np.ndarray | None) -> Any:
     layout = prepared.layout
-    if layout.run_on == "recv":
+    if layout.run_on == "recv" and recv is not None:
         return recv
-    if layout.run_on == "send":
+    if layout.run_on == "send" and send is not None:
         return send
+    if layout.size == 0:  # a rank with nothing of its own (an uneven call's zero block)
+        return _NOTHING
     if prepared.staging is None or prepared.staging.size != layout.size:
         prepared.staging = np.empty(layout.size, dtype=np.uint8)
     return prepared.staging
@@ -136,18 +151,21 @@ def _call(
     commutative: bool = True,
     dtype: str = "",
     redop: str = "",
+    uneven: Uneven | None = None,
 ) -> None:
     """Prepare (cached), lay out, run. ``send``/``recv``: the rank's byte views (None
     where MPI ignores them); with ``MPI.IN_PLACE`` (``inplace``) ``send`` is the receive
     buffer, which then holds the rank's input where MPI says (layout's send map). A
     broadcast or barrier runs on ``send`` itself (the message; empty for a barrier).
     ``dtype`` (:func:`~gridcoll.runtime.buffers.signature`) and ``redop``
-    (:func:`op_label`) go into every header, so ranks that disagree on them fail."""
+    (:func:`op_label`) go into every header, so ranks that disagree on them fail.
+    ``uneven``: a v-variant's counts and this rank's displacements
+    (:data:`~gridcoll.runtime.prepare.Uneven`)."""
     state = ready(comm)
     logged = state.log is not None
     start = _time.monotonic() if logged else 0.0
     rank = comm.Get_rank()
-    prepared = prepare(state, rank, op, nbytes, root, itemsize, commutative, inplace)
+    prepared = prepare(state, rank, op, nbytes, root, itemsize, commutative, inplace, uneven)
     state.last = prepared.plan
 
     def run_call() -> None:
@@ -179,11 +197,14 @@ def _call(
 
 def _now_or_deferred(state: Any, job: Callable[[], None]) -> None:
     """Run ``job`` (the call's messages), or hand it to the non-blocking call being
-    started (:mod:`gridcoll.runtime.nonblocking`)."""
-    if state.deferring is None:
+    started (:mod:`gridcoll.runtime.nonblocking`). On the progress thread (a job that
+    makes calls of its own: a v-variant agreeing on its counts) it runs at once, even
+    while the caller's thread starts another non-blocking call."""
+    deferring = state.deferring
+    if deferring is None or (state.progress is not None and state.progress.runs_here()):
         job()
     else:
-        state.deferring(job)
+        deferring(job)
 
 
 def _record(comm: Any, state: Any, plan: Any, start: float, ran: float) -> None:
@@ -407,6 +428,289 @@ def _rootless(comm: Any, op: str, send: Any, recv: Any, inplace: bool, native: C
         native=native,
         dtype=signature(recv),
     )
+
+
+# -- the uneven (v) forms ------------------------------------------------------------
+#
+# Each is its equal-block collective's schedule trimmed to the counts
+# (gridcoll.schedule.transform.trimmed), so every builder serves it. Relays need every
+# block's size, which MPI gives only to some ranks: Scatterv's and Gatherv's counts are
+# the root's (a gridcoll broadcast of P integers first), Alltoallv's are spread over
+# the ranks (a gridcoll allgather of each rank's send and receive counts), Allgatherv's
+# every rank has. A rank whose own buffer disagrees with the agreed counts fails its
+# call and tells the others (prepare.refuse). On a communicator served by the MPI
+# library (one cluster, algo="native") the call goes there at once, with no agreement.
+
+
+def _native_v(comm: Any, op: str, call: Callable[[MPI.Intracomm], object], root: int) -> None:
+    """A v-variant served by the MPI library (one cluster, ``algo="native"``, a datatype
+    with holes); its plan (for ``explain()``) is sized by nothing (counts differ)."""
+    state = ready(comm)
+    logged = state.log is not None
+    start = _time.monotonic() if logged else 0.0
+    if serves_natively(state, op):
+        plan = plan_call(state, op, 1, root, 1)  # its reason: one cluster, or algo=native
+    else:
+        reason = "its datatype is not contiguous: only the MPI library can place its bytes"
+        plan = native_plan(state, op, 1, root, reason)
+    state.last = plan
+
+    def run_call() -> None:
+        ran = _time.monotonic() if logged else 0.0
+        run_native(state, call, f"rank {comm.Get_rank()}: native {op}v", {"collective": op + "v"})
+        if logged:
+            _record(comm, state, plan, start, ran)
+
+    _now_or_deferred(state, run_call)
+
+
+def _agreed(comm: Any, mine: np.ndarray, root: int | None) -> np.ndarray:
+    """The counts every rank plans with: the root's ``mine`` broadcast (``root`` given),
+    or every rank's ``mine`` gathered in rank order (``root`` None)."""
+    if root is not None:
+        bcast(comm, mine, root)
+        return mine
+    out = np.empty(comm.Get_size() * mine.size, dtype=np.int64)
+    allgather(comm, mine, out)
+    return out
+
+
+def _disagree(comm: Any, what: str) -> None:
+    """This rank's buffer disagrees with the agreed counts: fail here and tell the others."""
+    rank = comm.Get_rank()
+    refuse(state_of(comm), MismatchError(f"rank {rank}: {what}", rank=rank))
+
+
+def _uneven_call(
+    comm: Any,
+    op: str,
+    counts: Sequence[int],
+    root: int,
+    itemsize: int,
+    send: np.ndarray | None,
+    recv: np.ndarray | None,
+    inplace: bool,
+    native: Callable[[MPI.Intracomm], object],
+    dtype: str,
+    sdispls: Sequence[int] | None = None,
+    rdispls: Sequence[int] | None = None,
+) -> None:
+    """The trimmed schedule's call (:func:`_call`); nothing to move is an empty call."""
+    counts = tuple(int(c) for c in counts)
+    nbytes = max(counts)
+    if nbytes == 0:
+        return _empty(comm, op, root, itemsize, dtype)
+    uneven = (
+        counts,
+        None if sdispls is None else tuple(sdispls),
+        None if rdispls is None else tuple(rdispls),
+    )
+    return _call(
+        comm,
+        op,
+        root=root,
+        nbytes=nbytes,
+        itemsize=itemsize,
+        send=send,
+        recv=recv,
+        inplace=inplace,
+        native=native,
+        dtype=dtype,
+        uneven=uneven,
+    )
+
+
+def _deferred_whole(comm: Any, body: Callable[[], None]) -> None:
+    """Run ``body`` (agreement, then the call) now, or as one job of the non-blocking
+    call being started: the agreement's own calls then run on the progress thread."""
+    _now_or_deferred(ready(comm), body)
+
+
+def scatterv(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
+    """``MPI_Scatterv``: block ``i`` of the root's ``sendbuf`` (``counts[i]`` items at
+    ``displs[i]``) to rank ``i``'s ``recvbuf``."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    check_root(comm, root)
+    inplace = rank == root and is_in_place(recvbuf)
+    send = parse_vector(sendbuf, True, size) if rank == root else None
+    recv = None if inplace else parse(recvbuf, False)
+
+    def native(c):
+        return c.Scatterv(sendbuf, recvbuf, root)
+
+    if (rank == root and send is None) or (not inplace and recv is None):
+        return _native_v(comm, "scatter", native, root)
+    if size == 1:
+        n = send.counts[0] * send.itemsize
+        start = send.displs[0] * send.itemsize
+        return None if inplace else _copy_local(send.view[start : start + n], recv.view)
+    if serves_natively(ready(comm), "scatter"):
+        return _native_v(comm, "scatter", native, root)
+    itemsize = (send or recv).itemsize
+    dtype = signature(recv) if recv is not None else signature(send.block_spec())
+
+    def body() -> None:
+        mine = np.zeros(size, dtype=np.int64)
+        if rank == root:
+            mine[:] = send.byte_counts()
+        counts = _agreed(comm, mine, root)
+        if recv is not None and counts[rank] > recv.view.size:
+            _disagree(comm, f"Scatterv: receive buffer of {recv.view.size} B for a block of "
+                      f"{counts[rank]} B")  # fmt: skip
+        _uneven_call(
+            comm,
+            "scatter",
+            counts,
+            root,
+            itemsize,
+            None if send is None else send.view,
+            None if recv is None else recv.view,
+            inplace,
+            native,
+            dtype,
+            sdispls=None if send is None else send.byte_displs(),
+        )
+
+    _deferred_whole(comm, body)
+
+
+def gatherv(comm: Any, sendbuf: Any, recvbuf: Any, root: int) -> None:
+    """``MPI_Gatherv``: every rank's ``sendbuf`` to block ``i`` of the root's
+    ``recvbuf`` (``counts[i]`` items at ``displs[i]``)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    check_root(comm, root)
+    inplace = rank == root and is_in_place(sendbuf)
+    recv = parse_vector(recvbuf, False, size) if rank == root else None
+    send = None if inplace else parse(sendbuf, True)
+
+    def native(c):
+        return c.Gatherv(sendbuf, recvbuf, root)
+
+    if (rank == root and recv is None) or (not inplace and send is None):
+        return _native_v(comm, "gather", native, root)
+    if size == 1:
+        n = recv.counts[0] * recv.itemsize
+        start = recv.displs[0] * recv.itemsize
+        return None if inplace else _copy_local(send.view[:n], recv.view[start : start + n])
+    if serves_natively(ready(comm), "gather"):
+        return _native_v(comm, "gather", native, root)
+    itemsize = (send or recv).itemsize
+    dtype = signature(send) if send is not None else signature(recv.block_spec())
+
+    def body() -> None:
+        mine = np.zeros(size, dtype=np.int64)
+        if rank == root:
+            mine[:] = recv.byte_counts()
+        counts = _agreed(comm, mine, root)
+        if send is not None and send.view.size != counts[rank]:
+            _disagree(comm, f"Gatherv: send buffer of {send.view.size} B for a block of "
+                      f"{counts[rank]} B")  # fmt: skip
+        _uneven_call(
+            comm,
+            "gather",
+            counts,
+            root,
+            itemsize,
+            recv.view if inplace else send.view,
+            None if recv is None else recv.view,
+            inplace,
+            native,
+            dtype,
+            rdispls=None if recv is None else recv.byte_displs(),
+        )
+
+    _deferred_whole(comm, body)
+
+
+def allgatherv(comm: Any, sendbuf: Any, recvbuf: Any) -> None:
+    """``MPI_Allgatherv``: every rank's ``sendbuf`` to block ``i`` of every ``recvbuf``
+    (``counts[i]`` items at ``displs[i]``; every rank has the counts)."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    inplace = is_in_place(sendbuf)
+    recv = parse_vector(recvbuf, False, size)
+    send = None if inplace else parse(sendbuf, True)
+
+    def native(c):
+        return c.Allgatherv(sendbuf, recvbuf)
+
+    if recv is None or (not inplace and send is None):
+        return _native_v(comm, "allgather", native, 0)
+    counts = recv.byte_counts()
+    if send is not None and send.view.size != counts[rank]:
+        raise ValueError(
+            f"Allgatherv: send buffer of {send.view.size} B for a block of {counts[rank]} B"
+        )
+    if size == 1:
+        start = recv.displs[0] * recv.itemsize
+        return None if inplace else _copy_local(send.view, recv.view[start:])
+    if serves_natively(ready(comm), "allgather"):
+        return _native_v(comm, "allgather", native, 0)
+    _uneven_call(
+        comm,
+        "allgather",
+        counts,
+        0,
+        recv.itemsize,
+        recv.view if inplace else send.view,
+        recv.view,
+        inplace,
+        native,
+        signature(recv.block_spec()),
+        rdispls=recv.byte_displs(),
+    )
+
+
+def alltoallv(comm: Any, sendbuf: Any, recvbuf: Any) -> None:
+    """``MPI_Alltoallv``: block ``j`` of rank ``i``'s ``sendbuf`` to block ``i`` of
+    rank ``j``'s ``recvbuf`` (each side with its own counts and displacements).
+    ``MPI.IN_PLACE`` goes to the MPI library."""
+    size = comm.Get_size()
+
+    def native(c):
+        return c.Alltoallv(sendbuf, recvbuf)
+
+    if is_in_place(sendbuf):
+        return _native_v(comm, "alltoall", native, 0)
+    send = parse_vector(sendbuf, True, size)
+    recv = parse_vector(recvbuf, False, size)
+    if send is None or recv is None:
+        return _native_v(comm, "alltoall", native, 0)
+    if size == 1:
+        n, a = send.counts[0] * send.itemsize, send.displs[0] * send.itemsize
+        b = recv.displs[0] * recv.itemsize
+        if recv.counts[0] * recv.itemsize != n:
+            raise ValueError("Alltoallv: send and receive counts differ on one rank")
+        return _copy_local(send.view[a : a + n], recv.view[b : b + n])
+    if serves_natively(ready(comm), "alltoall"):
+        return _native_v(comm, "alltoall", native, 0)
+
+    def body() -> None:
+        mine = np.array([*send.byte_counts(), *recv.byte_counts()], dtype=np.int64)
+        both = _agreed(comm, mine, None).reshape(size, 2, size)
+        sent, expected = both[:, 0, :], both[:, 1, :].T  # [src, dst] each
+        if not np.array_equal(sent, expected):
+            src, dst = map(int, np.argwhere(sent != expected)[0])
+            raise MismatchError(
+                f"Alltoallv: rank {src} sends {sent[src, dst]} B to rank {dst}, which "
+                f"expects {expected[src, dst]} B",
+                rank=comm.Get_rank(),
+            )
+        _uneven_call(
+            comm,
+            "alltoall",
+            sent.reshape(-1),
+            0,
+            send.itemsize,
+            send.view,
+            recv.view,
+            False,
+            native,
+            signature(send.block_spec()),
+            sdispls=send.byte_displs(),
+            rdispls=recv.byte_displs(),
+        )
+
+    _deferred_whole(comm, body)
 
 
 # -- reductions ------------------------------------------------------------------------

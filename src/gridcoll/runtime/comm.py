@@ -196,6 +196,22 @@ class Comm(MPI.Intracomm):
         """Send item j of every rank's sequence to rank j."""
         return _coll.alltoall_obj(self, sendobj)
 
+    def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Scatter uneven blocks of the root's buffer (gridcoll's algorithms, trimmed)."""
+        _coll.scatterv(self, sendbuf, recvbuf, root)
+
+    def Gatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
+        """Gather every rank's buffer into uneven blocks of the root's (gridcoll's)."""
+        _coll.gatherv(self, sendbuf, recvbuf, root)
+
+    def Allgatherv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Gather every rank's buffer into uneven blocks of every rank's (gridcoll's)."""
+        _coll.allgatherv(self, sendbuf, recvbuf)
+
+    def Alltoallv(self, sendbuf: Any, recvbuf: Any) -> None:
+        """Send uneven block j of every rank's buffer to rank j (gridcoll's algorithms)."""
+        _coll.alltoallv(self, sendbuf, recvbuf)
+
     def Reduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0) -> None:
         """Reduce every rank's buffer with ``op`` to the root (gridcoll's algorithms)."""
         _coll.reduce(self, sendbuf, recvbuf, op, root)
@@ -236,6 +252,22 @@ class Comm(MPI.Intracomm):
     def Ialltoall(self, sendbuf: Any, recvbuf: Any) -> _nb.CollectiveRequest:
         """Nonblocking all-to-all (gridcoll's algorithms)."""
         return _nb.start(self, _coll.alltoall, sendbuf, recvbuf)
+
+    def Iscatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> _nb.CollectiveRequest:
+        """Nonblocking scatterv (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.scatterv, sendbuf, recvbuf, root)
+
+    def Igatherv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> _nb.CollectiveRequest:
+        """Nonblocking gatherv (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.gatherv, sendbuf, recvbuf, root)
+
+    def Iallgatherv(self, sendbuf: Any, recvbuf: Any) -> _nb.CollectiveRequest:
+        """Nonblocking allgatherv (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.allgatherv, sendbuf, recvbuf)
+
+    def Ialltoallv(self, sendbuf: Any, recvbuf: Any) -> _nb.CollectiveRequest:
+        """Nonblocking all-to-all with uneven blocks (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.alltoallv, sendbuf, recvbuf)
 
     def Ireduce(
         self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM, root: int = 0

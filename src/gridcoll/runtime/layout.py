@@ -22,14 +22,23 @@ touches onto one *local* buffer that the executor runs on
 
 So a rank never holds more than the blocks its program touches (an all-to-all rank
 ``2 P`` blocks plus what it relays, not ``P * P``).
+
+Uneven blocks (``Scatterv``, ``Gatherv``, ``Allgatherv``, ``Alltoallv``: a schedule
+:func:`~gridcoll.schedule.transform.trimmed` to its counts) keep the blocks' stride in
+the data space; a block's size is the sum of its segments
+(:func:`~gridcoll.schedule.transform.block_sizes`, an empty block has none and no
+place), and where each block sits in the user's buffers is the call's displacements
+(``sdispls``, ``rdispls``: bytes), not ``i b``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from gridcoll.errors import GridcollError
 from gridcoll.schedule.ir import Recv, Schedule
+from gridcoll.schedule.transform import block_sizes
 
 __all__ = ["Copy", "Layout", "block_maps", "layout_for", "touched_blocks"]
 
@@ -60,7 +69,21 @@ def _block_size(schedule: Schedule) -> int:
     return schedule.nbytes
 
 
-def block_maps(schedule: Schedule, rank: int, *, inplace: bool = False) -> tuple[dict, dict]:
+def _sizes(schedule: Schedule) -> dict[int, int]:
+    """Bytes of every block that has any (a reduction's vector is block 0)."""
+    if schedule.op in ("reduce", "allreduce"):
+        return {0: schedule.nbytes}
+    return block_sizes(schedule)
+
+
+def block_maps(
+    schedule: Schedule,
+    rank: int,
+    *,
+    inplace: bool = False,
+    sdispls: Sequence[int] | None = None,
+    rdispls: Sequence[int] | None = None,
+) -> tuple[dict, dict]:
     """(send map, receive map): block -> byte offset in the rank's send / receive buffer.
 
     With ``inplace`` (``MPI.IN_PLACE``) the send buffer *is* the receive buffer, laid
@@ -68,27 +91,34 @@ def block_maps(schedule: Schedule, rank: int, *, inplace: bool = False) -> tuple
     at its place in the receive buffer; all-to-all: the receive buffer is the send
     buffer; reductions: the vector; scatter's root keeps its block in the send buffer:
     no receive map).
+
+    ``sdispls`` / ``rdispls`` (the uneven forms): the byte offset of every block of
+    the rank's send / receive buffer, in MPI's order (a scatter root's ``i``, a gather
+    root's or an allgather's ``i``, an all-to-all rank's ``d`` and ``s``); default
+    ``i b``.
     """
     op, P, root, b = schedule.op, schedule.nranks, schedule.root, _block_size(schedule)
+    sd = range(0, P * b, b) if sdispls is None else sdispls
+    rd = range(0, P * b, b) if rdispls is None else rdispls
     send: dict[int, int] = {}
     recv: dict[int, int] = {}
     if op == "scatter":
         if rank == root:
-            send = {i: i * b for i in range(P)}
+            send = {i: sd[i] for i in range(P)}
             if not inplace:
                 recv = {rank: 0}
         else:
             recv = {rank: 0}
     elif op == "gather":
-        send = {rank: rank * b if inplace else 0}
+        send = {rank: rd[rank] if inplace else 0}
         if rank == root:
-            recv = {i: i * b for i in range(P)}
+            recv = {i: rd[i] for i in range(P)}
     elif op == "allgather":
-        send = {rank: rank * b if inplace else 0}
-        recv = {i: i * b for i in range(P)}
+        send = {rank: rd[rank] if inplace else 0}
+        recv = {i: rd[i] for i in range(P)}
     elif op == "alltoall":
-        send = {rank * P + d: d * b for d in range(P)}
-        recv = {s * P + rank: s * b for s in range(P)}
+        send = {rank * P + d: sd[d] for d in range(P)}
+        recv = {s * P + rank: rd[s] for s in range(P)}
     elif op in ("reduce", "allreduce"):
         send = {0: 0}
         if op == "allreduce" or rank == root:
@@ -125,9 +155,20 @@ def _runs(copies: list[Copy]) -> tuple[Copy, ...]:
     return tuple((a, b, c) for a, b, c in out)
 
 
-def layout_for(schedule: Schedule, rank: int, *, inplace: bool = False) -> Layout:
-    """The local buffer of ``rank`` for ``schedule`` (module notes). O(segments)."""
-    send, recv = block_maps(schedule, rank, inplace=inplace)
+def layout_for(
+    schedule: Schedule,
+    rank: int,
+    *,
+    inplace: bool = False,
+    sdispls: Sequence[int] | None = None,
+    rdispls: Sequence[int] | None = None,
+) -> Layout:
+    """The local buffer of ``rank`` for ``schedule`` (module notes; ``sdispls`` and
+    ``rdispls``: :func:`block_maps`). O(segments)."""
+    sizes = _sizes(schedule)
+    send, recv = block_maps(schedule, rank, inplace=inplace, sdispls=sdispls, rdispls=rdispls)
+    send = {k: v for k, v in send.items() if k in sizes}  # empty blocks have no place
+    recv = {k: v for k, v in recv.items() if k in sizes}
     touched, receives = touched_blocks(schedule, rank)
     missing = set(recv) - touched - set(send)
     if missing:
@@ -135,30 +176,31 @@ def layout_for(schedule: Schedule, rank: int, *, inplace: bool = False) -> Layou
             f"rank {rank} of {schedule.algorithm!r} never receives block(s) {sorted(missing)}"
         )
     needed = touched | (set(send) & set(recv))
-    b = _block_size(schedule)
     if needed <= set(recv):
         place = dict(recv)
-        run_on, size = "recv", b * len(recv)
-        copy_in = [(send[k], place[k], b) for k in needed & set(send)]
+        run_on = "recv"
+        size = max((place[k] + sizes[k] for k in place), default=0)
+        copy_in = [(send[k], place[k], sizes[k]) for k in needed & set(send)]
         if inplace:
             copy_in = [c for c in copy_in if c[0] != c[1]]
         copy_out: list[Copy] = []
     elif needed <= set(send) and not receives:
         place = dict(send)
-        run_on, size = "send", b * len(send)
+        run_on = "send"
+        size = max((place[k] + sizes[k] for k in place), default=0)
         copy_in = []
-        copy_out = [(place[k], recv[k], b) for k in recv]
-    else:
-        place = dict(recv)
-        end = b * len(recv)
+        copy_out = [(place[k], recv[k], sizes[k]) for k in recv]
+    else:  # packed: the receive buffer's blocks first, then the rest in order
+        place = {}
+        end = 0
         rest = sorted(needed - set(recv), key=lambda k: (k not in send, send.get(k, 0), k))
-        for k in rest:
+        for k in [*sorted(recv, key=recv.__getitem__), *rest]:
             place[k] = end
-            end += b
+            end += sizes[k]
         run_on, size = "staging", end
-        copy_in = [(send[k], place[k], b) for k in needed & set(send)]
-        copy_out = [(place[k], recv[k], b) for k in recv]
-    start = 0 if schedule.op in ("reduce", "allreduce") else b  # block k begins at k * start
+        copy_in = [(send[k], place[k], sizes[k]) for k in needed & set(send)]
+        copy_out = [(place[k], recv[k], sizes[k]) for k in recv]
+    start = 0 if schedule.op in ("reduce", "allreduce") else schedule.nbytes  # block k at k start
     offsets = []
     for s, (offset, _) in enumerate(schedule.segments):
         k = _block_of(schedule, s)

@@ -55,29 +55,42 @@ from gridcoll.runtime.layout import layout_for
 from gridcoll.runtime.state import PROCESS, Prepared, State, note_failure
 from gridcoll.runtime.watchdog import MAIN, PROGRESS
 from gridcoll.schedule.ir import Schedule
-from gridcoll.tune import NATIVE, Plan, plan
+from gridcoll.tune import NATIVE, Plan, native_reason, plan
 
 __all__ = [
+    "Uneven",
     "check_agreement",
     "compiled",
     "last_plan",
     "native_plan",
     "plan_call",
     "prepare",
+    "refuse",
     "run",
     "run_empty",
     "run_native",
+    "serves_natively",
 ]
 
 UNLAID = ("bcast", "barrier")
 """Collectives whose program runs on the caller's buffer as it is (no layout)."""
+
+Uneven = tuple[tuple[int, ...], tuple[int, ...] | None, tuple[int, ...] | None]
+"""A v-variant call's (counts of every block, the rank's send displacements, its
+receive displacements), in bytes (:func:`prepare`, :mod:`gridcoll.runtime.layout`)."""
 
 
 # -- which plan ------------------------------------------------------------------------
 
 
 def plan_call(
-    state: State, op: str, nbytes: int, root: int, itemsize: int, commutative: bool = True
+    state: State,
+    op: str,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    commutative: bool = True,
+    counts: tuple[int, ...] | None = None,
 ) -> Plan:
     """The plan of one call of ``op``: one call of :func:`gridcoll.tune.plan`.
 
@@ -87,7 +100,8 @@ def plan_call(
     runtime's host overhead (the plan is made on ``grid.with_host_overhead(h)``,
     :mod:`gridcoll.runtime.host`), and the process's plan cache (a hit costs a few
     microseconds). A builder that reorders operands, named for a non-commutative
-    operation, raises :class:`~gridcoll.errors.ParameterError` there.
+    operation, raises :class:`~gridcoll.errors.ParameterError` there. ``counts``: an
+    uneven call's bytes per block, ``nbytes`` their largest (:func:`gridcoll.tune.plan`).
     """
     name, params = state.algos.get(op, ("auto", None))
     return plan(
@@ -102,6 +116,7 @@ def plan_call(
         commutative=commutative,
         host_overhead=state.host_overhead,
         native=True,
+        counts=counts,
     )
 
 
@@ -120,6 +135,13 @@ def native_plan(state: State, op: str, nbytes: int, root: int, reason: str) -> P
         native=True,
     )
     return replace(chosen, reason=reason)
+
+
+def serves_natively(state: State, op: str) -> bool:
+    """Whether the communicator hands every call of ``op`` to the MPI library
+    (``algo="native"``, or ``auto`` on one cluster: :func:`gridcoll.tune.native_reason`),
+    whatever its size: a v-variant then needs no agreement on counts first."""
+    return bool(native_reason(state.grid, state.algos.get(op, ("auto", None))[0]))
 
 
 def last_plan(state: State) -> Plan | None:
@@ -142,20 +164,22 @@ def prepare(
     itemsize: int,
     commutative: bool = True,
     inplace: bool = False,
+    uneven: Uneven | None = None,
 ) -> Prepared:
     """The plan, compiled program and layout of one call (cached per signature in the
     communicator's memo, table ``prepared``, LRU-bounded by ``Comm.CACHE_SIZE``).
 
-    ``inplace``: the rank passed ``MPI.IN_PLACE`` (its layout differs). A hit costs a
-    dictionary lookup; a miss a plan (a cache hit in the process's plan cache for a
-    signature another communicator met), a build, a layout and a compile, O(messages
-    of the rank).
+    ``inplace``: the rank passed ``MPI.IN_PLACE`` (its layout differs). ``uneven``: a
+    v-variant's (counts, sdispls, rdispls) in bytes (:data:`Uneven`; ``nbytes`` the
+    largest count). A hit costs a dictionary lookup; a miss a plan (a cache hit in the
+    process's plan cache for a signature another communicator met), a build, a layout
+    and a compile, O(messages of the rank).
     """
-    key = (op, nbytes, root, itemsize, commutative, inplace)
+    key = (op, nbytes, root, itemsize, commutative, inplace, uneven)
     return state.memo.get(
         "prepared",
         key,
-        lambda: _make(state, rank, op, nbytes, root, itemsize, commutative, inplace),
+        lambda: _make(state, rank, op, nbytes, root, itemsize, commutative, inplace, uneven),
         maxsize=state.cache_size,
     )
 
@@ -169,13 +193,17 @@ def _make(
     itemsize: int,
     commutative: bool,
     inplace: bool,
+    uneven: Uneven | None = None,
 ) -> Prepared:
-    chosen = plan_call(state, op, nbytes, root, itemsize, commutative)
+    counts, sdispls, rdispls = uneven or (None, None, None)
+    chosen = plan_call(state, op, nbytes, root, itemsize, commutative, counts)
     if chosen.native:
         return Prepared(chosen, None)
     schedule = chosen.build()  # on the grid it was planned on: the effective grid
     call = CallInfo.of(schedule, itemsize=itemsize, grid_id=state.grid_id)
-    layout = None if op in UNLAID else layout_for(schedule, rank, inplace=inplace)
+    layout = None
+    if op not in UNLAID:
+        layout = layout_for(schedule, rank, inplace=inplace, sdispls=sdispls, rdispls=rdispls)
     program = compile_program(
         schedule,
         rank,
@@ -278,6 +306,17 @@ def _notice_kind(err: CollectiveError) -> int:
     if isinstance(err, CollectiveTimeout):
         return NOTICE_TIMEOUT
     return NOTICE_ERROR
+
+
+def refuse(state: State, err: CollectiveError) -> None:
+    """Fail this rank's call before its program runs (a v-variant whose own buffer
+    disagrees with the counts the ranks agreed on): the communicator is marked broken
+    and every other rank gets a notice, as when a program fails (:func:`run`), so they
+    raise too instead of waiting for this rank. Raises ``err``."""
+    state.broken = str(err)
+    _notify(state, _notice_kind(err), str(err))
+    note_failure(state, err)
+    raise err
 
 
 def _notify(state: State, kind: int, text: str) -> None:

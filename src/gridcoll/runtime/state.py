@@ -491,8 +491,14 @@ def ready(comm: MPI.Intracomm) -> State:
     """The state, with the private communicator and the emulator set up (collective:
     every rank's first gridcoll collective calls it)."""
     state = state_of(comm)
-    if state.progress is not None and state.deferring is None and state.progress.busy:
-        state.progress.drain()  # MPI's order: the outstanding non-blocking calls first
+    progress = state.progress
+    if (
+        progress is not None
+        and state.deferring is None
+        and progress.busy
+        and not progress.runs_here()  # a job's own calls (a v-variant's counts first)
+    ):
+        progress.drain()  # MPI's order: the outstanding non-blocking calls first
     if state.broken:
         raise CollectiveError(
             f"this communicator's gridcoll collectives are unusable after a failed call "

@@ -4,16 +4,26 @@
 scatter" (seed 000, sec. 3.3) and a tree reduce is a tree broadcast run backwards with
 combining receives, so one proven builder gives the other, and the validator
 (:func:`gridcoll.schedule.validate`) proves the result again.
+
+:func:`trimmed` makes the uneven (``v``) form of a personalised schedule: block ``i``
+cut down to ``counts[i]`` bytes, so every builder of scatter, gather, allgather,
+all-to-all and reduce-scatter also builds ``MPI_Scatterv``, ``Gatherv``,
+``Allgatherv``, ``Alltoallv`` and ``Reduce_scatter``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from gridcoll.errors import ScheduleError
 from gridcoll.schedule.ir import Op, Recv, Schedule, Send
 
-__all__ = ["reverse", "reverse_program"]
+__all__ = ["PERSONALISED", "block_sizes", "reverse", "reverse_program", "trimmed"]
+
+PERSONALISED = ("scatter", "gather", "allgather", "alltoall", "reduce_scatter")
+"""The collectives whose data space is blocks of ``nbytes`` (block ``i`` at ``i nbytes``;
+all-to-all: ``P * P`` blocks): the ones :func:`trimmed` applies to."""
 
 
 def reverse_program(program: tuple[Op, ...] | list[Op], *, combine: bool = False) -> tuple[Op, ...]:
@@ -113,3 +123,103 @@ def reverse(
         tuple(reverse_program(p, combine=combine) for p in schedule.programs),
         dict(schedule.params if params is None else params),
     )
+
+
+def trimmed(schedule: Schedule, counts: Sequence[int]) -> Schedule:
+    """``schedule`` with block ``i`` cut down to its first ``counts[i]`` bytes.
+
+    A personalised schedule (:data:`PERSONALISED`) moves blocks of ``b =
+    schedule.nbytes`` bytes, block ``i`` at offset ``i b`` (all-to-all: ``P * P``
+    blocks, ``src * P + dst``). Its uneven form keeps the offsets (``b`` stays the
+    blocks' stride, at least the largest count) and every message, each segment
+    ``(offset, length)`` of block ``i`` cut to the part below ``i b + counts[i]``:
+
+    * a segment left with no byte is dropped, and the segments are renumbered;
+    * a message left with no segment is dropped at both ends (its send and the
+      receive it matches name the same segments, so both go, and every other
+      message of that pair still meets the same receive: FIFO order per pair);
+      control messages (no segments to begin with) stay.
+
+    Why the result is valid: every byte that remains travels the path it travelled
+    before, relays included (a relay forwards segment ``s`` only after receiving it,
+    and both messages keep ``s`` or lose it together); a dropped message carried
+    nothing, and the ordering it gave is not needed by anything it carried. The
+    validator (:func:`gridcoll.schedule.validate.validate`) proves each result again
+    in the tests. A block of zero bytes has no segment: nobody sends it, as MPI moves
+    nothing for a zero count. O(total operations x segments per message).
+
+    Parameters
+    ----------
+    schedule : Schedule
+        A personalised schedule of ``nbytes = b`` per block.
+    counts : sequence of int
+        Bytes of every block (``P``, or ``P * P`` for all-to-all), each in ``[0, b]``.
+
+    Raises
+    ------
+    ScheduleError
+        For another collective, the wrong number of counts or a count out of range.
+
+    Examples
+    --------
+    >>> from gridcoll.schedule.ir import Schedule
+    >>> flat = Schedule("scatter", "flat", 3, 0, 4, ((0, 4), (4, 4), (8, 4)),
+    ...                 ((Send(1, (1,)), Send(2, (2,))), (Recv(0, (1,)),), (Recv(0, (2,)),)))
+    >>> v = trimmed(flat, (4, 0, 3))
+    >>> v.segments
+    ((0, 4), (8, 3))
+    >>> v.programs[0], v.programs[1], v.programs[2][0].peer
+    ((Send(peer=2, segments=(1,)),), (), 0)
+    """
+    if schedule.op not in PERSONALISED:
+        raise ScheduleError(f"{schedule.op!r} has no uneven form; trimmed() takes {PERSONALISED}")
+    b, P = schedule.nbytes, schedule.nranks
+    nblocks = P * P if schedule.op == "alltoall" else P
+    counts = tuple(counts)
+    if len(counts) != nblocks:
+        raise ScheduleError(
+            f"{schedule.op} on {P} ranks has {nblocks} blocks, got {len(counts)} counts"
+        )
+    if any(not 0 <= c <= b for c in counts):
+        raise ScheduleError(f"every count must be in [0, {b}] bytes (the blocks' stride)")
+    renumber: dict[int, int] = {}
+    segments: list[tuple[int, int]] = []
+    for s, (offset, length) in enumerate(schedule.segments):
+        block = offset // b
+        keep = min(offset + length, block * b + counts[block]) - offset
+        if keep > 0:
+            renumber[s] = len(segments)
+            segments.append((offset, keep))
+
+    def cut(program: Sequence[Op]) -> tuple[Op, ...]:
+        out: list[Op] = []
+        for op in program:
+            kept = tuple(renumber[s] for s in op.segments if s in renumber)
+            if op.segments and not kept:
+                continue
+            if isinstance(op, Send):
+                out.append(Send(op.peer, kept))
+            else:
+                out.append(Recv(op.peer, kept, op.combine, op.incoming_first))
+        return tuple(out)
+
+    return Schedule(
+        schedule.op,
+        schedule.algorithm,
+        P,
+        schedule.root,
+        b,
+        tuple(segments),
+        tuple(cut(p) for p in schedule.programs),
+        dict(schedule.params),
+    )
+
+
+def block_sizes(schedule: Schedule) -> dict[int, int]:
+    """Bytes of every non-empty block of a personalised schedule (:func:`trimmed`):
+    the sum of its segments. O(segments)."""
+    sizes: dict[int, int] = {}
+    for offset, length in schedule.segments:
+        block = offset // schedule.nbytes
+        sizes[block] = sizes.get(block, 0) + length
+    return sizes

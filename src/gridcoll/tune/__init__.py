@@ -28,6 +28,7 @@ from gridcoll.tune.select import (
     ROOTED,
     Candidate,
     Plan,
+    native_reason,
     plan,
 )
 
@@ -45,6 +46,7 @@ __all__ = [
     "exhaustive_search",
     "heuristic_search",
     "lan_degree_limit",
+    "native_reason",
     "plan",
     "reference_segment_sizes",
     "segment_for",

@@ -63,13 +63,14 @@ class PlanCache:
         host_overhead: float | None = None,
         native: bool = False,
         check: bool | None = None,
+        counts: tuple[int, ...] | None = None,
     ) -> Key:
         """The cache key of a :func:`~gridcoll.tune.plan` call (same arguments and
         defaults): the grid's fingerprint and every argument that can change the plan."""
         fixed = tuple(sorted(params.items())) if params else None
         return (
             grid.fingerprint, op, nbytes, root, itemsize, algo, fixed, budget_s,
-            commutative, host_overhead, native, check,
+            commutative, host_overhead, native, check, counts,
         )  # fmt: skip
 
     def get(self, key: Key) -> Plan | None:

@@ -77,6 +77,7 @@ from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import check_complete
 from gridcoll.network.presets import get_grid
 from gridcoll.schedule.ir import OPERATIONS, Schedule
+from gridcoll.schedule.transform import PERSONALISED, trimmed
 from gridcoll.tune import deadline as _deadline
 from gridcoll.tune.cache import PlanCache
 from gridcoll.tune.contention import FITTED, MAX_FIT_RANKS, contention_model
@@ -185,6 +186,9 @@ class Plan:
     budget_note: str = ""
     """What the planning budget's wall-clock deadline cut short or left out ('' when
     planning ended within it: then the plan is the nominal budget's, deterministic)."""
+    counts: tuple[int, ...] | None = None
+    """The uneven (``v``) form's bytes per block (:func:`plan`'s ``counts``; ``nbytes``
+    is then the largest, the blocks' stride); None: every block ``nbytes``."""
 
     @property
     def rooted(self) -> bool:
@@ -214,17 +218,24 @@ class Plan:
             raise ParameterError(
                 f"this plan was made for grid {self.grid!r}, not {grid.name!r}; plan again"
             )
-        builder = get_builder(self.op, self.algorithm)
-        return builder.build(grid, self.nbytes, self.root, itemsize=self.itemsize, **self.params)
+        return build_schedule(
+            grid, self.op, self.algorithm, self.nbytes, self.root, self.itemsize, self.params,
+            self.counts,
+        )  # fmt: skip
 
     def explain(self) -> str:
         """Readable lines: the choice, its prediction against the bound, how the
         parameters were found, the runners-up and by how much they lose."""
         best = self.candidates[0]
         origin = f" from root {self.root}" if self.rooted else ""
+        what = f"{format_size(self.nbytes)} ({self.nbytes} B)"
+        if self.counts is not None:
+            what = (
+                f"{len(self.counts)} uneven blocks of {min(self.counts)}-{self.nbytes} B "
+                f"({format_size(sum(self.counts))} in all)"
+            )
         lines = [
-            f"{self.op} of {format_size(self.nbytes)} ({self.nbytes} B){origin} "
-            f"on {self.grid}, itemsize {self.itemsize}",
+            f"{self.op} of {what}{origin} on {self.grid}, itemsize {self.itemsize}",
             f"chosen: {_describe(best)}",
         ]
         if self.reason:
@@ -341,6 +352,42 @@ def _check_call(grid: Grid, op: str, nbytes: int, root: int, itemsize: int) -> i
     if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
         raise ParameterError(f"a barrier's size must be 0 (it is ignored), got {nbytes!r}")
     return 0
+
+
+def _check_counts(
+    grid: Grid, op: str, nbytes: int, itemsize: int, counts: object
+) -> tuple[int, ...]:
+    """``counts`` as a tuple, checked against the call (:func:`plan`'s ``counts``)."""
+    if op not in PERSONALISED:
+        raise ParameterError(f"counts= is for the uneven collectives {PERSONALISED}, not {op!r}")
+    if not isinstance(counts, tuple | list):
+        raise ParameterError(f"counts must be a tuple of byte counts, got {type(counts).__name__}")
+    P = grid.nranks
+    nblocks = P * P if op == "alltoall" else P
+    if len(counts) != nblocks:
+        raise ParameterError(f"{op} on {P} ranks has {nblocks} blocks, got {len(counts)} counts")
+    for c in counts:
+        if not isinstance(c, int) or isinstance(c, bool) or c < 0 or c % itemsize:
+            raise ParameterError(
+                f"every count must be a whole number of {itemsize}-byte items >= 0, got {c!r}"
+            )
+    if max(counts) != nbytes:
+        raise ParameterError(
+            f"with counts, nbytes is the largest count ({max(counts)}), got {nbytes}"
+        )
+    return tuple(counts)
+
+
+def _mean_block(counts: tuple[int, ...], itemsize: int) -> int:
+    """The mean block, rounded up to whole items: the size the models are evaluated at
+    for an uneven call (equal blocks of the same total, within an item per block)."""
+    items = -(-sum(counts) // (itemsize * len(counts)))
+    return max(items, 1) * itemsize
+
+
+def _stride(nbytes: int, counts: tuple[int, ...] | None) -> int:
+    """The blocks' stride: the largest count of an uneven call, else ``nbytes``."""
+    return nbytes if counts is None else max(counts)
 
 
 def _pinned(builder: Builder, params: dict[str, Any], nbytes: int) -> tuple[dict, dict, str]:
@@ -475,6 +522,22 @@ def _allowances(
     return out
 
 
+def build_schedule(
+    grid: Grid,
+    op: str,
+    algorithm: str,
+    nbytes: int,
+    root: int,
+    itemsize: int,
+    params: dict[str, Any],
+    counts: tuple[int, ...] | None = None,
+) -> Schedule:
+    """The builder's schedule; with ``counts``, its uneven form
+    (:func:`gridcoll.schedule.transform.trimmed`, blocks of stride ``nbytes``)."""
+    schedule = get_builder(op, algorithm).build(grid, nbytes, root, itemsize=itemsize, **params)
+    return schedule if counts is None else trimmed(schedule, counts)
+
+
 def _verified(
     grid: Grid,
     op: str,
@@ -483,6 +546,7 @@ def _verified(
     itemsize: int,
     candidates: list[Candidate],
     deadline: Deadline | None = None,
+    counts: tuple[int, ...] | None = None,
 ) -> list[Candidate]:
     """``candidates`` (best predicted first) with the few best simulated (module
     constants :data:`VERIFY_TOP`...) moved to the front, fastest simulated first.
@@ -505,8 +569,10 @@ def _verified(
         if op == "bcast" and -(-nbytes // max(cand.segment_size, 1)) * (grid.nranks - 1) > left:
             continue  # a tree sends P - 1 messages per segment: too many to simulate
         try:
-            builder = get_builder(op, cand.algorithm)
-            schedule = builder.build(grid, nbytes, root, itemsize=itemsize, **cand.params)
+            schedule = build_schedule(
+                grid, op, cand.algorithm, _stride(nbytes, counts), root, itemsize, cand.params,
+                counts,
+            )  # fmt: skip
         except GridcollError:
             continue
         if schedule.nmessages > left:
@@ -553,7 +619,14 @@ def _bound_estimate(grid: Grid) -> float:
     return BOUND_PAIR_S * grid.nclusters * max(grid.nclusters - 1, 1)
 
 
-def _bound_first(grid: Grid, op: str, nbytes: int, root: int, deadline: Deadline) -> float:
+def _bound_first(
+    grid: Grid,
+    op: str,
+    nbytes: int,
+    root: int,
+    deadline: Deadline,
+    counts: tuple[int, ...] | None = None,
+) -> float:
     """With a deadline, the physical bound's time is computed before the search, if its
     estimate (at the machine's current speed) fits the whole deadline, so no overrun of
     the search can crowd it out; else NaN at once, noted."""
@@ -564,7 +637,7 @@ def _bound_first(grid: Grid, op: str, nbytes: int, root: int, deadline: Deadline
             f"{grid.nclusters} clusters)"
         )
         return math.nan
-    return collective_bound(grid, op, nbytes, root).time_s
+    return collective_bound(grid, op, _stride(nbytes, counts), root, counts).time_s
 
 
 def _native_plan(
@@ -576,11 +649,14 @@ def _native_plan(
     reason: str,
     host: float,
     deadline: Deadline | None = None,
+    counts: tuple[int, ...] | None = None,
 ) -> Plan:
     """The plan that hands the call to the MPI library. Its prediction is MPICH's
     algorithm (``mpich``, where registered) on the physical grid: the library's own
     overheads, not the Python runtime's."""
-    bound = math.nan if deadline is None else _bound_first(grid, op, nbytes, root, deadline)
+    bound = math.nan
+    if deadline is not None:
+        bound = _bound_first(grid, op, nbytes, root, deadline, counts)
     predicted = math.nan
     if (op, "mpich") in MODELS and op != "barrier":
         with contextlib.suppress(GridcollError):
@@ -588,12 +664,12 @@ def _native_plan(
             predicted = _candidate(builder, grid, nbytes, root, itemsize, deadline=deadline)
             predicted = predicted.predicted_s
     if deadline is None:
-        bound = collective_bound(grid, op, nbytes, root).time_s
+        bound = collective_bound(grid, op, _stride(nbytes, counts), root, counts).time_s
     cand = Candidate(NATIVE, {}, nbytes, predicted, "the MPI library's own algorithm")
     return Plan(
         op,
         grid.name,
-        nbytes,
+        _stride(nbytes, counts),
         root,
         itemsize,
         NATIVE,
@@ -606,6 +682,7 @@ def _native_plan(
         reason=reason,
         network=grid,
         budget_note=_budget_note(deadline),
+        counts=counts,
     )
 
 
@@ -637,13 +714,15 @@ def _simulated(
     itemsize: int,
     cand: Candidate,
     deadline: Deadline | None = None,
+    counts: tuple[int, ...] | None = None,
 ) -> Candidate:
     """``cand`` with the simulator's time of its schedule (whatever its size, unless
     ``deadline`` leaves no time for it: then ``cand`` as it is, noted)."""
     from gridcoll.simulate import simulate
 
-    builder = get_builder(op, cand.algorithm)
-    schedule = builder.build(grid, nbytes, root, itemsize=itemsize, **cand.params)
+    schedule = build_schedule(
+        grid, op, cand.algorithm, _stride(nbytes, counts), root, itemsize, cand.params, counts
+    )
     estimate = schedule.nmessages * SIMULATED_MESSAGE_S
     if deadline is not None and not deadline.allows(deadline.scaled(estimate)):
         deadline.note(
@@ -669,11 +748,13 @@ def _make_plan(
     host: float,
     physical: Grid,
     deadline: Deadline | None = None,
+    counts: tuple[int, ...] | None = None,
 ) -> Plan:
     """Search every builder on ``grid`` (the effective grid), rank, check on the
     simulator (``check``: None for the default, True to always simulate the choice);
     the bound is the ``physical`` grid's. Every stage answers to ``deadline`` (module
-    docstring)."""
+    docstring). With ``counts`` (an uneven call) ``nbytes`` is the mean block the
+    models are evaluated at, and the schedules checked are the uneven ones."""
     candidates, skipped, pruned = [], [], []
     allowed = []
     for index, (builder, fixed, why) in enumerate(_allowances(builders, grid, budget_s, named)):
@@ -690,7 +771,7 @@ def _make_plan(
     anytime: dict[str, int | None] = {}  # family -> evaluations the deadline allows
     bound = math.nan
     if deadline is not None and allowed:
-        bound = _bound_first(physical, op, nbytes, root, deadline)
+        bound = _bound_first(physical, op, nbytes, root, deadline, counts)
 
     def search(entries: list) -> None:
         for lower, index, builder, fixed in entries:
@@ -726,7 +807,7 @@ def _make_plan(
         check = op == "bcast" and not named
     ranked = [c for c, _ in candidates]
     if check and nbytes > 0:
-        ranked = _verified(grid, op, nbytes, root, itemsize, ranked, deadline)
+        ranked = _verified(grid, op, nbytes, root, itemsize, ranked, deadline, counts)
         estimate = _estimate(ranked[0])
         late = [entry for entry in pruned if entry[0] < estimate]
         if late:  # the check raised the best estimate above some pruned builders' bounds
@@ -734,9 +815,14 @@ def _make_plan(
             search(late)
             candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))
             ranked = [c for c, _ in candidates]
-            ranked = _verified(grid, op, nbytes, root, itemsize, ranked, deadline)
+            ranked = _verified(grid, op, nbytes, root, itemsize, ranked, deadline, counts)
         if ranked[0].simulated_s is None and force:
-            ranked[0] = _simulated(grid, op, nbytes, root, itemsize, ranked[0], deadline)
+            ranked[0] = _simulated(grid, op, nbytes, root, itemsize, ranked[0], deadline, counts)
+    if counts is not None:  # the models saw the mean block; the simulator the real counts
+        ranked = [
+            c if c.simulated_s is None else replace(c, predicted_s=c.simulated_s) for c in ranked
+        ]
+        ranked.sort(key=lambda c: (c.simulated_s is None, c.predicted_s))
     best = ranked[0]
     lead = _estimate(best)
     skipped += [
@@ -749,7 +835,7 @@ def _make_plan(
     ]
     candidates = ranked
     if deadline is None:
-        bound = collective_bound(physical, op, nbytes, root).time_s
+        bound = collective_bound(physical, op, _stride(nbytes, counts), root, counts).time_s
     reason = ""
     if named and params:
         reason = f"the caller fixed algo={best.algorithm!r} with params={params!r}"
@@ -758,7 +844,7 @@ def _make_plan(
     return Plan(
         op,
         grid.name,
-        nbytes,
+        _stride(nbytes, counts),
         root,
         itemsize,
         best.algorithm,
@@ -775,6 +861,7 @@ def _make_plan(
         pruned=tuple((b.name, lower) for lower, _, b, _ in sorted(pruned, key=lambda e: e[:2])),
         network=grid,
         budget_note=_budget_note(deadline),
+        counts=counts,
     )
 
 
@@ -869,6 +956,7 @@ def plan(
     native: bool = False,
     check: bool | None = None,
     clock: Callable[[], float] | None = None,
+    counts: tuple[int, ...] | None = None,
 ) -> Plan:
     """Choose the algorithm and parameters for one collective call.
 
@@ -929,6 +1017,15 @@ def plan(
         The clock the budget's deadline is kept on (default
         :data:`gridcoll.tune.deadline.CLOCK`, ``time.monotonic``); tests pass a fake
         one. Not part of the cache key.
+    counts : tuple of int, optional
+        The uneven (``v``) form of a personalised collective (``Scatterv``,
+        ``Gatherv``, ``Allgatherv``, ``Alltoallv``, ``Reduce_scatter``): the bytes of
+        every block (``P``; ``P * P`` for all-to-all, ``src * P + dst``), each a whole
+        number of items, ``nbytes`` their largest (the blocks' stride). Every builder
+        serves it (:func:`gridcoll.schedule.transform.trimmed`); the models are
+        evaluated at the mean block, exact for equal counts, and the best candidates
+        are then checked on the simulator with the real counts (``check`` defaults to
+        True): :attr:`Plan.counts`.
 
     Returns
     -------
@@ -977,6 +1074,7 @@ def plan(
             host_overhead,
             native,
             check,
+            counts,
         )
         found = cache.get(key)
         if found is not None:
@@ -984,6 +1082,10 @@ def plan(
     check_complete(grid)  # partial (interrupted) measurements: refused
     builders = _for_operation(op, algo, _builders(op, algo), commutative)
     nbytes = _check_call(grid, op, nbytes, root, itemsize)
+    if counts is not None:
+        counts = _check_counts(grid, op, nbytes, itemsize, counts)
+        nbytes = _mean_block(counts, itemsize)
+        check = True if check is None else check
     if op not in ROOTED:
         root = 0
     if budget_s is not None and not (
@@ -1001,7 +1103,7 @@ def plan(
     host = float(host_overhead or 0.0)
     reason = native_reason(grid, algo) if native or algo == NATIVE else ""
     if reason:
-        found = _native_plan(grid, op, nbytes, root, itemsize, reason, host, deadline)
+        found = _native_plan(grid, op, nbytes, root, itemsize, reason, host, deadline, counts)
     else:
         effective = _effective(grid, host_overhead)
         named = algo != "auto"
@@ -1021,6 +1123,7 @@ def plan(
             host,
             grid,
             deadline,
+            counts,
         )
     if key is not None:
         cache.put(key, found)
@@ -1031,4 +1134,3 @@ DEFAULT_BUDGET_S = 1.0
 """The planning budget of the command line (``plan``, ``simulate``, ``compare``,
 ``run``, ``demo`` alike, so one call chooses the same everywhere); the Python default
 is none (no anytime builders), what every MPI rank of :class:`gridcoll.Comm` uses."""
-
