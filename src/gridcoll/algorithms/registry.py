@@ -31,6 +31,8 @@ from gridcoll.algorithms import (
     multitree,
     phoenix,
     reduce,
+    reduce_scatter,
+    scan,
     scatter,
     tps,
 )
@@ -262,10 +264,12 @@ def pairwise_cost(grid: Grid) -> float:
 
 
 def _collectives() -> list[Builder]:
-    """scatter, gather, allgather, alltoall, reduce, allreduce and barrier (issue 5).
+    """scatter, gather, allgather, alltoall, reduce, allreduce and barrier (issue 5);
+    reduce_scatter, scan and exscan.
 
-    For scatter, gather, allgather and alltoall ``nbytes`` is the count of one rank per
-    peer (MPI's ``sendcount``); the reductions take ``commutative=True`` or False.
+    For scatter, gather, allgather, alltoall and reduce_scatter ``nbytes`` is the count
+    of one rank per peer (MPI's ``sendcount``, ``recvcount``); the reductions take
+    ``commutative=True`` or False.
     """
     seg = ("segment_size",)
     seg_lan = ("segment_size", "lan_degree")
@@ -411,6 +415,59 @@ def _collectives() -> list[Builder]:
             "local reduce, partial vectors to every coordinator (one WAN round), broadcast",
             seg_lan,
             cost=pairwise_cost,
+        ),
+        Builder(
+            "reduce_scatter",
+            "pairwise",
+            reduce_scatter.pairwise_reduce_scatter,
+            "every rank sends block j straight to rank j, staggered (MPICH's pairwise)",
+        ),
+        Builder(
+            "reduce_scatter",
+            "reduce-then-scatter",
+            reduce_scatter.reduce_then_scatter,
+            "binomial reduce of the whole vector to rank 0, then a flat scatter",
+        ),
+        Builder(
+            "reduce_scatter",
+            "two-level",
+            reduce_scatter.two_level_reduce_scatter,
+            "local reduce, each cluster's blocks once over the WAN, local hand-out",
+            seg_lan,
+            cost=pairwise_cost,
+        ),
+        Builder("scan", "chain", scan.chain_scan, "prefix passed along the rank chain"),
+        Builder(
+            "scan",
+            "chain-segmented",
+            scan.chain_segmented_scan,
+            "pipelined chain: crosses each WAN link once on cluster-ordered ranks",
+            seg,
+        ),
+        Builder(
+            "scan",
+            "recursive-doubling",
+            scan.recursive_doubling_scan,
+            "Hillis-Steele doubling: ceil(log2 P) steps of whole vectors",
+        ),
+        Builder(
+            "exscan",
+            "chain",
+            scan.chain_exscan,
+            "prefix passed along the rank chain, sent twice per hop",
+        ),
+        Builder(
+            "exscan",
+            "chain-segmented",
+            scan.chain_segmented_exscan,
+            "pipelined chain: crosses each WAN link once on cluster-ordered ranks",
+            seg,
+        ),
+        Builder(
+            "exscan",
+            "recursive-doubling",
+            scan.recursive_doubling_exscan,
+            "doubling scan, then a shift by one rank",
         ),
         Builder(
             "barrier",
