@@ -39,6 +39,7 @@ signal must travel. Each op's cuts are listed in :func:`collective_bound`.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -1006,6 +1007,9 @@ BOUND_OPS = (
     "reduce",
     "allreduce",
     "barrier",
+    "reduce_scatter",
+    "scan",
+    "exscan",
 )
 """The collectives :func:`collective_bound` knows."""
 
@@ -1112,7 +1116,25 @@ def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
                receives ``M``
     allreduce  each cluster receives ``M`` and sends ``M``; a rank receives ``M``
     barrier    latency only
+    reduce_    each cluster receives ``N_c b`` and sends ``(P - N_c) b``; a rank
+    scatter    receives ``b`` and sends ``(P-1) b``
+    scan,      each cluster receives ``M`` from the ranks outside it below its highest
+    exscan     rank and sends ``M`` to those above its lowest (if any); rank ``P-1``
+               receives ``M``, rank 0 sends ``M``
     =========  ===================================================================
+
+    reduce_scatter (``nbytes = b``, one block): rank ``i``'s block depends on every
+    rank's block ``i``, and a partial result of a block is ``b`` bytes (any
+    operation); so the ``N_c`` blocks of cluster ``c`` need ``N_c b`` bytes from
+    outside it, and the ``P - N_c`` blocks of the others ``b`` bytes each from it.
+    scan and exscan (``nbytes = M``): rank ``r`` needs every ``x_{r'}``, ``r' < r``
+    (exscan: the same pairs), and no rank but ``r'`` starts with anything of
+    ``x_{r'}``; so a partial result of ``M`` bytes must cross every cut between the
+    ranks outside cluster ``c`` below its highest rank and ``c`` (others may relay),
+    and between ``c`` and the ranks outside it above its lowest; rank ``P-1`` must
+    receive one and rank 0 send one; and
+    ``x_{r'}`` must travel from ``r'`` to ``r``: the latency part is the largest least
+    latency over such pairs (:func:`_latency_prefix`).
 
     The latency part is the farthest rank's shortest path (``sum (L + os(1))``) from the
     root (scatter), to it (gather, reduce), or between any two ranks (the rest).
@@ -1165,8 +1187,15 @@ def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
                 _cut(grid, nbytes, _counts(C, outside, {c: n})),
                 _cut(grid, nbytes, _counts(C, {c: n}, outside)),
             ]
+        if op == "reduce_scatter" and outside:
+            return [
+                _cut(grid, n * nbytes, _counts(C, outside, {c: n})),
+                _cut(grid, (P - n) * nbytes, _counts(C, {c: n}, outside)),
+            ]
         return []
 
+    if op in ("scan", "exscan"):
+        return _prefix_bound(grid, nbytes)
     cuts = []
     for cls in cluster_classes(grid, (home,)):
         cuts += cluster_cuts(cls[0])  # equal on every cluster of the class
@@ -1185,6 +1214,9 @@ def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
         cuts.append(_cut(grid, n_away * nbytes, _counts(C, away, {home: 1})))
     elif op == "reduce":
         cuts.append(_cut(grid, nbytes if n_away else 0, _counts(C, away, {home: 1})))
+    elif op == "reduce_scatter":
+        cuts.append(_cut(grid, nbytes, _counts(C, all_but_rep, {R: 1})))
+        cuts.append(_cut(grid, (P - 1) * nbytes, _counts(C, {R: 1}, all_but_rep)))
     if op in ("gather", "reduce", "allgather", "alltoall", "allreduce"):
         cuts.append(_cut(grid, need, _counts(C, all_but_rep, {R: 1})))
     if op == "scatter":
@@ -1196,3 +1228,45 @@ def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
     throughput = max((t for t, _ in cuts), default=0.0)
     rate = min((f for _, f in cuts), default=math.inf)
     return Bound(rate, latency, throughput)
+
+
+def _latency_prefix(grid: Grid) -> float:
+    """The largest over ranks ``r' < r`` of the least latency from ``r'`` to ``r``
+    (``sum w``): scan's rank ``r`` needs ``x_{r'}``. On the cluster graph: a pair of
+    clusters ``(a, b)`` counts if the lowest rank of ``a`` is below the highest of
+    ``b``; a cluster with two ranks counts its own loop. O(C^2)."""
+    h = _hops(grid, 1.0)
+    lo = np.array([min(ranks) for ranks in grid.members])
+    hi = np.array([max(ranks) for ranks in grid.members])
+    pairs = lo[:, None] < hi[None, :]
+    np.fill_diagonal(pairs, False)
+    far = float(h.D[pairs].max()) if pairs.any() else 0.0
+    loops = [_home_loop(h, c) for c in range(grid.nclusters) if grid.clusters[c].nranks > 1]
+    return max([far, *loops])
+
+
+def _prefix_bound(grid: Grid, nbytes: int) -> Bound:
+    """:func:`collective_bound` of scan and exscan (its docstring has the proof): per
+    cluster ``c``, the cut from the ranks outside it below its highest rank into it,
+    and from it to the ranks outside it above its lowest rank (the only ones that
+    need its data); rank ``P-1``'s and rank 0's cuts. One max-flow per distinct
+    count vector (memoised): O(C) of them."""
+    P, C = grid.nranks, grid.nclusters
+    sizes = [c.nranks for c in grid.clusters]
+    members = [sorted(ranks) for ranks in grid.members]
+    cuts = []
+    for c in range(C):
+        lo, hi = members[c][0], members[c][-1]
+        below = {a: bisect.bisect_left(members[a], hi) for a in range(C) if a != c}
+        above = {a: sizes[a] - bisect.bisect_right(members[a], lo) for a in range(C) if a != c}
+        mine = {c: sizes[c]}
+        cuts.append(_cut(grid, nbytes if any(below.values()) else 0, _counts(C, below, mine)))
+        cuts.append(_cut(grid, nbytes if any(above.values()) else 0, _counts(C, mine, above)))
+    last, first = grid.cluster_of[P - 1], grid.cluster_of[0]
+    but_last = {a: k - (a == last) for a, k in enumerate(sizes)}
+    but_first = {a: k - (a == first) for a, k in enumerate(sizes)}
+    cuts.append(_cut(grid, nbytes, _counts(C, but_last, {last: 1})))
+    cuts.append(_cut(grid, nbytes, _counts(C, {first: 1}, but_first)))
+    throughput = max((t for t, _ in cuts), default=0.0)
+    rate = min((f for _, f in cuts), default=math.inf)
+    return Bound(rate, _latency_prefix(grid), throughput)
