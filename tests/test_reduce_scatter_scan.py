@@ -248,7 +248,7 @@ def test_missing_or_wrong_data_is_caught():
     grid = magpie(1, 3)
     exscan = chain_exscan(grid, 8)
     # rank 2 without its last (plain) receive would end with [0..2], not [0..1]: rank 1's
-    # second copy is never received)
+    # second copy is never received
     with pytest.raises(ScheduleError, match="rank 2 never receives 1 message"):
         validate(_with_program(exscan, 2, exscan.programs[2][:-1]))
     # the plain receive made a combining one counts rank 0 twice
