@@ -13,15 +13,18 @@ The chains are seed 000's ``T = (k-1) gamma(m) + lam(m)`` (sec. 3.1.1) on the ra
 chain, edge by edge (:func:`chain_scan_time`): ``lam`` the first segment's time along
 it, every hop with its own route (one wide-area hop per pair of consecutive clusters on
 the presets), ``gamma`` the busiest hop per segment. The doubling steps are evaluated
-step by step (:func:`~gridcoll.models._collective.rounds_time`). Combining costs
+message by message (:func:`steps_time`). Combining costs
 nothing, as in the reduce models and the simulator.
 """
 
 from __future__ import annotations
 
+import heapq
+from collections.abc import Sequence
+
 from gridcoll.algorithms._collective import check_commutative
 from gridcoll.algorithms.scan import doubling_steps
-from gridcoll.models._collective import Costs, rounds_time
+from gridcoll.models._collective import Costs, Inbound
 from gridcoll.models.single_layer import check_model_call, nsegments
 from gridcoll.network.grid import Grid
 
@@ -34,6 +37,7 @@ __all__ = [
     "chain_segmented_scan_model",
     "recursive_doubling_exscan_model",
     "recursive_doubling_scan_model",
+    "steps_time",
 ]
 
 
@@ -123,11 +127,60 @@ def chain_segmented_exscan_model(
     return chain_scan_time(grid, nbytes, min(m, nbytes), copies=2)
 
 
+def steps_time(costs: Costs, steps: Sequence[Sequence[tuple[int, int]]], nbytes: int) -> float:
+    """When the last rank finishes ``steps`` of messages ``(i, j)`` of ``nbytes`` each.
+
+    In every step a rank makes its send (``os`` on its CPU, ``s`` on its NIC), then
+    takes its receive at ``max(arrival, previous + or)`` and goes on to the next step,
+    as the doubling programs do. Unlike
+    :func:`~gridcoll.models._collective.rounds_time`, messages are booked at the
+    receivers' NICs and on shared links in the order they *start*, whatever their step
+    (a heap), as the simulator serves heads in the order they come: a later step's
+    early message does not wait behind an earlier step's late one. O(E log E).
+    """
+    P = 1 + max((max(i, j) for step in steps for i, j in step), default=0)
+    plan = [[(None, None) for _ in steps] for _ in range(P)]  # rank -> step -> (to, from)
+    for d, step in enumerate(steps):
+        for i, j in step:
+            plan[i][d] = (j, plan[i][d][1])
+            plan[j][d] = (plan[j][d][0], i)
+    clock, nic, at = [0.0] * P, [0.0] * P, [0] * P
+    inbound = Inbound(costs)
+    heap: list[tuple[float, int, int, int]] = []
+    arrived: dict[tuple[int, int], float] = {}  # (receiver, step) -> arrival
+
+    def advance(r: int) -> None:  # run rank r until it waits for a message
+        while at[r] < len(steps):
+            to, source = plan[r][at[r]]
+            if to is not None and at[r] >= 0:
+                e = costs(r, to, nbytes)
+                start = max(clock[r], nic[r])
+                nic[r] = start + e.s
+                clock[r] += e.os
+                heapq.heappush(heap, (start, r, to, at[r]))
+                plan[r][at[r]] = (None, source)  # sent
+            if source is not None:
+                if (r, at[r]) not in arrived:
+                    return
+                arrival = arrived.pop((r, at[r]))
+                clock[r] = max(arrival, clock[r] + costs(source, r, nbytes).or_)
+            at[r] += 1
+
+    for r in range(P):
+        advance(r)
+    while heap:
+        start, i, j, d = heapq.heappop(heap)
+        arrived[(j, d)] = inbound.arrival(i, j, nbytes, start)
+        if at[j] == d:
+            advance(j)
+    return max(clock, default=0.0)
+
+
 def _doubling_time(grid: Grid, M: int, shift: bool) -> float:
-    rounds = [[(i, j, M) for i, j in step] for step in doubling_steps(grid.nranks)]
+    steps = doubling_steps(grid.nranks)
     if shift:
-        rounds.append([(i, i + 1, M) for i in range(grid.nranks - 1)])
-    return max(rounds_time(Costs(grid), rounds).values(), default=0.0)
+        steps.append([(i, i + 1) for i in range(grid.nranks - 1)])
+    return steps_time(Costs(grid), steps, M)
 
 
 def recursive_doubling_scan_model(
