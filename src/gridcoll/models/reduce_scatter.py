@@ -106,9 +106,10 @@ def two_level_reduce_scatter_model(
     ``G`` groups (``N_g`` ranks each), ``k`` rounds of ``m``; per group the local
     reduce's ``(gamma_r, lam_r)`` of ``P m``-byte rounds on its ``d_l``-ary tree.
     Leader ``g`` (1) reduces each round and sends leader ``q`` its ``N_q m`` bytes,
-    ending at ``t1 = lam_r + (k-1) max(gamma_r, sum s_w, cpu) + sum os_w`` (``cpu``
-    the leader's ``or`` of its children and ``os`` of its sends); the last round from
-    ``q`` arrives at ``max(t1_q + r_w, lam_r,q + k g_link + L_w)`` (the link-bound of
+    its last round starting at ``lam_r + (k-1) max(gamma_r, sum s_w, cpu)`` (``cpu``
+    the leader's ``or`` of its children and ``os`` of its sends), its sends ``os_w``
+    (CPU) and ``s_w`` (NIC) apart, its CPU done at ``t1``; the last round from ``q``
+    arrives at ``max(depart_q + r_w, lam_r,q + k g_link + L_w)`` (the link-bound of
     seed 000's pipelining, sec. 3.1.2); (2) combines each round (``sum or_w``) and
     hands its ``N_g - 1`` members their segment (``os_l`` each, ``s_l`` on its NIC),
     the last round's last member served ``(N_g - 2) s_l + r_l`` after its combines.
@@ -131,16 +132,23 @@ def two_level_reduce_scatter_model(
                 for name, g_link in costs(a, c, len(groups[q]) * m).links:
                     link_busy[name] = link_busy.get(name, 0.0) + g_link
     lans, t1 = [], []
+    depart: dict[tuple[int, int], float] = {}  # when q's last round leaves for g
     for g, group in enumerate(groups):
         tree = preorder_tree(group, lan_degree)
         g_r, lam_r = reduce_gamma_lambda(costs, tree, P * m)
         leader = leaders[g]
-        out = [costs(leader, leaders[q], len(groups[q]) * m) for q in range(G) if q != g]
+        others = [(g + i) % G for i in range(1, G)]  # the builder's send order
+        out = [costs(leader, leaders[q], len(groups[q]) * m) for q in others]
         kids = tree.children.get(leader, ())
         cpu = sum(costs(c, leader, P * m).or_ for c in kids) + sum(e.os for e in out)
         per = max(g_r, cpu, sum(e.s for e in out))
+        start = lam_r + (k - 1) * per
+        cpu_at = nic_at = start
+        for q, e in zip(others, out, strict=True):
+            depart[g, q] = max(cpu_at, nic_at)
+            cpu_at, nic_at = cpu_at + e.os, depart[g, q] + e.s
         lans.append(lam_r)
-        t1.append(lam_r + (k - 1) * per + sum(e.os for e in out))
+        t1.append(cpu_at)
     T = 0.0
     for g, group in enumerate(groups):
         leader, N = leaders[g], len(group)
@@ -150,7 +158,7 @@ def two_level_reduce_scatter_model(
             if q != g:
                 e = costs(leaders[q], leader, N * m)
                 busy = max((link_busy[name] for name, _ in e.links), default=e.g)
-                last = max(last, t1[q] + e.r, lans[q] + k * busy + e.L)
+                last = max(last, depart[q, g] + e.r, lans[q] + k * busy + e.L)
         members = [costs(leader, r, m) for r in group if r != leader]
         work = sum(e.or_ for e in into) + sum(e.os for e in members)
         nic = sum(e.s for e in members)

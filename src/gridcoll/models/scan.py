@@ -50,8 +50,10 @@ def chain_scan_time(grid: Grid, nbytes: int, m: int, copies: int = 1) -> float:
     and, for exscan, takes the second copy at ``max(t_{i-1} + r + max(s, g), t_i +
     2 os + or)`` (it follows the first one gap behind, and rank ``i`` takes it after
     its own two sends). ``gamma``: the busiest per segment of a
-    hop's gap and sender NIC (``copies g``, ``copies s``) and a forwarding rank's CPU
-    (``copies (or + os)``). O(P).
+    hop's gap and sender NIC (``copies g``, ``copies s``), a forwarding rank's CPU
+    (``copies (or + os)``). A link that several hops cross (ranks not numbered cluster
+    by cluster) carries ``k copies sum g_link`` in all: ``T`` is no less than that
+    plus its latency. O(P).
     """
     P = grid.nranks
     if P == 1:
@@ -60,9 +62,13 @@ def chain_scan_time(grid: Grid, nbytes: int, m: int, copies: int = 1) -> float:
     costs = Costs(grid)
     t = lam = gamma = 0.0  # t: when rank i holds the first segment's prefix (rank 0: at once)
     or_in = 0.0  # the forwarding rank's receive overhead per message
+    link_busy: dict[str, tuple[float, float]] = {}  # per segment g_link, and the hops' L
     for i in range(1, P):
         e = costs(i - 1, i, m)
         gamma = max(gamma, copies * e.g, copies * e.s, copies * (or_in + e.os))
+        for name, g_link in e.links:
+            busy, L = link_busy.get(name, (0.0, 0.0))
+            link_busy[name] = (busy + copies * g_link, max(L, e.L))
         arrive = t + e.r
         t = max(arrive, e.or_)
         or_in = e.or_
@@ -72,7 +78,8 @@ def chain_scan_time(grid: Grid, nbytes: int, m: int, copies: int = 1) -> float:
         else:
             lam = max(lam, t)
     gamma = max(gamma, copies * or_in)  # the last rank's receives
-    return (k - 1) * gamma + lam
+    links = max((k * busy + L for busy, L in link_busy.values()), default=0.0)
+    return max((k - 1) * gamma + lam, links)
 
 
 def chain_scan_model(
