@@ -92,7 +92,7 @@ def pairwise_reduce_scatter(
     Notes
     -----
     Each rank sends and receives ``(P-1)`` blocks: on one network
-    ``T ~ (P-1) max(g(b), os(b) + or(b)) + L``, the least traffic any algorithm can
+    ``T = (P-1) max(g(b), os(b), or(b)) + L``, the least traffic any algorithm can
     move (:func:`gridcoll.network.bounds.collective_bound`), but ``P - N_c`` wide-area
     messages leave every rank of cluster ``c``. Builds in O(P^2).
 
@@ -141,8 +141,9 @@ def reduce_then_scatter(
 
     Notes
     -----
-    ``T = ceil(log2 P) (L + g(P b)) + (P-1) g(b) + L`` on one network (seed 002,
-    Table 1's binomial tree backwards, then Table 2's flat scatter). Builds in O(P).
+    ``T = ceil(log2 P) (L + g(P b)) + (P-1) g(b) + L`` on one network for ``P`` a
+    power of two (seed 002, Table 1's binomial tree backwards, then Table 2's flat
+    scatter). Builds in O(P).
 
     References
     ----------

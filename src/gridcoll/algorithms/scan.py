@@ -113,8 +113,8 @@ def chain_scan(
 
     Notes
     -----
-    ``T = (P-1) (L + g(M) + or(M))`` on one network (seed 002, Table 1's chain with a
-    receive overhead per hop). Builds in O(P).
+    ``T = (P-1) (L + g(M))`` on one network, seed 002's chain (Table 1): each rank
+    posts its receive at once, so ``or`` overlaps the arrival. Builds in O(P).
 
     References
     ----------
@@ -162,7 +162,7 @@ def chain_segmented_scan(
 
     Notes
     -----
-    ``T = (k-1) gamma(m) + lam(m)``, ``lam = sum_hops (L + g(m)) + or(m)`` per hop,
+    ``T = (k-1) gamma(m) + lam(m)``, ``lam = sum_hops (L + g(m))``,
     ``gamma = max(g(m), s(m), or(m) + os(m))`` of the slowest hop (seed 000,
     sec. 3.1.1; seed 002, Table 1's pipelined chain). Builds in O(P k).
 
@@ -200,7 +200,8 @@ def chain_exscan(
 
     Notes
     -----
-    ``T ~ (P-1) (L + g(M) + or(M)) + s(M)`` on one network; twice the chain scan's
+    ``T = (P-1) (L + g(M)) + s(M)`` on one network (the last copy follows the first
+    ``s(M) = max(g(M), os(M))`` later); twice the chain scan's
     bytes per hop. Builds in O(P).
 
     References
@@ -247,7 +248,7 @@ def chain_segmented_exscan(
     -----
     ``T = (k-1) gamma(m) + lam(m)`` with ``gamma = max(2 g(m), 2 s(m), 2 or(m) +
     2 os(m))`` of the slowest hop (two messages per segment and hop) and ``lam`` the
-    chain's ``sum (L + g(m) + or(m))`` plus the last copy. Builds in O(P k).
+    chain's ``sum (L + g(m))`` plus the last copy. Builds in O(P k).
 
     References
     ----------
@@ -313,7 +314,8 @@ def recursive_doubling_scan(
 
     Notes
     -----
-    ``T = ceil(log2 P) (L + g(M) + or(M))`` on one network; ranks are paired across
+    ``T <= ceil(log2 P) max(L + g(M), os(M) + or(M))`` on one network (equal for
+    ``P`` a power of two); ranks are paired across
     clusters from the first step on, so every step may cross the wide area. Builds in
     O(P log P).
 
@@ -351,7 +353,7 @@ def recursive_doubling_exscan(
 
     Notes
     -----
-    ``T = (ceil(log2 P) + 1) (L + g(M) + or(M))`` on one network. Builds in
+    ``T <= (ceil(log2 P) + 1) max(L + g(M), os(M) + or(M))`` on one network. Builds in
     O(P log P).
 
     References

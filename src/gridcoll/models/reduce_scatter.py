@@ -4,8 +4,8 @@
 ``b = nbytes`` is one block, ``m`` the segment size, ``k = ceil(b/m)``. On one network:
 
 =====================  ===============================================================
-pairwise               ``(P-1) max(s(b), os(b)) + L + g(b)``, then ``or(b)`` per block
-reduce-then-scatter    ``ceil(log2 P) (L + g(P b)) + (P-1) g(b) + L``
+pairwise               ``(P-1) max(g(b), os(b), or(b)) + L`` (each NIC in takes ``P-1``)
+reduce-then-scatter    ``ceil(log2 P) (L + g(P b)) + (P-1) g(b) + L`` (``P = 2^h``)
 two-level              ``lam_l(P m) + (k-1) gamma(m) + r_w + (N_g - 1) s_l(m) + r_l(m)``
 =====================  ===============================================================
 

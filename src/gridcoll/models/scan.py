@@ -4,9 +4,9 @@
 ``M = nbytes``, ``m`` the segment size, ``k = ceil(M/m)``. On one network:
 
 =====================  ===============================================================
-chain scan             ``(P-1) (L + g(m) + or(m)) + (k-1) max(g(m), or(m) + os(m))``
-chain exscan           the same with two messages per segment and hop
-recursive doubling     ``ceil(log2 P) (L + g(M) + or(M))`` (+ one shift for exscan)
+chain scan             ``(P-1) (L + g(m)) + (k-1) max(g(m), s(m), or(m) + os(m))``
+chain exscan           the same with two messages per segment and hop, ``+ s(m)``
+recursive doubling     ``<= ceil(log2 P) max(L + g(M), os(M) + or(M))`` (+ one shift)
 =====================  ===============================================================
 
 The chains are seed 000's ``T = (k-1) gamma(m) + lam(m)`` (sec. 3.1.1) on the rank
@@ -86,7 +86,7 @@ def chain_scan_model(
     grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1, commutative: bool = True
 ) -> float:
     """Model of :func:`~gridcoll.algorithms.scan.chain_scan`: :func:`chain_scan_time`
-    with one segment, ``sum_hops (L + g(M) + or(M))`` on one network."""
+    with one segment, ``(P-1) (L + g(M))`` on one network."""
     M = check_model_call(grid, nbytes, root, itemsize)
     check_commutative(commutative, "chain")
     return chain_scan_time(grid, M, M)
