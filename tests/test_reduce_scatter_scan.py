@@ -316,6 +316,28 @@ def test_models_equal_the_simulator_where_exact(op, name, params, spec):
             assert model == pytest.approx(sim, rel=0.025), (nbytes, commutative)
 
 
+@pytest.mark.parametrize("P", [2, 3, 4, 8])
+def test_the_one_network_formulas_of_the_docstrings(P):
+    grid = lan(P)
+    net = grid.clusters[0].lan
+    for n in (64, 65536):
+        r, s = net.L + net.g(n), max(net.g(n), net.os(n))
+        cases = {
+            ("scan", "chain"): (P - 1) * r,
+            ("exscan", "chain"): (P - 1) * r + s,
+            ("reduce_scatter", "pairwise"): (P - 1) * max(net.g(n), net.os(n), net.or_(n)) + net.L,
+        }
+        if P & (P - 1) == 0:
+            h = P.bit_length() - 1
+            cases["reduce_scatter", "reduce-then-scatter"] = (
+                h * (net.L + net.g(P * n)) + (P - 1) * net.g(n) + net.L
+            )
+        for (op, name), want in cases.items():
+            sim = simulate(get_builder(op, name).build(grid, n), grid).total_s
+            assert sim == pytest.approx(want, rel=1e-9), (op, name, n)
+            assert predict(grid, op, name, n) == pytest.approx(want, rel=1e-9), (op, name, n)
+
+
 @pytest.mark.parametrize("op", OPS)
 def test_planned_predictions_track_the_simulator(op):
     """Every algorithm's tuned model on WAN grids, 64 KiB and up, within 30% (the
