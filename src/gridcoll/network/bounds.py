@@ -55,6 +55,7 @@ if TYPE_CHECKING:  # networkx is imported only by capacity_graph (it is slow to 
 
 __all__ = [
     "BOUND_OPS",
+    "PREFIX_CUTS",
     "Bound",
     "FlowGraph",
     "RankClass",
@@ -1118,9 +1119,10 @@ def collective_bound(grid: Grid, op: str, nbytes: int, root: int = 0) -> Bound:
     barrier    latency only
     reduce_    each cluster receives ``N_c b`` and sends ``(P - N_c) b``; a rank
     scatter    receives ``b`` and sends ``(P-1) b``
-    scan,      each cluster receives ``M`` from the ranks outside it below its highest
-    exscan     rank and sends ``M`` to those above its lowest (if any); rank ``P-1``
-               receives ``M``, rank 0 sends ``M``
+    scan,      a cluster receives ``M`` from the ranks outside it below its highest
+    exscan     rank and sends ``M`` to those above its lowest (if any; the
+               :data:`PREFIX_CUTS` clusters with the fewest such ranks each way);
+               rank ``P-1`` receives ``M``, rank 0 sends ``M``
     =========  ===================================================================
 
     reduce_scatter (``nbytes = b``, one block): rank ``i``'s block depends on every
@@ -1245,23 +1247,33 @@ def _latency_prefix(grid: Grid) -> float:
     return max([far, *loops])
 
 
+PREFIX_CUTS = 2
+"""Clusters whose cuts :func:`collective_bound` computes for scan and exscan, in each
+direction (those with the fewest ranks on the other side of the cut)."""
+
+
 def _prefix_bound(grid: Grid, nbytes: int) -> Bound:
-    """:func:`collective_bound` of scan and exscan (its docstring has the proof): per
-    cluster ``c``, the cut from the ranks outside it below its highest rank into it,
-    and from it to the ranks outside it above its lowest rank (the only ones that
-    need its data); rank ``P-1``'s and rank 0's cuts. One max-flow per distinct
-    count vector (memoised): O(C) of them."""
+    """:func:`collective_bound` of scan and exscan (its docstring has the proof): the
+    cut from the ranks outside cluster ``c`` below its highest rank into ``c``, and
+    from ``c`` to the ranks outside it above its lowest rank (the only ones that need
+    its data), for the :data:`PREFIX_CUTS` clusters with the fewest such ranks in each
+    direction (every cut is a valid bound alone; the fewest ranks, the smallest flow,
+    as a rule); rank ``P-1``'s and rank 0's cuts. O(C^2 log P) to count, then
+    ``2 PREFIX_CUTS + 2`` max-flows (memoised)."""
     P, C = grid.nranks, grid.nclusters
     sizes = [c.nranks for c in grid.clusters]
     members = [sorted(ranks) for ranks in grid.members]
-    cuts = []
+    into, out = [], []
     for c in range(C):
         lo, hi = members[c][0], members[c][-1]
         below = {a: bisect.bisect_left(members[a], hi) for a in range(C) if a != c}
         above = {a: sizes[a] - bisect.bisect_right(members[a], lo) for a in range(C) if a != c}
-        mine = {c: sizes[c]}
-        cuts.append(_cut(grid, nbytes if any(below.values()) else 0, _counts(C, below, mine)))
-        cuts.append(_cut(grid, nbytes if any(above.values()) else 0, _counts(C, mine, above)))
+        if any(below.values()):
+            into.append((sum(below.values()), c, _counts(C, below, {c: sizes[c]})))
+        if any(above.values()):
+            out.append((sum(above.values()), c, _counts(C, {c: sizes[c]}, above)))
+    chosen = sorted(into)[:PREFIX_CUTS] + sorted(out)[:PREFIX_CUTS]
+    cuts = [_cut(grid, nbytes, counts) for _, _, counts in chosen]
     last, first = grid.cluster_of[P - 1], grid.cluster_of[0]
     but_last = {a: k - (a == last) for a, k in enumerate(sizes)}
     but_first = {a: k - (a == first) for a, k in enumerate(sizes)}
