@@ -23,7 +23,7 @@ rank rewrites them: :mod:`gridcoll.schedule.ir`). So:
 * :func:`chain_exscan` / :func:`chain_segmented_exscan` - the chain scan, but rank
   ``i`` sends its prefix ``[0..i]`` to ``i+1`` twice: the first message is combined
   there (``[0..i+1]``, forwarded on), the second replaces it (``[0..i]``, rank
-  ``i+1``'s result) once forwarded;
+  ``i+1``'s result) once forwarded; the last rank forwards nothing and takes one;
 * :func:`recursive_doubling_exscan` - the doubling scan, then one shift: rank ``i``
   sends ``[0..i]`` to ``i+1`` and takes ``[0..i-1]`` from ``i-1`` in its place.
 """
@@ -40,6 +40,7 @@ __all__ = [
     "chain_segmented_exscan",
     "chain_segmented_scan",
     "doubling_steps",
+    "exscan_copies",
     "recursive_doubling_exscan",
     "recursive_doubling_scan",
 ]
@@ -47,6 +48,13 @@ __all__ = [
 
 def _empty(P: int) -> list[list[Op]]:
     return [[] for _ in range(P)]
+
+
+def exscan_copies(op: str, P: int, i: int) -> int:
+    """Messages per segment on the chain's hop ``i-1 -> i``: 2 for exscan (one to
+    combine and forward, one for rank ``i``'s result) except into the last rank, which
+    forwards nothing and takes its result alone; 1 for scan."""
+    return 2 if op == "exscan" and i < P - 1 else 1
 
 
 def _chain(
@@ -68,16 +76,18 @@ def _chain(
     )  # fmt: skip
     P = grid.nranks
     segments = split_segments(nbytes, segment_size, itemsize)
-    copies = 2 if op == "exscan" else 1
     programs = _empty(P)
     for i in range(P):
         program = programs[i]
         for s in range(len(segments)):
             message = (s,)
+            if op == "exscan" and i == P - 1 and i:  # forwards nothing: its result only
+                program.append(Recv(i - 1, message))
+                continue
             if i:
                 program.append(Recv(i - 1, message, combine=True, incoming_first=True))
             if i < P - 1:
-                program += [Send(i + 1, message)] * copies
+                program += [Send(i + 1, message)] * exscan_copies(op, P, i + 1)
             if i and op == "exscan":
                 program.append(Recv(i - 1, message))  # [0..i-1] replaces [0..i]
     params = {} if segment_size is None else {"segment_size": segment_size}
@@ -186,7 +196,8 @@ def chain_exscan(
     A rank holds one value per segment, so it cannot keep ``[0..i-1]`` and forward
     ``[0..i]`` at once; the second copy costs one more message per hop, sent right
     after the first and off the critical path (rank ``i+1`` forwards before it takes
-    it). Rank 0 sends ``x_0`` twice.
+    it). Rank 0 sends ``x_0`` twice; rank ``P-2`` sends once, as rank ``P-1``
+    forwards nothing (:func:`exscan_copies`).
 
     Parameters
     ----------
@@ -200,9 +211,9 @@ def chain_exscan(
 
     Notes
     -----
-    ``T = (P-1) (L + g(M)) + s(M)`` on one network (the last copy follows the first
-    ``s(M) = max(g(M), os(M))`` later); twice the chain scan's
-    bytes per hop. Builds in O(P).
+    ``T = (P-1) (L + g(M))`` on one network, as the chain scan: every second copy
+    arrives ``s(M) = max(g(M), os(M)) <= L + g(M)`` after the first; twice the chain
+    scan's bytes on every hop but the last. Builds in O(P).
 
     References
     ----------
@@ -211,9 +222,11 @@ def chain_exscan(
     Examples
     --------
     >>> from gridcoll.network import magpie
-    >>> s = chain_exscan(magpie(1, 3), 8)
+    >>> s = chain_exscan(magpie(1, 4), 8)
     >>> [(type(op).__name__, op.peer) for op in s.programs[1]]
     [('Recv', 0), ('Send', 2), ('Send', 2), ('Recv', 0)]
+    >>> [(type(op).__name__, op.peer) for op in s.programs[3]]
+    [('Recv', 2)]
     """
     return _chain(
         "exscan", "chain", grid, nbytes, root,
@@ -247,8 +260,8 @@ def chain_segmented_exscan(
     Notes
     -----
     ``T = (k-1) gamma(m) + lam(m)`` with ``gamma = max(2 g(m), 2 s(m), 2 or(m) +
-    2 os(m))`` of the slowest hop (two messages per segment and hop) and ``lam`` the
-    chain's ``sum (L + g(m))`` plus the last copy. Builds in O(P k).
+    2 os(m))`` of the slowest hop (two messages per segment and hop but the last) and
+    ``lam`` the chain's ``sum (L + g(m))``. Builds in O(P k).
 
     References
     ----------

@@ -5,7 +5,7 @@
 
 =====================  ===============================================================
 chain scan             ``(P-1) (L + g(m)) + (k-1) max(g(m), s(m), or(m) + os(m))``
-chain exscan           the same with two messages per segment and hop, ``+ s(m)``
+chain exscan           the same with two messages per segment and hop (but the last)
 recursive doubling     ``<= ceil(log2 P) max(L + g(M), os(M) + or(M))`` (+ one shift)
 =====================  ===============================================================
 
@@ -23,7 +23,7 @@ import heapq
 from collections.abc import Sequence
 
 from gridcoll.algorithms._collective import check_commutative
-from gridcoll.algorithms.scan import doubling_steps
+from gridcoll.algorithms.scan import doubling_steps, exscan_copies
 from gridcoll.models._collective import Costs, Inbound
 from gridcoll.models.single_layer import check_model_call, nsegments
 from gridcoll.network.grid import Grid
@@ -41,19 +41,21 @@ __all__ = [
 ]
 
 
-def chain_scan_time(grid: Grid, nbytes: int, m: int, copies: int = 1) -> float:
-    """``(k-1) gamma(m) + lam(m)`` of the chain over ranks ``0..P-1``, each hop carrying
-    ``copies`` messages per segment (1: scan, 2: exscan).
+def chain_scan_time(grid: Grid, nbytes: int, m: int, op: str = "scan") -> float:
+    """``(k-1) gamma(m) + lam(m)`` of the chain scan (or exscan) over ranks
+    ``0..P-1``, hop ``i-1 -> i`` carrying ``c_i`` messages per segment
+    (:func:`~gridcoll.algorithms.scan.exscan_copies`: 2 on an exscan's hops but the
+    last, else 1).
 
     ``lam``: rank ``i`` has its first segment's prefix at ``t_i = max(t_{i-1} + r,
-    os + or)`` (``r = L + g(m)`` of hop ``i-1 -> i``), sends it ``copies`` times
-    and, for exscan, takes the second copy at ``max(t_{i-1} + r + max(s, g), t_i +
-    2 os + or)`` (it follows the first one gap behind, and rank ``i`` takes it after
-    its own two sends). ``gamma``: the busiest per segment of a
-    hop's gap and sender NIC (``copies g``, ``copies s``), a forwarding rank's CPU
-    (``copies (or + os)``). A link that several hops cross (ranks not numbered cluster
-    by cluster) carries ``k copies sum g_link`` in all: ``T`` is no less than that
-    plus its latency. O(P).
+    or)`` (``r = L + g(m)`` of hop ``i-1 -> i``: it posted the receive at once) and
+    sends it on; with two copies it takes the second at ``max(t_{i-1} + r + max(s,
+    g), t_i + c_{i+1} os + or)`` (it follows the first one gap behind, and rank ``i``
+    takes it after its own sends). ``gamma``: the busiest per segment of a hop's gap
+    and sender NIC (``c g``, ``c s``) and a forwarding rank's CPU (``c_in or + c_out
+    os``). A link that several hops cross (ranks not numbered cluster by cluster)
+    carries ``k sum c g_link`` in all: ``T`` is no less than that plus its latency.
+    O(P).
     """
     P = grid.nranks
     if P == 1:
@@ -61,23 +63,23 @@ def chain_scan_time(grid: Grid, nbytes: int, m: int, copies: int = 1) -> float:
     k = nsegments(nbytes, m)
     costs = Costs(grid)
     t = lam = gamma = 0.0  # t: when rank i holds the first segment's prefix (rank 0: at once)
-    or_in = 0.0  # the forwarding rank's receive overhead per message
+    or_in = 0.0  # the forwarding rank's receive overheads per segment
     link_busy: dict[str, tuple[float, float]] = {}  # per segment g_link, and the hops' L
     for i in range(1, P):
         e = costs(i - 1, i, m)
-        gamma = max(gamma, copies * e.g, copies * e.s, copies * (or_in + e.os))
+        c = exscan_copies(op, P, i)
+        gamma = max(gamma, c * e.g, c * e.s, or_in + c * e.os)
         for name, g_link in e.links:
             busy, L = link_busy.get(name, (0.0, 0.0))
-            link_busy[name] = (busy + copies * g_link, max(L, e.L))
+            link_busy[name] = (busy + c * g_link, max(L, e.L))
         arrive = t + e.r
         t = max(arrive, e.or_)
-        or_in = e.or_
-        if copies > 1:  # the second copy, one gap behind the first, taken after i's sends
-            sends = copies * costs(i, i + 1, m).os if i < P - 1 else 0.0
-            lam = max(lam, arrive + (copies - 1) * max(e.s, e.g), t + sends + e.or_)
-        else:
-            lam = max(lam, t)
-    gamma = max(gamma, copies * or_in)  # the last rank's receives
+        or_in = c * e.or_
+        lam = max(lam, t)
+        if c > 1:  # the second copy, one gap behind the first, taken after i's sends
+            sends = exscan_copies(op, P, i + 1) * costs(i, i + 1, m).os if i < P - 1 else 0.0
+            lam = max(lam, arrive + max(e.s, e.g), t + sends + e.or_)
+    gamma = max(gamma, or_in)  # the last rank's receives
     links = max((k * busy + L for busy, L in link_busy.values()), default=0.0)
     return max((k - 1) * gamma + lam, links)
 
@@ -112,10 +114,10 @@ def chain_exscan_model(
     grid: Grid, nbytes: int, root: int = 0, *, itemsize: int = 1, commutative: bool = True
 ) -> float:
     """Model of :func:`~gridcoll.algorithms.scan.chain_exscan`: :func:`chain_scan_time`
-    with two copies per hop, one segment."""
+    with two copies per hop but the last, one segment."""
     M = check_model_call(grid, nbytes, root, itemsize)
     check_commutative(commutative, "chain")
-    return chain_scan_time(grid, M, M, copies=2)
+    return chain_scan_time(grid, M, M, "exscan")
 
 
 def chain_segmented_exscan_model(
@@ -128,10 +130,10 @@ def chain_segmented_exscan_model(
     commutative: bool = True,
 ) -> float:
     """Model of :func:`~gridcoll.algorithms.scan.chain_segmented_exscan`:
-    :func:`chain_scan_time` with two copies per hop and ``k`` segments."""
+    :func:`chain_scan_time` with two copies per hop but the last, ``k`` segments."""
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
     check_commutative(commutative, "chain-segmented")
-    return chain_scan_time(grid, nbytes, min(m, nbytes), copies=2)
+    return chain_scan_time(grid, nbytes, min(m, nbytes), "exscan")
 
 
 def steps_time(costs: Costs, steps: Sequence[Sequence[tuple[int, int]]], nbytes: int) -> float:
