@@ -19,8 +19,16 @@ One launch per grid runs all of its calls.
    ``mpich`` (MPICH's flat-network algorithms on the same emulated grid) and the bound
    (:func:`gridcoll.network.bounds.collective_bound`).
 
+4. **The rest of MPI's collectives** (issue 12) on ``das2:4`` and ``magpie:4,2`` with
+   ``auto``: ``Scatterv``, ``Gatherv``, ``Allgatherv`` and ``Alltoallv`` with uneven
+   counts (block ``i`` of ``((5 i) mod P + 1) / P`` times the size, every fourth one
+   empty), measured against simulated and against the bound. The measured call
+   includes the agreement on counts (a broadcast of the root's counts for Scatterv and
+   Gatherv, an allgather of every rank's for Alltoallv): ``simulated_s`` is the
+   trimmed schedule's plus that agreement's, simulated alike (``agreement_s``).
+
 ``--quick`` (under about 3 minutes on two cores): one run per call; the model table at
-64 KB only; allreduce at 8 B and 64 KB.
+64 KB only; allreduce at 8 B and 64 KB; the new collectives at 64 KB only.
 
 Run: ``python bench/collectives_measured.py [--quick] [--repeat K]
 [--out bench/results/collectives_measured.json]``.
@@ -59,32 +67,86 @@ ALLREDUCE_GRIDS = ("das2:4", "magpie:8,2")
 ALLREDUCE_SIZES = tuple(8 * 8**i for i in range(8))  # 8 B .. 16 MiB
 QUICK_ALLREDUCE_SIZES = (8, 64 * 1024)
 ALLREDUCE_ALGOS = ("auto", "mpich")
+NEW_GRIDS = ("das2:4", "magpie:4,2")
+NEW_OPS = ("scatterv", "gatherv", "allgatherv", "alltoallv")
+"""The collectives of issue 12 the new part measures (the v-variants' counts:
+:func:`uneven_counts`)."""
+UNEVEN_OPS = ("scatterv", "gatherv", "allgatherv", "alltoallv")
+NEW_SIZES = (64 * 1024, MB)
+QUICK_NEW_SIZES = (64 * 1024,)
+
+
+def uneven_counts(op: str, nranks: int, size: int) -> list[int]:
+    """Block ``i`` of ``((5 i) mod P + 1) / P`` times ``size`` bytes, every fourth one
+    empty (all-to-all: block ``src * P + dst`` as block ``src + dst``)."""
+    n = nranks * nranks if op == "alltoallv" else nranks
+
+    def one(i: int) -> int:
+        return 0 if i % 4 == 3 else size * ((5 * i) % nranks + 1) // nranks
+
+    if op == "alltoallv":
+        return [one(i // nranks + i % nranks) for i in range(n)]
+    return [one(i) for i in range(n)]
+
+
+def _agreement_s(grid, op: str, root: int, overhead: float, cache: PlanCache) -> float:
+    """Simulated seconds of a v-variant's agreement on counts (8-byte integers): the
+    root's broadcast (Scatterv, Gatherv), every rank's send and receive counts gathered
+    (Alltoallv), nothing (Allgatherv)."""
+    P = grid.nranks
+    if op in ("scatterv", "gatherv"):
+        p = plan(grid, "bcast", 8 * P, root, cache=cache, host_overhead=overhead)
+    elif op == "alltoallv":
+        p = plan(grid, "allgather", 16 * P, 0, cache=cache, host_overhead=overhead)
+    else:
+        return 0.0
+    return simulate(p.build(), p.network).total_s
 
 
 def _row(grid, overhead: float, part: str, op: str, size: int, algo: str, cache: PlanCache):
-    """Plan on the effective grid, simulate; the call the ranks will run (fixed params)."""
+    """Plan on the effective grid, simulate; the call the ranks will run (fixed params).
+    A v-variant (``scatterv``...) runs its equal collective's plan on uneven counts."""
     nbytes = 0 if op == "barrier" else size
-    p = plan(grid, op, nbytes, 0, algo=algo, cache=cache, host_overhead=overhead)
+    counts, base, agreement = None, op, 0.0
+    if op in UNEVEN_OPS:
+        base = op[:-1]
+        counts = uneven_counts(op, grid.nranks, size)
+        nbytes = max(counts)
+        agreement = _agreement_s(grid, op, 0, overhead, cache)
+    p = plan(
+        grid,
+        base,
+        nbytes,
+        0,
+        algo=algo,
+        cache=cache,
+        host_overhead=overhead,
+        counts=None if counts is None else tuple(counts),
+    )
     schedule = p.build()  # on p.network: the grid plus the overhead
+    case = {
+        "op": base,
+        "size": nbytes,
+        "root": 0,
+        "algo": p.algorithm,
+        "params": dict(p.params),
+        "itemsize": 1,
+    }
+    if counts is not None:
+        case["counts"] = counts
     return {
         "part": part,
         "grid": grid.name,
         "op": op,
-        "size": nbytes,
+        "size": size,
         "algorithm": algo,
         "chosen": p.algorithm,
         "params": dict(p.params),
-        "predicted_s": p.predicted_s,
-        "simulated_s": simulate(schedule, p.network).total_s,
-        "bound_s": collective_bound(grid, op, nbytes, 0).time_s,
-        "case": {
-            "op": op,
-            "size": nbytes,
-            "root": 0,
-            "algo": p.algorithm,
-            "params": dict(p.params),
-            "itemsize": 1,
-        },
+        "predicted_s": p.predicted_s + agreement,
+        "simulated_s": simulate(schedule, p.network).total_s + agreement,
+        "agreement_s": agreement,
+        "bound_s": collective_bound(grid, base, nbytes, 0, counts).time_s,
+        "case": case,
     }
 
 
@@ -129,6 +191,13 @@ def _wanted(quick: bool) -> dict[str, list[tuple[str, str, int, str]]]:
     out = {FIGURE_GRID: figures + model}
     for spec in ALLREDUCE_GRIDS:
         out[spec] = [("allreduce", "allreduce", s, a) for s in allreduce for a in ALLREDUCE_ALGOS]
+    for spec in NEW_GRIDS:
+        new = [
+            ("new", op, s, "auto")
+            for op in NEW_OPS
+            for s in (QUICK_NEW_SIZES if quick else NEW_SIZES)
+        ]
+        out[spec] = out.get(spec, []) + new
     return out
 
 
@@ -170,6 +239,18 @@ def _summary(rows: list[dict]) -> dict:
             )
             speedups[f"{r['grid']} {r['size']}"] = other["measured_s"] / r["measured_s"]
     summary["allreduce_auto_speedup_over_mpich"] = speedups
+    new = [r for r in rows if r["part"] == "new"]
+    summary["new_collectives"] = {
+        f"{r['grid']} {r['op']} {r['size']}": {
+            "chosen": r["chosen"],
+            "measured_vs_simulated": r["meas_vs_sim"],
+            "ratio_to_bound": r["ratio_to_bound"],
+        }
+        for r in new
+    }
+    summary["new_worst_measured_vs_simulated"] = max(
+        (abs(r["meas_vs_sim"]) for r in new), default=None
+    )
     return summary
 
 
@@ -201,6 +282,13 @@ def _print(out, rows: list[dict], summary: dict) -> None:
     out.print(
         table(
             "allreduce: auto against mpich", [r for r in rows if r["part"] == "allreduce"], common
+        )
+    )
+    out.print(
+        table(
+            "the rest of MPI's collectives (auto; v-variants on uneven counts, agreement included)",
+            [r for r in rows if r["part"] == "new"],
+            [*common, ("meas/sim", "meas_vs_sim", percent)],
         )
     )
     out.print(

@@ -500,7 +500,7 @@ def test_comm_checks_its_grid_and_options(monkeypatch):
     with pytest.raises(gridcoll.UnknownAlgorithm, match="unknown scatter algorithm"):
         gridcoll.Comm(MPI.COMM_SELF, algo={"scatter": "ring"})
     with pytest.raises(ParameterError, match="unknown collectives"):
-        gridcoll.Comm(MPI.COMM_SELF, algo={"scan": "ring"})
+        gridcoll.Comm(MPI.COMM_SELF, algo={"nosuch": "ring"})
     with pytest.raises(ParameterError, match="params= needs a named algorithm"):
         gridcoll.Comm(MPI.COMM_SELF, params={"segment_size": 8})
     with pytest.raises(ParameterError, match="timeout"):

@@ -147,7 +147,7 @@ def test_program_count_must_match_ranks():
     with pytest.raises(ScheduleError, match="programs for"):
         Schedule("bcast", "x", 3, 0, 1, ((0, 1),), ((),))
     with pytest.raises(ScheduleError, match="unknown collective"):
-        Schedule("scan", "x", 1, 0, 1, ((0, 1),), ((),))
+        Schedule("nosuch", "x", 1, 0, 1, ((0, 1),), ((),))
 
 
 @given(

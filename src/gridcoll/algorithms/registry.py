@@ -31,6 +31,8 @@ from gridcoll.algorithms import (
     multitree,
     phoenix,
     reduce,
+    reduce_scatter,
+    scan,
     scatter,
     tps,
 )
@@ -41,9 +43,11 @@ from gridcoll.schedule.ir import Schedule
 
 __all__ = [
     "BUILDERS",
+    "MESSAGE_MODEL_S",
     "PAIRWISE_MODEL_S",
     "TREE_FAMILIES",
     "Builder",
+    "all_pairs_cost",
     "get_builder",
     "list_builders",
     "pairwise_cost",
@@ -261,11 +265,25 @@ def pairwise_cost(grid: Grid) -> float:
     return PAIRWISE_MODEL_S * grid.nclusters * max(grid.nclusters - 1, 1)
 
 
-def _collectives() -> list[Builder]:
-    """scatter, gather, allgather, alltoall, reduce, allreduce and barrier (issue 5).
+MESSAGE_MODEL_S = 1e-5
+"""Nominal seconds per message of one evaluation of a model that follows every message
+of a ``P (P-1)``-message exchange (the pairwise reduce-scatter: 5-18 us per message
+measured on the development machine, 0.7 s at 200 ranks)."""
 
-    For scatter, gather, allgather and alltoall ``nbytes`` is the count of one rank per
-    peer (MPI's ``sendcount``); the reductions take ``commutative=True`` or False.
+
+def all_pairs_cost(grid: Grid) -> float:
+    """The declared planning cost of a builder whose model follows a message between
+    every ordered pair of ranks: one evaluation, :data:`MESSAGE_MODEL_S` per message."""
+    return MESSAGE_MODEL_S * grid.nranks * max(grid.nranks - 1, 1)
+
+
+def _collectives() -> list[Builder]:
+    """scatter, gather, allgather, alltoall, reduce, allreduce and barrier (issue 5);
+    reduce_scatter, scan and exscan.
+
+    For scatter, gather, allgather, alltoall and reduce_scatter ``nbytes`` is the count
+    of one rank per peer (MPI's ``sendcount``, ``recvcount``); the reductions take
+    ``commutative=True`` or False.
     """
     seg = ("segment_size",)
     seg_lan = ("segment_size", "lan_degree")
@@ -411,6 +429,60 @@ def _collectives() -> list[Builder]:
             "local reduce, partial vectors to every coordinator (one WAN round), broadcast",
             seg_lan,
             cost=pairwise_cost,
+        ),
+        Builder(
+            "reduce_scatter",
+            "pairwise",
+            reduce_scatter.pairwise_reduce_scatter,
+            "every rank sends block j straight to rank j, staggered (MPICH's pairwise)",
+            cost=all_pairs_cost,
+        ),
+        Builder(
+            "reduce_scatter",
+            "reduce-then-scatter",
+            reduce_scatter.reduce_then_scatter,
+            "binomial reduce of the whole vector to rank 0, then a flat scatter",
+        ),
+        Builder(
+            "reduce_scatter",
+            "two-level",
+            reduce_scatter.two_level_reduce_scatter,
+            "local reduce, each cluster's blocks once over the WAN, local hand-out",
+            seg_lan,
+            cost=pairwise_cost,
+        ),
+        Builder("scan", "chain", scan.chain_scan, "prefix passed along the rank chain"),
+        Builder(
+            "scan",
+            "chain-segmented",
+            scan.chain_segmented_scan,
+            "pipelined chain: crosses each WAN link once on cluster-ordered ranks",
+            seg,
+        ),
+        Builder(
+            "scan",
+            "recursive-doubling",
+            scan.recursive_doubling_scan,
+            "Hillis-Steele doubling: ceil(log2 P) steps of whole vectors",
+        ),
+        Builder(
+            "exscan",
+            "chain",
+            scan.chain_exscan,
+            "prefix passed along the rank chain, sent twice per hop",
+        ),
+        Builder(
+            "exscan",
+            "chain-segmented",
+            scan.chain_segmented_exscan,
+            "pipelined chain: crosses each WAN link once on cluster-ordered ranks",
+            seg,
+        ),
+        Builder(
+            "exscan",
+            "recursive-doubling",
+            scan.recursive_doubling_exscan,
+            "doubling scan, then a shift by one rank",
         ),
         Builder(
             "barrier",

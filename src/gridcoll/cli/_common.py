@@ -107,9 +107,9 @@ def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool =
         metavar="SIZE",
         help=(
             "message size: 1048576, 64KB, 1MiB (binary prefixes); for scatter, gather, "
-            "allgather and alltoall the bytes one rank sends or receives per peer (MPI's "
-            "count); for reduce and allreduce the vector; ignored by barrier"
-            + (" (required)" if size_required else "")
+            "allgather, alltoall and reduce_scatter the bytes one rank sends or receives "
+            "per peer (MPI's count); for reduce, allreduce, scan and exscan the vector; "
+            "ignored by barrier" + (" (required)" if size_required else "")
         ),
     )
     parser.set_defaults(size_required=size_required)
@@ -117,7 +117,8 @@ def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool =
         "--non-commutative",
         dest="commutative",
         action="store_false",
-        help="reduce/allreduce: the operation is not commutative (combine in rank order)",
+        help="reductions (reduce, allreduce, reduce_scatter, scan, exscan): the operation "
+        "is not commutative (combine in rank order)",
     )
     parser.add_argument("--root", type=_rank, default=0, metavar="R", help="root rank (default 0)")
     parser.add_argument(

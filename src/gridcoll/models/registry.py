@@ -34,6 +34,8 @@ FAMILIES = (
     "gridcoll.models.reduce",
     "gridcoll.models.allreduce",
     "gridcoll.models.barrier",
+    "gridcoll.models.reduce_scatter",
+    "gridcoll.models.scan",
 )
 """The modules whose ``MODELS`` dicts are merged, in this order."""
 

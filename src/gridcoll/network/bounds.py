@@ -39,6 +39,7 @@ signal must travel. Each op's cuts are listed in :func:`collective_bound`.
 
 from __future__ import annotations
 
+import bisect
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -54,6 +55,7 @@ if TYPE_CHECKING:  # networkx is imported only by capacity_graph (it is slow to 
 
 __all__ = [
     "BOUND_OPS",
+    "PREFIX_CUTS",
     "Bound",
     "FlowGraph",
     "RankClass",
@@ -1006,6 +1008,9 @@ BOUND_OPS = (
     "reduce",
     "allreduce",
     "barrier",
+    "reduce_scatter",
+    "scan",
+    "exscan",
 )
 """The collectives :func:`collective_bound` knows."""
 
@@ -1095,10 +1100,11 @@ def _block_bytes(
     grid: Grid, op: str, b: int, root: int, rep: int, counts: Sequence[int] | None
 ) -> dict:
     """The bytes each cut of :func:`collective_bound` must carry, for scatter, gather,
-    allgather and all-to-all (``{}`` for the others): ``"cluster"`` per cluster (into
-    or out of it), ``"away"`` (the ranks outside the root's cluster), ``"rank"`` (into
-    or out of the rank ``rep``). Blocks of ``b`` bytes, or ``counts`` per block."""
-    if op not in ("scatter", "gather", "allgather", "alltoall"):
+    allgather, all-to-all and reduce-scatter (``{}`` for the others): ``"cluster"``
+    per cluster (into or out of it), ``"away"`` (the ranks outside the root's
+    cluster), ``"rank"`` (into or out of the rank ``rep``); reduce-scatter's into and
+    out of each cluster and ``rep``. Blocks of ``b`` bytes, or ``counts`` per block."""
+    if op not in ("scatter", "gather", "allgather", "alltoall", "reduce_scatter"):
         return {}
     P = grid.nranks
     if counts is None:
@@ -1117,6 +1123,13 @@ def _block_bytes(
     per = [0] * grid.nclusters
     for r, c in enumerate(counts):
         per[cluster_of[r]] += c
+    if op == "reduce_scatter":  # block i: b_i from every rank outside i's cluster
+        return {
+            "cluster_in": per,
+            "cluster_out": [total - x for x in per],
+            "rank_in": counts[rep],
+            "rank_out": total - counts[rep],
+        }
     if op == "allgather":  # every cluster needs every other cluster's blocks
         return {"cluster": [total - x for x in per], "rank": total - counts[rep]}
     per[home] -= counts[root]  # scatter, gather: the root keeps its own block
@@ -1146,12 +1159,32 @@ def collective_bound(
                receives ``M``
     allreduce  each cluster receives ``M`` and sends ``M``; a rank receives ``M``
     barrier    latency only
+    reduce_    each cluster receives ``N_c b`` and sends ``(P - N_c) b``; a rank
+    scatter    receives ``b`` and sends ``(P-1) b``
+    scan,      a cluster receives ``M`` from the ranks outside it below its highest
+    exscan     rank and sends ``M`` to those above its lowest (if any; the
+               :data:`PREFIX_CUTS` clusters with the fewest such ranks each way);
+               rank ``P-1`` receives ``M``, rank 0 sends ``M``
     =========  ===================================================================
 
-    With ``counts`` (the uneven form of scatter, gather, allgather or all-to-all:
-    bytes per block, :func:`gridcoll.tune.plan`) each cut needs the bytes of the
-    blocks that must cross it instead of a multiple of ``b``; every cluster is then
-    cut on its own (its blocks differ), and a rank's cut is taken at the first rank.
+    With ``counts`` (the uneven form of scatter, gather, allgather, all-to-all or
+    reduce-scatter: bytes per block, :func:`gridcoll.tune.plan`) each cut needs the
+    bytes of the blocks that must cross it instead of a multiple of ``b``; every
+    cluster is then cut on its own (its blocks differ), and a rank's cut is taken at
+    the first rank.
+
+    reduce_scatter (``nbytes = b``, one block): rank ``i``'s block depends on every
+    rank's block ``i``, and a partial result of a block is ``b`` bytes (any
+    operation); so the ``N_c`` blocks of cluster ``c`` need ``N_c b`` bytes from
+    outside it, and the ``P - N_c`` blocks of the others ``b`` bytes each from it.
+    scan and exscan (``nbytes = M``): rank ``r`` needs every ``x_{r'}``, ``r' < r``
+    (exscan: the same pairs), and no rank but ``r'`` starts with anything of
+    ``x_{r'}``; so a partial result of ``M`` bytes must cross every cut between the
+    ranks outside cluster ``c`` below its highest rank and ``c`` (others may relay),
+    and between ``c`` and the ranks outside it above its lowest; rank ``P-1`` must
+    receive one and rank 0 send one; and
+    ``x_{r'}`` must travel from ``r'`` to ``r``: the latency part is the largest least
+    latency over such pairs (:func:`_latency_prefix`).
 
     The latency part is the farthest rank's shortest path (``sum (L + os(1))``) from the
     root (scatter), to it (gather, reduce), or between any two ranks (the rest).
@@ -1204,8 +1237,15 @@ def collective_bound(
                 _cut(grid, nbytes, _counts(C, outside, {c: n})),
                 _cut(grid, nbytes, _counts(C, {c: n}, outside)),
             ]
+        if op == "reduce_scatter" and outside:
+            return [
+                _cut(grid, sent["cluster_in"][c], _counts(C, outside, {c: n})),
+                _cut(grid, sent["cluster_out"][c], _counts(C, {c: n}, outside)),
+            ]
         return []
 
+    if op in ("scan", "exscan"):
+        return _prefix_bound(grid, nbytes)
     cuts = []
     if counts is None:
         for cls in cluster_classes(grid, (home,)):
@@ -1214,7 +1254,7 @@ def collective_bound(
         for c in range(C):
             cuts += cluster_cuts(c)
     R = grid.cluster_of[rep]
-    need = sent["rank"] if op in sent else nbytes
+    need = sent.get("rank", nbytes)
     away = {a: k for a, k in everyone.items() if a != home}  # ranks outside the root's cluster
     all_but_rep = {a: k - (a == R) for a, k in everyone.items()}
     if op == "scatter":
@@ -1224,6 +1264,9 @@ def collective_bound(
         cuts.append(_cut(grid, sent["away"], _counts(C, away, {home: 1})))
     elif op == "reduce":
         cuts.append(_cut(grid, nbytes if away else 0, _counts(C, away, {home: 1})))
+    elif op == "reduce_scatter":
+        cuts.append(_cut(grid, sent["rank_in"], _counts(C, all_but_rep, {R: 1})))
+        cuts.append(_cut(grid, sent["rank_out"], _counts(C, {R: 1}, all_but_rep)))
     if op in ("gather", "reduce", "allgather", "alltoall", "allreduce"):
         cuts.append(_cut(grid, need, _counts(C, all_but_rep, {R: 1})))
     if op == "scatter":
@@ -1235,3 +1278,55 @@ def collective_bound(
     throughput = max((t for t, _ in cuts), default=0.0)
     rate = min((f for _, f in cuts), default=math.inf)
     return Bound(rate, latency, throughput)
+
+
+def _latency_prefix(grid: Grid) -> float:
+    """The largest over ranks ``r' < r`` of the least latency from ``r'`` to ``r``
+    (``sum w``): scan's rank ``r`` needs ``x_{r'}``. On the cluster graph: a pair of
+    clusters ``(a, b)`` counts if the lowest rank of ``a`` is below the highest of
+    ``b``; a cluster with two ranks counts its own loop. O(C^2)."""
+    h = _hops(grid, 1.0)
+    lo = np.array([min(ranks) for ranks in grid.members])
+    hi = np.array([max(ranks) for ranks in grid.members])
+    pairs = lo[:, None] < hi[None, :]
+    np.fill_diagonal(pairs, False)
+    far = float(h.D[pairs].max()) if pairs.any() else 0.0
+    loops = [_home_loop(h, c) for c in range(grid.nclusters) if grid.clusters[c].nranks > 1]
+    return max([far, *loops])
+
+
+PREFIX_CUTS = 2
+"""Clusters whose cuts :func:`collective_bound` computes for scan and exscan, in each
+direction (those with the fewest ranks on the other side of the cut)."""
+
+
+def _prefix_bound(grid: Grid, nbytes: int) -> Bound:
+    """:func:`collective_bound` of scan and exscan (its docstring has the proof): the
+    cut from the ranks outside cluster ``c`` below its highest rank into ``c``, and
+    from ``c`` to the ranks outside it above its lowest rank (the only ones that need
+    its data), for the :data:`PREFIX_CUTS` clusters with the fewest such ranks in each
+    direction (every cut is a valid bound alone; the fewest ranks, the smallest flow,
+    as a rule); rank ``P-1``'s and rank 0's cuts. O(C^2 log P) to count, then
+    ``2 PREFIX_CUTS + 2`` max-flows (memoised)."""
+    P, C = grid.nranks, grid.nclusters
+    sizes = [c.nranks for c in grid.clusters]
+    members = [sorted(ranks) for ranks in grid.members]
+    into, out = [], []
+    for c in range(C):
+        lo, hi = members[c][0], members[c][-1]
+        below = {a: bisect.bisect_left(members[a], hi) for a in range(C) if a != c}
+        above = {a: sizes[a] - bisect.bisect_right(members[a], lo) for a in range(C) if a != c}
+        if any(below.values()):
+            into.append((sum(below.values()), c, _counts(C, below, {c: sizes[c]})))
+        if any(above.values()):
+            out.append((sum(above.values()), c, _counts(C, {c: sizes[c]}, above)))
+    chosen = sorted(into)[:PREFIX_CUTS] + sorted(out)[:PREFIX_CUTS]
+    cuts = [_cut(grid, nbytes, counts) for _, _, counts in chosen]
+    last, first = grid.cluster_of[P - 1], grid.cluster_of[0]
+    but_last = {a: k - (a == last) for a, k in enumerate(sizes)}
+    but_first = {a: k - (a == first) for a, k in enumerate(sizes)}
+    cuts.append(_cut(grid, nbytes, _counts(C, but_last, {last: 1})))
+    cuts.append(_cut(grid, nbytes, _counts(C, {first: 1}, but_first)))
+    throughput = max((t for t, _ in cuts), default=0.0)
+    rate = min((f for _, f in cuts), default=math.inf)
+    return Bound(rate, _latency_prefix(grid), throughput)

@@ -24,8 +24,11 @@ including one barrier). The result says which (``"timing"``).
 Several ``--schedule`` files run one after the other in one launch (the demo and the
 benchmarks: one ``mpiexec`` start-up per grid instead of one per row); so do several
 ``--case`` calls (a JSON object each: ``op``, ``size``, ``root``, ``algo``, ``params``,
-``itemsize``, ``commutative``); the result has a row per schedule or case in ``cases``,
-the first one's fields also at the top level.
+``itemsize``, ``commutative``, ``counts``); the result has a row per schedule or case in
+``cases``, the first one's fields also at the top level. A case with ``counts`` (bytes
+per block: ``P``, or ``P * P`` for all-to-all) runs the uneven form, ``Scatterv``,
+``Gatherv``, ``Allgatherv`` or ``Alltoallv``, on packed buffers; its ``size`` is the
+largest count.
 
 Other collectives (``--op scatter|gather|allgather|alltoall|reduce|allreduce|barrier``;
 ``--size`` is the bytes per rank per peer, MPI's count times the extent): every rank
@@ -246,6 +249,9 @@ def _cases(args: argparse.Namespace) -> list[dict]:
             case = dict(call, op=given.get("op", "bcast"), nbytes=given.get("size"))
             for key in ("root", "algo", "params", "itemsize", "commutative"):
                 case[key] = given.get(key, call[key] if key != "params" else None)
+            if given.get("counts") is not None:
+                case["counts"] = tuple(int(c) for c in given["counts"])
+                case["nbytes"] = max(case["counts"])
             _check_size(case)
             cases.append(case)
         return cases
@@ -326,6 +332,10 @@ class _Call:
         if op in ("reduce", "allreduce"):
             self._fill_reduction(rep)
             return
+        counts = self.case.get("counts")
+        if counts is not None:
+            self._fill_uneven(rep, counts)
+            return
         if op == "scatter":
             self.send = (
                 np.concatenate([block(rep, r, d, n) for d in range(P)]) if r == root else None
@@ -340,6 +350,30 @@ class _Call:
             self.expected = np.concatenate([block(rep, s, r, n) for s in range(P)])
         out = n if op == "scatter" else P * n
         self.recv = np.full(out, 0xA5, dtype=np.uint8) if self.expected is not None else None
+
+    def _fill_uneven(self, rep: int, counts: tuple[int, ...]) -> None:
+        """The v-variants: block ``i`` of ``counts[i]`` bytes, buffers packed."""
+        op, P, r, root = self.op, self.size, self.rank, self.root
+
+        def row(src: int, dsts: range, sizes) -> np.ndarray:
+            return np.concatenate(
+                [_pattern(rep, src, d, c) for d, c in zip(dsts, sizes, strict=True)]
+            )
+
+        if op == "scatter":
+            self.send = row(root, range(P), counts) if r == root else None
+            self.expected = _pattern(rep, root, r, counts[r])
+        elif op in ("gather", "allgather"):
+            self.send = _pattern(rep, r, 0, counts[r])
+            everyone = np.concatenate([_pattern(rep, s, 0, counts[s]) for s in range(P)])
+            self.expected = everyone if op == "allgather" or r == root else None
+        else:
+            self.send = row(r, range(P), counts[r * P : (r + 1) * P])
+            self.expected = np.concatenate(
+                [_pattern(rep, s, r, counts[s * P + r]) for s in range(P)]
+            )
+        if self.expected is not None:
+            self.recv = np.full(self.expected.size, 0xA5, dtype=np.uint8)
 
     def _fill_reduction(self, rep: int) -> None:
         P, r, n, itemsize = self.size, self.rank, self.n, self.case["itemsize"]
@@ -378,6 +412,8 @@ class _Call:
                 comm.execute(self.case["schedule"], self.recv)
         elif op == "barrier":
             comm.Barrier()
+        elif self.case.get("counts") is not None:
+            self._run_uneven(comm, self.case["counts"])
         elif op == "scatter":
             comm.Scatter(self.send, self.recv, root)
         elif op == "gather":
@@ -397,6 +433,19 @@ class _Call:
                 comm.Reduce(send, recv, mop, root)
             else:
                 comm.Allreduce(send, recv, mop)
+
+    def _run_uneven(self, comm, counts: tuple[int, ...]) -> None:
+        op, P, r, root = self.op, self.size, self.rank, self.root
+        if op == "scatter":
+            comm.Scatterv([self.send, list(counts)] if r == root else None, self.recv, root)
+        elif op == "gather":
+            comm.Gatherv(self.send, [self.recv, list(counts)] if r == root else None, root)
+        elif op == "allgather":
+            comm.Allgatherv(self.send, [self.recv, list(counts)])
+        else:
+            comm.Alltoallv(
+                [self.send, list(counts[r * P : (r + 1) * P])], [self.recv, list(counts[r::P])]
+            )
 
     def ok(self) -> bool:
         """This rank's bytes equal the expected ones (a barrier: checked at rank 0)."""
@@ -434,18 +483,23 @@ def _matmul_op():
 def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
     """``--repeat`` verified, timed runs of one case; rank 0 gets the result row."""
     from gridcoll.runtime.executor import wait
-    from gridcoll.runtime.prepare import prepare
+    from gridcoll.runtime.prepare import plan_call, prepare
 
     rank = comm.Get_rank()
     op, schedule, nbytes, root = case["op"], case["schedule"], case["nbytes"], case["root"]
     plan = None
-    if schedule is None:  # plan before timing
+    if schedule is None and case.get("counts") is not None:  # the plan the call makes
+        plan = plan_call(state, op, nbytes, root, case["itemsize"], counts=case["counts"])
+    elif schedule is None:  # plan before timing
         itemsize = 1 if op == "barrier" else case["itemsize"]
         commutative = case["commutative"] or op not in _REDUCE
         plan = prepare(state, rank, op, nbytes, root, itemsize, commutative).plan
     timeout = state.timeout
     times, verified, late_starts = [], True, 0
     call = _Call(comm, case)
+    if case.get("counts") is not None:  # its layout and its agreement's plans, untimed
+        call.fill(0)
+        call.run()
     for rep in range(args.repeat):
         call.fill(rep)
         wait(ctl.Ibarrier(), timeout, what="the barrier before a repetition")
@@ -479,6 +533,7 @@ def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
     return {
         "op": op,
         "size": nbytes,
+        "counts": case.get("counts"),
         "root": root,
         "algorithm": algorithm,
         "params": params_out,

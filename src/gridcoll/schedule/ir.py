@@ -6,7 +6,10 @@ simulator and the MPI runtime all execute the same object (``docs/architecture.m
 Data
     A collective moves bytes of a *data space*: for a broadcast of ``M`` bytes it is
     those ``M`` bytes; for scatter, gather and allgather it is ``P`` blocks of ``M``
-    bytes (block ``i`` belongs to rank ``i``). The space is cut into *segments*
+    bytes (block ``i`` belongs to rank ``i``); for reduce_scatter (MPI's
+    ``Reduce_scatter_block``) too, every rank contributing all ``P`` blocks and rank
+    ``i`` ending with block ``i`` reduced; for reduce, allreduce, scan and exscan the
+    ``M``-byte vector every rank contributes. The space is cut into *segments*
     ``(offset, length)``; a message carries one or more whole segments, concatenated
     in the order listed.
 
@@ -85,6 +88,9 @@ OPERATIONS = (
     "reduce",
     "allreduce",
     "barrier",
+    "reduce_scatter",
+    "scan",
+    "exscan",
 )
 """The collective operations a schedule can describe."""
 

@@ -29,9 +29,16 @@ from collections import deque
 from gridcoll.errors import ScheduleError
 from gridcoll.schedule.ir import Recv, Schedule, Send
 
-__all__ = ["expected_holdings", "initial_holdings", "is_ordered", "validate"]
+__all__ = ["REDUCTIONS", "expected_holdings", "initial_holdings", "is_ordered", "validate"]
 
 Holdings = list[dict[int, frozenset[int]]]
+
+REDUCTIONS = ("reduce", "allreduce", "reduce_scatter", "scan", "exscan")
+"""The collectives that combine data: every rank starts with its own contribution in
+every segment. reduce_scatter's data space is ``P`` blocks of ``nbytes`` (rank ``i``
+ends with block ``i`` reduced over all ranks); scan's and exscan's the ``M``-byte
+vector (rank ``i`` ends with ``x_0 (op) ... (op) x_i``, for exscan ``x_{i-1}``, rank
+0's exscan result undefined)."""
 
 
 def _block_of(schedule: Schedule, segment: int) -> int:
@@ -60,7 +67,7 @@ def initial_holdings(schedule: Schedule) -> Holdings:
         for s in range(nseg):
             src = _block_of(schedule, s) // P
             held[src][s] = frozenset((src,))
-    elif op in ("reduce", "allreduce"):
+    elif op in REDUCTIONS:
         for r in range(P):
             held[r] = {s: frozenset((r,)) for s in range(nseg)}
     return held
@@ -90,12 +97,19 @@ def expected_holdings(schedule: Schedule) -> Holdings:
         want[root] = {s: everyone for s in range(nseg)}
     elif op == "allreduce":
         want = [{s: everyone for s in range(nseg)} for _ in range(P)]
+    elif op == "reduce_scatter":
+        for s in range(nseg):
+            want[_block_of(schedule, s)][s] = everyone
+    elif op == "scan":
+        want = [{s: frozenset(range(r + 1)) for s in range(nseg)} for r in range(P)]
+    elif op == "exscan":  # rank 0's result is undefined
+        want = [{s: frozenset(range(r)) for s in range(nseg)} if r else {} for r in range(P)]
     return want
 
 
 def is_ordered(schedule: Schedule) -> bool:
     """True if the schedule reduces with a non-commutative operation (rank order)."""
-    return schedule.op in ("reduce", "allreduce") and not schedule.params.get("commutative", True)
+    return schedule.op in REDUCTIONS and not schedule.params.get("commutative", True)
 
 
 def validate(schedule: Schedule) -> None:

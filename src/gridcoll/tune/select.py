@@ -319,7 +319,7 @@ def _builders(op: str, algo: str) -> list[Builder]:
     return builders
 
 
-REDUCTIONS = ("reduce", "allreduce")
+REDUCTIONS = ("reduce", "allreduce", "reduce_scatter", "scan", "exscan")
 """The collectives that combine data and take ``commutative``."""
 
 
@@ -968,10 +968,11 @@ def plan(
         Pass a :class:`Grid` object on hot paths: a name is parsed on every call.
     op : str
         The collective: ``"bcast"``, ``"scatter"``, ``"gather"``, ``"allgather"``,
-        ``"alltoall"``, ``"reduce"``, ``"allreduce"`` or ``"barrier"``.
+        ``"alltoall"``, ``"reduce"``, ``"allreduce"``, ``"barrier"``,
+        ``"reduce_scatter"``, ``"scan"`` or ``"exscan"``.
     nbytes, root : int
-        The call: ``M`` bytes from ``root``. For scatter, gather, allgather and
-        all-to-all ``nbytes`` is the count of one rank per peer in bytes (MPI's
+        The call: ``M`` bytes from ``root``. For scatter, gather, allgather,
+        all-to-all and reduce_scatter ``nbytes`` is the count of one rank per peer in bytes (MPI's
         ``sendcount`` times the extent); for a reduction the vector; a barrier
         ignores it (its plan has ``nbytes = 0``). Rootless collectives check ``root``
         and otherwise ignore it.
