@@ -22,7 +22,9 @@ One launch per grid runs all of its calls.
 4. **The rest of MPI's collectives** (issue 12) on ``das2:4`` and ``magpie:4,2`` with
    ``auto``: ``Scatterv``, ``Gatherv``, ``Allgatherv`` and ``Alltoallv`` with uneven
    counts (block ``i`` of ``((5 i) mod P + 1) / P`` times the size, every fourth one
-   empty), measured against simulated and against the bound. The measured call
+   empty), and ``Reduce_scatter_block`` (``size``: one rank's block), ``Scan`` and
+   ``Exscan`` (``size``: the vector) of unsigned sums, measured against simulated and
+   against the bound. The measured call
    includes the agreement on counts (a broadcast of the root's counts for Scatterv and
    Gatherv, an allgather of every rank's for Alltoallv): ``simulated_s`` is the
    trimmed schedule's plus that agreement's, simulated alike (``agreement_s``).
@@ -68,10 +70,10 @@ ALLREDUCE_SIZES = tuple(8 * 8**i for i in range(8))  # 8 B .. 16 MiB
 QUICK_ALLREDUCE_SIZES = (8, 64 * 1024)
 ALLREDUCE_ALGOS = ("auto", "mpich")
 NEW_GRIDS = ("das2:4", "magpie:4,2")
-NEW_OPS = ("scatterv", "gatherv", "allgatherv", "alltoallv")
+UNEVEN_OPS = ("scatterv", "gatherv", "allgatherv", "alltoallv")
+NEW_OPS = (*UNEVEN_OPS, "reduce_scatter", "scan", "exscan")
 """The collectives of issue 12 the new part measures (the v-variants' counts:
 :func:`uneven_counts`)."""
-UNEVEN_OPS = ("scatterv", "gatherv", "allgatherv", "alltoallv")
 NEW_SIZES = (64 * 1024, MB)
 QUICK_NEW_SIZES = (64 * 1024,)
 

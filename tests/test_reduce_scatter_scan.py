@@ -458,11 +458,9 @@ def test_plan_simulate_and_algorithms_take_the_new_ops(capsys, op):
     assert code == 0 and {row["name"] for row in json.loads(out)} == NAMES[op]
 
 
-def test_compare_takes_the_new_ops_and_run_refuses_them(capsys):
+def test_compare_takes_the_new_ops(capsys):
     code, out, _ = _cli(
         capsys, "compare", "--grid", "magpie:2,2", "--op", "reduce_scatter", "--sizes", "4KiB",
         "--json",
     )  # fmt: skip
     assert code == 0 and "two-level" in out
-    code, out, err = _cli(capsys, "run", "--grid", "magpie:2,2", "--op", "scan", "--size", "1KiB")
-    assert code == 2 and "does not run scan" in err and out == ""

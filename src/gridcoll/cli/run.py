@@ -126,19 +126,10 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-NOT_RUN = ("reduce_scatter", "scan", "exscan")
-"""Collectives gridcoll plans and simulates but its MPI runtime does not run."""
-
-
 def run(args: argparse.Namespace) -> int:
     """Plan, simulate, launch, report; 0 if every repetition was verified, else 1."""
     from gridcoll.runtime.launcher import run_worker
 
-    if args.op in NOT_RUN:
-        raise ParameterError(
-            f"gridcoll run does not run {args.op} yet (the MPI runtime has no schedule "
-            f"executor for it); use 'gridcoll plan' or 'gridcoll simulate'"
-        )
     _check_reduction_itemsize(args)
     call = call_from_args(args)
     emulated = not args.no_emulation and not call.grid.is_single_cluster
@@ -180,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
 def _check_reduction_itemsize(args: argparse.Namespace) -> None:
     """The worker verifies reductions of unsigned integers (sums) or of 2x2 int64
     matrices (products, not commutative): refuse other element sizes before launching."""
-    if args.op not in ("reduce", "allreduce"):
+    if args.op not in ("reduce", "allreduce", "reduce_scatter", "scan", "exscan"):
         return
     if getattr(args, "commutative", True) and args.itemsize not in (1, 2, 4, 8):
         raise ParameterError(

@@ -104,13 +104,19 @@ __all__ = [
     "check_op",
     "execute",
     "explain",
+    "exscan",
+    "exscan_obj",
     "gather",
     "gather_obj",
     "gatherv",
     "op_label",
     "reduce",
     "reduce_obj",
+    "reduce_scatter",
+    "reduce_scatter_block",
     "reducer",
+    "scan",
+    "scan_obj",
     "scatter",
     "scatter_obj",
     "scatterv",
@@ -838,20 +844,35 @@ def allreduce(comm: Any, sendbuf: Any, recvbuf: Any, op: Any) -> None:
     _reduction(comm, "allreduce", sendbuf, recvbuf, op, 0)
 
 
+def scan(comm: Any, sendbuf: Any, recvbuf: Any, op: Any) -> None:
+    """``MPI_Scan``: ``x_0 (op) ... (op) x_i`` element-wise into rank ``i``'s ``recvbuf``."""
+    _reduction(comm, "scan", sendbuf, recvbuf, op, 0)
+
+
+def exscan(comm: Any, sendbuf: Any, recvbuf: Any, op: Any) -> None:
+    """``MPI_Exscan``: ``x_0 (op) ... (op) x_{i-1}`` into rank ``i``'s ``recvbuf``
+    (rank 0's is left as it was: MPI leaves it undefined)."""
+    _reduction(comm, "exscan", sendbuf, recvbuf, op, 0)
+
+
+_NATIVE_REDUCTIONS = {
+    "reduce": lambda c, s, r, op, root: c.Reduce(s, r, op, root),
+    "allreduce": lambda c, s, r, op, root: c.Allreduce(s, r, op),
+    "scan": lambda c, s, r, op, root: c.Scan(s, r, op),
+    "exscan": lambda c, s, r, op, root: c.Exscan(s, r, op),
+}
+
+
 def _reduction(comm: Any, which: str, sendbuf: Any, recvbuf: Any, op: Any, root: int) -> None:
     rank, size = comm.Get_rank(), comm.Get_size()
-    has_recv = which == "allreduce" or rank == root
+    has_recv = which in ("allreduce", "scan", "exscan") or rank == root
     inplace = has_recv and is_in_place(sendbuf)
     recv = parse(recvbuf, False) if has_recv else None
     send = None if inplace else parse(sendbuf, True)
-    if which == "reduce":
+    call = _NATIVE_REDUCTIONS[which]
 
-        def native(c):
-            return c.Reduce(sendbuf, recvbuf, op, root)
-    else:
-
-        def native(c):
-            return c.Allreduce(sendbuf, recvbuf, op)
+    def native(c):
+        return call(c, sendbuf, recvbuf, op, root)
 
     if (has_recv and recv is None) or (not inplace and send is None):
         if not isinstance(op, MPI.Op):
@@ -872,7 +893,9 @@ def _reduction(comm: Any, which: str, sendbuf: Any, recvbuf: Any, op: Any, root:
     if nbytes == 0:
         return _empty(comm, which, root, spec.itemsize, signature(spec), op_label(op))
     if size == 1:
-        return None if inplace or recv is None else _copy_local(send.view, recv.view)
+        if inplace or recv is None or which == "exscan":
+            return None
+        return _copy_local(send.view, recv.view)
     return _call(
         comm,
         which,
@@ -887,6 +910,114 @@ def _reduction(comm: Any, which: str, sendbuf: Any, recvbuf: Any, op: Any, root:
         commutative=commutative,
         dtype=signature(spec),
         redop=op_label(op),
+    )
+
+
+def reduce_scatter_block(comm: Any, sendbuf: Any, recvbuf: Any, op: Any) -> None:
+    """``MPI_Reduce_scatter_block``: block ``i`` of ``x_0 (op) ... (op) x_{P-1}`` into
+    rank ``i``'s ``recvbuf`` (``MPI.IN_PLACE``: the vector is ``recvbuf``, the result
+    goes to its start)."""
+    size = comm.Get_size()
+    inplace = is_in_place(sendbuf)
+    recv = parse(recvbuf, False, size if inplace else 0)
+    send = None if inplace else parse(sendbuf, True, size)
+
+    def native(c):
+        return c.Reduce_scatter_block(sendbuf, recvbuf, op)
+
+    if recv is None or (not inplace and send is None):
+        if not isinstance(op, MPI.Op):
+            check_op(op, MPI.BYTE)
+        return _native_only(comm, "reduce_scatter", native, recvbuf if inplace else sendbuf)
+    if send is not None:
+        check_counts("Reduce_scatter_block", send, recv)
+    spec = send if send is not None else recv
+    counts = (spec.count * spec.itemsize,) * size
+    whole = recv.view if inplace else send.view
+    _reduce_scatter(comm, whole, recv.view, inplace, counts, spec, op, native)
+
+
+def reduce_scatter(
+    comm: Any, sendbuf: Any, recvbuf: Any, recvcounts: Sequence[int] | None, op: Any
+) -> None:
+    """``MPI_Reduce_scatter``: the element-wise ``x_0 (op) ... (op) x_{P-1}`` of every
+    rank's vector, cut into blocks of ``recvcounts`` (every rank passes the same),
+    block ``i`` into rank ``i``'s ``recvbuf``. ``recvcounts=None``: each rank's
+    ``recvbuf`` count, gathered first (as mpi4py does). ``MPI.IN_PLACE``: the vector is
+    ``recvbuf``, the result goes to its start."""
+    rank, size = comm.Get_rank(), comm.Get_size()
+    inplace = is_in_place(sendbuf)
+    recv = parse(recvbuf, False)
+    send = None if inplace else parse(sendbuf, True)
+
+    def native(c):
+        return c.Reduce_scatter(sendbuf, recvbuf, recvcounts, op)
+
+    if recv is None or (not inplace and send is None):
+        if not isinstance(op, MPI.Op):
+            check_op(op, MPI.BYTE)
+        return _native_v(comm, "reduce_scatter", native, 0)
+    spec = send if send is not None else recv
+    whole = recv.view if inplace else send.view
+
+    def run_with(counts: list[int]) -> None:
+        if len(counts) != size or min(counts) < 0:
+            raise ValueError(f"Reduce_scatter: expecting {size} counts >= 0, got {counts!r}")
+        if sum(counts) * spec.itemsize > whole.size or counts[rank] > recv.count:
+            raise ValueError(
+                f"Reduce_scatter: counts {counts} need {sum(counts)} items in the vector "
+                f"and {counts[rank]} in this rank's receive buffer"
+            )
+        byte_counts = tuple(c * spec.itemsize for c in counts)
+        _reduce_scatter(comm, whole, recv.view, inplace, byte_counts, spec, op, native)
+
+    if recvcounts is not None:
+        return run_with([int(c) for c in recvcounts])
+    if size == 1:
+        return run_with([recv.count])
+    if serves_natively(ready(comm), "reduce_scatter"):
+        return _native_v(comm, "reduce_scatter", native, 0)
+    mine = np.array([recv.count], dtype=np.int64)
+    _deferred_whole(comm, lambda: run_with([int(c) for c in _agreed(comm, mine, None)]))
+
+
+def _reduce_scatter(
+    comm: Any,
+    whole: np.ndarray,
+    recv: np.ndarray,
+    inplace: bool,
+    counts: tuple[int, ...],
+    spec: Any,
+    op: Any,
+    native: Callable[[MPI.Intracomm], object],
+) -> None:
+    """The call of both reduce-scatters: ``whole`` the rank's vector (blocks packed
+    in rank order), ``counts`` the bytes of every block."""
+    size = comm.Get_size()
+    datatype = datatype_of(spec)
+    commutative = check_op(op, datatype, state_of(comm).memo)
+    if size == 1:
+        return None if inplace else _copy_local(whole[: counts[0]], recv)
+    nbytes = max(counts)
+    if nbytes == 0:
+        return _empty(comm, "reduce_scatter", 0, spec.itemsize, signature(spec), op_label(op))
+    equal = len(set(counts)) == 1
+    displs = tuple(int(sum(counts[:i])) for i in range(size))
+    return _call(
+        comm,
+        "reduce_scatter",
+        root=0,
+        nbytes=nbytes,
+        itemsize=spec.itemsize,
+        send=whole,
+        recv=recv,
+        inplace=inplace,
+        native=native,
+        reducer=reducer(op, datatype, spec.itemsize, commutative),
+        commutative=commutative,
+        dtype=signature(spec),
+        redop=op_label(op),
+        uneven=None if equal else (counts, displs, None),
     )
 
 
@@ -1066,6 +1197,22 @@ def _check_callable(op: Any) -> None:
         raise TypeError(f"op must be an MPI.Op or a callable op(x, y), not {op!r}")
     if isinstance(op, MPI.Op) and op == MPI.OP_NULL:
         raise ParameterError("op is MPI.OP_NULL: no reduction operation")
+
+
+def scan_obj(comm: Any, sendobj: Any, op: Any) -> Any:
+    """``comm.scan``: the objects of ranks ``0..i`` folded with ``op`` in rank order."""
+    _check_callable(op)
+    items = allgather_obj(comm, sendobj)
+    return _fold(items[: comm.Get_rank() + 1], op)
+
+
+def exscan_obj(comm: Any, sendobj: Any, op: Any) -> Any:
+    """``comm.exscan``: the objects of ranks ``0..i-1`` folded with ``op`` (None on
+    rank 0, as mpi4py)."""
+    _check_callable(op)
+    items = allgather_obj(comm, sendobj)
+    rank = comm.Get_rank()
+    return None if rank == 0 else _fold(items[:rank], op)
 
 
 def reduce_obj(comm: Any, sendobj: Any, op: Any, root: int) -> Any:

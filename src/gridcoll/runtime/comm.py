@@ -228,6 +228,32 @@ class Comm(MPI.Intracomm):
         """Reduce every rank's object with ``op`` (in rank order) to every rank."""
         return _coll.allreduce_obj(self, sendobj, op)
 
+    def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:
+        """Reduce every rank's buffer, block i to rank i (gridcoll's algorithms)."""
+        _coll.reduce_scatter_block(self, sendbuf, recvbuf, op)
+
+    def Reduce_scatter(
+        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: MPI.Op = MPI.SUM
+    ) -> None:
+        """Reduce every rank's buffer, uneven block i to rank i (gridcoll's algorithms)."""
+        _coll.reduce_scatter(self, sendbuf, recvbuf, recvcounts, op)
+
+    def Scan(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:
+        """Inclusive prefix reduction (gridcoll's algorithms)."""
+        _coll.scan(self, sendbuf, recvbuf, op)
+
+    def scan(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
+        """Inclusive prefix reduction of objects (in rank order)."""
+        return _coll.scan_obj(self, sendobj, op)
+
+    def Exscan(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:
+        """Exclusive prefix reduction (gridcoll's algorithms)."""
+        _coll.exscan(self, sendbuf, recvbuf, op)
+
+    def exscan(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
+        """Exclusive prefix reduction of objects (in rank order; None on rank 0)."""
+        return _coll.exscan_obj(self, sendobj, op)
+
     # non-blocking: the same collectives, run by the communicator's progress thread
     def Ibcast(self, buf: Any, root: int = 0) -> _nb.CollectiveRequest:
         """Nonblocking broadcast (gridcoll's algorithms)."""
@@ -278,6 +304,26 @@ class Comm(MPI.Intracomm):
     def Iallreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> _nb.CollectiveRequest:
         """Nonblocking allreduce (gridcoll's algorithms)."""
         return _nb.start(self, _coll.allreduce, sendbuf, recvbuf, op)
+
+    def Ireduce_scatter_block(
+        self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM
+    ) -> _nb.CollectiveRequest:
+        """Nonblocking reduce-scatter with equal blocks (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.reduce_scatter_block, sendbuf, recvbuf, op)
+
+    def Ireduce_scatter(
+        self, sendbuf: Any, recvbuf: Any, recvcounts: Any = None, op: MPI.Op = MPI.SUM
+    ) -> _nb.CollectiveRequest:
+        """Nonblocking reduce-scatter (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.reduce_scatter, sendbuf, recvbuf, recvcounts, op)
+
+    def Iscan(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> _nb.CollectiveRequest:
+        """Nonblocking inclusive scan (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.scan, sendbuf, recvbuf, op)
+
+    def Iexscan(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> _nb.CollectiveRequest:
+        """Nonblocking exclusive scan (gridcoll's algorithms)."""
+        return _nb.start(self, _coll.exscan, sendbuf, recvbuf, op)
 
     def execute(self, schedule: Schedule, buf: Any, *, reduce: Callable | None = None) -> None:
         """Run any gridcoll schedule on ``buf`` (every rank calls it with the same one)."""

@@ -3,10 +3,12 @@ staging buffer (pure Python, no MPI).
 
 A schedule moves the bytes of a *data space* (:mod:`gridcoll.schedule.ir`): scatter,
 gather and allgather ``P`` blocks of ``b`` bytes (block ``i`` belongs to rank ``i``),
-all-to-all ``P * P`` blocks (block ``src * P + dst``), a reduction the ``M`` bytes of
-its vector (here: one block). An MPI call gives each rank a send buffer and a receive
-buffer, each a row of blocks; :func:`layout_for` maps the blocks a rank's program
-touches onto one *local* buffer that the executor runs on
+all-to-all ``P * P`` blocks (block ``src * P + dst``), reduce-scatter ``P`` blocks of
+every rank's vector (rank ``i`` ends with block ``i``), a reduction or a scan the ``M``
+bytes of its vector (here: one block; exscan's rank 0 has no result and no receive
+map: its buffer is left as it was, as MPI leaves it undefined). An MPI call gives each
+rank a send buffer and a receive buffer, each a row of blocks; :func:`layout_for` maps
+the blocks a rank's program touches onto one *local* buffer that the executor runs on
 (:func:`gridcoll.runtime.executor.compile_program`'s ``layout``):
 
 * ``"recv"``: the receive buffer itself, when every block the rank needs has a place
@@ -69,9 +71,13 @@ def _block_size(schedule: Schedule) -> int:
     return schedule.nbytes
 
 
+VECTOR_OPS = ("reduce", "allreduce", "scan", "exscan")
+"""The collectives whose data space is one vector (block 0), not blocks of ranks."""
+
+
 def _sizes(schedule: Schedule) -> dict[int, int]:
     """Bytes of every block that has any (a reduction's vector is block 0)."""
-    if schedule.op in ("reduce", "allreduce"):
+    if schedule.op in VECTOR_OPS:
         return {0: schedule.nbytes}
     return block_sizes(schedule)
 
@@ -89,13 +95,14 @@ def block_maps(
     With ``inplace`` (``MPI.IN_PLACE``) the send buffer *is* the receive buffer, laid
     out as MPI says for that collective (gather's root, allgather: the rank's own block
     at its place in the receive buffer; all-to-all: the receive buffer is the send
-    buffer; reductions: the vector; scatter's root keeps its block in the send buffer:
-    no receive map).
+    buffer; reductions and scans: the vector; reduce-scatter: the whole vector, its
+    result at the start; scatter's root keeps its block in the send buffer: no receive
+    map).
 
     ``sdispls`` / ``rdispls`` (the uneven forms): the byte offset of every block of
     the rank's send / receive buffer, in MPI's order (a scatter root's ``i``, a gather
-    root's or an allgather's ``i``, an all-to-all rank's ``d`` and ``s``); default
-    ``i b``.
+    root's or an allgather's ``i``, an all-to-all rank's ``d`` and ``s``, a
+    reduce-scatter's block ``i`` of the vector); default ``i b``.
     """
     op, P, root, b = schedule.op, schedule.nranks, schedule.root, _block_size(schedule)
     sd = range(0, P * b, b) if sdispls is None else sdispls
@@ -119,17 +126,21 @@ def block_maps(
     elif op == "alltoall":
         send = {rank * P + d: sd[d] for d in range(P)}
         recv = {s * P + rank: rd[s] for s in range(P)}
-    elif op in ("reduce", "allreduce"):
+    elif op in VECTOR_OPS:
         send = {0: 0}
-        if op == "allreduce" or rank == root:
+        gets = {"reduce": rank == root, "exscan": rank != 0}.get(op, True)
+        if gets:  # exscan's rank 0 has no result (MPI: undefined): its buffer is left as it was
             recv = {0: 0}
+    elif op == "reduce_scatter":  # every rank's whole vector; its own block back
+        send = {k: sd[k] for k in range(P)}
+        recv = {rank: 0}
     else:
         raise GridcollError(f"no buffer layout for {op!r}")
     return send, recv
 
 
 def _block_of(schedule: Schedule, segment: int) -> int:
-    if schedule.op in ("reduce", "allreduce"):
+    if schedule.op in VECTOR_OPS:
         return 0
     return schedule.segments[segment][0] // _block_size(schedule)
 
@@ -200,7 +211,7 @@ def layout_for(
         run_on, size = "staging", end
         copy_in = [(send[k], place[k], sizes[k]) for k in needed & set(send)]
         copy_out = [(place[k], recv[k], sizes[k]) for k in recv]
-    start = 0 if schedule.op in ("reduce", "allreduce") else schedule.nbytes  # block k at k start
+    start = 0 if schedule.op in VECTOR_OPS else schedule.nbytes  # block k at k start
     offsets = []
     for s, (offset, _) in enumerate(schedule.segments):
         k = _block_of(schedule, s)

@@ -280,7 +280,7 @@ def _check_size(case: dict) -> None:
         raise ValueError("--size must be a positive number of bytes")
     if itemsize < 1 or nbytes % itemsize:
         raise ValueError("--size must be a whole number of --itemsize elements")
-    if case["op"] in ("reduce", "allreduce"):
+    if case["op"] in _REDUCE:
         if case["commutative"] and itemsize not in (1, 2, 4, 8):
             raise ValueError("a reduction's --itemsize must be 1, 2, 4 or 8 (unsigned sums)")
         if not case["commutative"] and itemsize != 32:
@@ -329,7 +329,7 @@ class _Call:
             return
         if op == "barrier":
             return
-        if op in ("reduce", "allreduce"):
+        if op in _REDUCE:
             self._fill_reduction(rep)
             return
         counts = self.case.get("counts")
@@ -376,15 +376,21 @@ class _Call:
             self.recv = np.full(self.expected.size, 0xA5, dtype=np.uint8)
 
     def _fill_reduction(self, rep: int) -> None:
-        P, r, n, itemsize = self.size, self.rank, self.n, self.case["itemsize"]
-        has = self.op == "allreduce" or r == self.root
+        """Reductions, scans and the reduce-scatter (``--size``: one rank's block, the
+        vector ``P`` of them): the expected result is the fold of the ranks whose
+        inputs the rank's result is made of (all; ``0..r``; ``0..r-1``), in rank order."""
+        op, P, r, itemsize = self.op, self.size, self.rank, self.case["itemsize"]
+        n = self.n * P if op == "reduce_scatter" else self.n
+        upto = {"scan": r + 1, "exscan": r}.get(op, P)
+        has = op != "reduce" or r == self.root
+        if op == "exscan" and r == 0:
+            has = False  # MPI leaves rank 0's result undefined
         if self.case["commutative"]:
             dtype = np.dtype(f"u{itemsize}")
-            vectors = (_pattern(rep, s, 0, n).view(dtype) for s in range(P))
+            vectors = [_pattern(rep, s, 0, n).view(dtype) for s in range(P)]
+            self.send = vectors[r].copy()
             total = np.zeros(n // itemsize, dtype=dtype)
-            for i, v in enumerate(vectors):
-                if i == r:
-                    self.send = v.copy()
+            for v in vectors[:upto]:
                 total += v  # unsigned: wraps as MPI.SUM does
         else:
             count = n // 32
@@ -394,11 +400,14 @@ class _Call:
             ]
             self.send = mats[r].reshape(count, 4).copy()
             total = mats[0]
-            for m in mats[1:]:
-                total = np.einsum("nij,njk->nik", total, m)  # x_0 x_1 ... x_{P-1}
+            for m in mats[1:upto]:
+                total = np.einsum("nij,njk->nik", total, m)  # x_0 x_1 ... in rank order
             total = total.reshape(count, 4)
-        self.expected = total if has else None
-        self.recv = np.zeros_like(self.send) if has else None
+        if op == "reduce_scatter":  # this rank's block of the total
+            k = len(total) // P
+            total = total[r * k : (r + 1) * k]
+        self.expected = total.copy() if has else None
+        self.recv = np.zeros_like(total) if has or op == "exscan" else None
 
     def run(self) -> None:
         from mpi4py import MPI
@@ -431,8 +440,14 @@ class _Call:
                 recv = None if recv is None else [recv, len(recv), quad]
             if op == "reduce":
                 comm.Reduce(send, recv, mop, root)
-            else:
+            elif op == "allreduce":
                 comm.Allreduce(send, recv, mop)
+            elif op == "reduce_scatter":
+                if not self.case["commutative"]:  # per block: the count is a block's
+                    send = [self.send, len(self.send) // self.size, _quad()]
+                comm.Reduce_scatter_block(send, recv, mop)
+            else:
+                getattr(comm, op.capitalize())(send, recv, mop)
 
     def _run_uneven(self, comm, counts: tuple[int, ...]) -> None:
         op, P, r, root = self.op, self.size, self.rank, self.root
@@ -546,7 +561,7 @@ def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
     }
 
 
-_REDUCE = ("reduce", "allreduce")
+_REDUCE = ("reduce", "allreduce", "reduce_scatter", "scan", "exscan")
 
 
 def _report(status: _Status, kind: str, message: str, peer: int | None = None) -> None:
