@@ -798,3 +798,49 @@ def test_a_log_takes_bcast_off_the_hot_path_only_when_on(tmp_path, monkeypatch):
     from_env = state_of(gridcoll.Comm(MPI.COMM_SELF))
     assert from_env.log.path == str(tmp_path / f"env-{MPI.COMM_WORLD.Get_rank()}.jsonl")
     assert not from_env.native_bcast
+
+
+# -- vector buffer specs (the v-variants) ------------------------------------------------
+
+
+def test_every_vector_spec_form_mpi4py_takes():
+    from mpi4py import MPI
+
+    a = np.arange(10, dtype=np.int32)
+    forms = {
+        "counts, displs, type": [a, [3, 0, 4], [5, 9, 0], MPI.INT],
+        "(counts, displs), type": [a, ([3, 0, 4], [5, 9, 0]), MPI.INT],
+        "(counts, displs)": [a, ([3, 0, 4], [5, 9, 0])],
+        "counts, displs": [a, [3, 0, 4], [5, 9, 0]],
+        "numpy counts": [a, (np.array([3, 0, 4]), np.array([5, 9, 0])), "i"],
+    }
+    for name, spec in forms.items():
+        v = buffers.parse_vector(spec, True, 3)
+        assert v.counts == (3, 0, 4) and v.displs == (5, 9, 0), name
+        assert v.byte_counts() == (12, 0, 16) and v.byte_displs() == (20, 36, 0), name
+    packed = buffers.parse_vector([a, [3, 3, 4]], True, 3)
+    assert packed.displs == (0, 3, 6)
+    assert buffers.parse_vector([a, (3, 3, 4)], True, 3).counts == (3, 3, 4)  # 3 counts
+    equal = buffers.parse_vector(np.arange(9.0), True, 3)
+    assert equal.counts == (3, 3, 3) and equal.displs == (0, 3, 6) and equal.itemsize == 8
+    strided = buffers.parse_vector([a, 2, 3, MPI.INT], True, 3)  # one count, a stride
+    assert strided.counts == (2, 2, 2) and strided.displs == (0, 3, 6)
+
+
+def test_bad_vector_specs_raise_before_any_message():
+    from mpi4py import MPI
+
+    a = np.arange(10, dtype=np.int32)
+    with pytest.raises(ValueError, match="expecting 3 counts"):
+        buffers.parse_vector([a, [1, 2]], True, 3)
+    with pytest.raises(MPI.Exception):
+        buffers.parse_vector([a, [3, 3, 3], [0, 3, 8]], True, 3)  # past the end
+    with pytest.raises(ValueError, match="cannot infer count"):
+        buffers.parse_vector(a, True, 3)  # 10 items in 3 equal blocks
+    with pytest.raises(TypeError):
+        buffers.parse_vector([a, "x"], True, 3)
+    holes = MPI.INT.Create_vector(2, 1, 2).Commit()
+    try:
+        assert buffers.parse_vector([a, [1, 1, 1], holes], True, 3) is None  # native MPI
+    finally:
+        holes.Free()
