@@ -55,6 +55,7 @@ from gridcoll.errors import ScheduleError
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import PeriodicProgram, Recv, Schedule, Send
 from gridcoll.simulate.engine import NORMAL, Environment
+from gridcoll.simulate.fairshare import FairShare
 from gridcoll.simulate.streams import occupancies, replay_streams, resource_gap
 from gridcoll.simulate.timeline import Interval, MessageRecord, Timeline
 
@@ -139,7 +140,7 @@ def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResu
         if streams is not None:
             finish, nmessages, nevents = streams
             return SimResult(max(finish, default=0.0), finish, nmessages, None, nevents)
-    replay = _Replay(schedule, grid, message_bytes, record)
+    replay = (_FairReplay if grid.fair_links else _Replay)(schedule, grid, message_bytes, record)
     if not record:
         return replay.run()
     # A recorded run keeps every message alive; pausing the cyclic garbage collector
@@ -171,6 +172,7 @@ _NBYTES = 11
 _START = 12  # send_start
 _DONE = 13  # recv_done
 _INDEX = 14  # message number (send order)
+_FAIR = 15  # None, or (first fair hop, fair mask, ((link id, s per byte), ...), bytes)
 
 
 class _Replay:
@@ -217,7 +219,8 @@ class _Replay:
         return chan
 
     def send_info(self, a: int, b: int, m: int, op_index: int) -> tuple:
-        """``(resource ids, occupancies, os, L, or, channel)`` of an m-byte send a -> b."""
+        """``(resource ids, occupancies, os, L, or, channel, fair)`` of an m-byte send
+        a -> b; ``fair`` is None here (:class:`_FairReplay` fills it)."""
         pair = self.pairs.get((a, b))
         if pair is None:
             P = self.schedule.nranks
@@ -238,7 +241,7 @@ class _Replay:
             pair = (tuple(ids), gaps, self.grid.plogp(a, b), self.channel(a, b, op_index))
             self.pairs[(a, b)] = pair
         ids, gap_fns, p, chan = pair
-        info = (ids, occupancies(self.gaps, gap_fns, m), p.os(m), p.L, p.or_(m), chan)
+        info = (ids, occupancies(self.gaps, gap_fns, m), p.os(m), p.L, p.or_(m), chan, None)
         self.info[(a, b, m)] = info
         return info
 
@@ -304,7 +307,7 @@ class _Replay:
                 info = info_cache.get((r, peer, m))
                 if info is None:
                     info = self.send_info(r, peer, m, i)
-                res, occs, os_, L, or_, chan = info
+                res, occs, os_, L, or_, chan, fair = info
                 # Hop 0, inlined: nic_out(r) carries only r's messages, which reach it in
                 # program order at non-decreasing times, so no event is needed.
                 rid = res[0]
@@ -315,7 +318,24 @@ class _Replay:
                 index = self.nmessages
                 self.nmessages = index + 1
                 self.nevents += len(res) - 1
-                msg = [1, tail, res, occs, L, or_, peer, chan, segs, None, r, m, t, 0.0, index]
+                msg = [
+                    1,
+                    tail,
+                    res,
+                    occs,
+                    L,
+                    or_,
+                    peer,
+                    chan,
+                    segs,
+                    None,
+                    r,
+                    m,
+                    t,
+                    0.0,
+                    index,
+                    fair,
+                ]
                 chan.append(msg)
                 if record:
                     self.intervals.append((rid, h, tail, index))
@@ -389,3 +409,172 @@ class _Replay:
             Interval(resources[rid], start, end, index) for rid, start, end, index in self.intervals
         )
         return Timeline(messages, intervals)
+
+
+_RESHARE = 2
+"""Priority of the fair links' rate recomputation: after every other event at the same
+time, so flows that start or end together are shared out once."""
+
+
+class _Reshare:
+    """The heap entry that recomputes the fair rates (one pending at a time)."""
+
+    __slots__ = ()
+
+
+_RESHARE_EVENT = _Reshare()
+
+
+class _FairReplay(_Replay):
+    """:class:`_Replay` on a grid with fair links (module docstring, "Fair links").
+
+    FIFO hops are granted exactly as in :class:`_Replay`. A message whose path crosses
+    fair links is one flow of :class:`~gridcoll.simulate.fairshare.FairShare` over all
+    of them; its head passes a fair link at once, and it arrives ``L`` after both its
+    FIFO hops and its flow are done. The heap also holds :data:`_RESHARE` entries and
+    the end of the next flow (stale ends are skipped: ``self.token`` names the live one).
+    """
+
+    def __init__(self, schedule: Schedule, grid: Grid, message_bytes: dict, record: bool):
+        super().__init__(schedule, grid, message_bytes, record)
+        self.share = FairShare()
+        self.token: object | None = None  # the live flow-end entry
+        self.reshare_due = False
+        self.gates: dict[tuple[int, int], deque] = {}  # pair with a flow -> messages held
+        self.admitted: set[int] = set()
+        self.flowing: dict[int, list] = {}  # message index -> message, while its flow runs
+        self.flow_end: dict[int, float] = {}
+        self.parts: dict[int, int] = {}  # message index -> parts (hops, flow) still to end
+        self.open: dict[int, list[int]] = {}  # message index -> its fair intervals (record)
+
+    def send_info(self, a: int, b: int, m: int, op_index: int) -> tuple:
+        ids, occs, os_, L, or_, chan, _ = super().send_info(a, b, m, op_index)
+        mask = tuple(self.grid.is_fair(self.resources[rid]) for rid in ids)
+        fair = None
+        if any(mask):
+            size = float(max(m, 1))
+            costs = tuple(
+                (rid, occ / size) for rid, occ, f in zip(ids, occs, mask, strict=True) if f
+            )
+            fair = (mask.index(True), mask, costs, size)
+        info = self.info[(a, b, m)] = (ids, occs, os_, L, or_, chan, fair)
+        return info
+
+    def run(self) -> SimResult:
+        queue = self.env._queue
+        for rank in range(self.schedule.nranks):  # start-up: every rank at t = 0
+            self.advance(rank)
+        t = 0.0
+        while queue:
+            t, _, _, event = heappop(queue)
+            if event.__class__ is list:
+                self.hop(t, event)
+            elif event is _RESHARE_EVENT:
+                self.reshare(t)
+            elif event is self.token:
+                self.flows_end(t)
+        self.env._now = t
+        self.check_finished()
+        finish = tuple(self.now)
+        timeline = self.timeline() if self.record else None
+        return SimResult(max(finish, default=0.0), finish, self.nmessages, timeline, self.nevents)
+
+    def hop(self, t: float, msg: list) -> None:
+        """The head of ``msg`` reaches its next hop at ``t``."""
+        i = msg[_HOP]
+        res = msg[_RES]
+        fair = msg[_FAIR]
+        tail = msg[_TAIL]
+        if fair is not None and fair[1][i]:
+            if i == fair[0] and msg[_INDEX] not in self.admitted:
+                pair = (msg[_SRC], msg[_DST])
+                held = self.gates.get(pair)
+                if held is not None:  # the pair's previous message is still flowing
+                    held.append(msg)
+                    return
+                self.gates[pair] = deque()
+                self.admit(t, msg)
+            h = t  # a fair link never holds the head back
+        else:
+            rid = res[i]
+            f = self.free[rid]
+            h = t if t > f else f
+            end = h + msg[_OCC][i]
+            self.free[rid] = end
+            if self.record:
+                self.intervals.append((rid, h, end, msg[_INDEX]))
+            if end > tail:
+                tail = end
+        msg[_TAIL] = tail
+        i += 1
+        if i < len(res):
+            msg[_HOP] = i
+            heappush(self.env._queue, (h, NORMAL, next(self.env._eid), msg))
+        else:
+            self.part_done(msg)
+
+    def admit(self, t: float, msg: list) -> None:
+        """Start the flow of ``msg`` over its fair links at ``t``."""
+        _, _, costs, size = msg[_FAIR]
+        index = msg[_INDEX]
+        self.admitted.add(index)
+        self.flowing[index] = msg
+        self.share.start(t, index, costs, size)
+        if self.record:
+            self.open[index] = [len(self.intervals) + k for k in range(len(costs))]
+            self.intervals.extend((rid, t, t, index) for rid, _ in costs)
+        self.due(t)
+
+    def due(self, t: float) -> None:
+        """Recompute the rates at ``t``, once, after the other events at ``t``."""
+        if not self.reshare_due:
+            self.reshare_due = True
+            heappush(self.env._queue, (t, _RESHARE, next(self.env._eid), _RESHARE_EVENT))
+
+    def reshare(self, t: float) -> None:
+        self.reshare_due = False
+        self.share.advance(t)
+        first = self.share.reshare()
+        self.token = None
+        if first < float("inf"):
+            self.token = object()
+            heappush(self.env._queue, (first, NORMAL, next(self.env._eid), self.token))
+
+    def flows_end(self, t: float) -> None:
+        """The next flows end at ``t``: each releases its pair's next message."""
+        self.token = None
+        for index in self.share.pop_finished(t):
+            msg = self.flowing.pop(index)
+            self.flow_end[index] = t
+            if self.record:
+                for pos in self.open.pop(index):
+                    rid, start, _, _ = self.intervals[pos]
+                    self.intervals[pos] = (rid, start, t, index)
+            pair = (msg[_SRC], msg[_DST])
+            held = self.gates[pair]
+            if held:
+                nxt = held.popleft()
+                self.admit(t, nxt)
+                heappush(self.env._queue, (t, NORMAL, next(self.env._eid), nxt))
+            else:
+                del self.gates[pair]
+            self.part_done(msg)
+        self.due(t)
+
+    def part_done(self, msg: list) -> None:
+        """One part of ``msg`` (its hops, or its flow) is done; deliver it after both."""
+        if msg[_FAIR] is not None:
+            index = msg[_INDEX]
+            left = self.parts.pop(index, 2) - 1
+            if left:
+                self.parts[index] = left
+                return
+            end = self.flow_end.pop(index)
+            msg[_ARRIVAL] = (end if end > msg[_TAIL] else msg[_TAIL]) + msg[_L]
+        else:
+            msg[_ARRIVAL] = msg[_TAIL] + msg[_L]
+        dst = msg[_DST]
+        chan = msg[_CHAN]
+        if self.waiting[dst] is chan and chan[0] is msg:
+            self.waiting[dst] = None
+            self.advance(dst)
