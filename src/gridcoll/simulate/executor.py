@@ -32,16 +32,46 @@ Ties between events at the same time are broken by their sequence number, that i
 the order they were created: ranks start in rank order at t = 0, and a rank runs on
 (sending without waiting) until it reaches a Recv whose message has not yet arrived.
 
+Fair links (``Link.sharing == "fair"``; :mod:`gridcoll.simulate.fairshare`)
+    NICs, gateways and FIFO links keep the rules above. A message whose path crosses
+    fair links is one *flow* over all of them (one message = one flow, as one TCP
+    connection's transfer). On fair link ``l`` an m-byte flow costs
+    ``c_l = g_l(m) / m`` seconds per byte (``m`` taken as at least 1): it needs
+    ``g_l(m)`` seconds of exclusive-equivalent service, and at ``x`` bytes/s it uses
+    the fraction ``x c_l`` of the link. The flows in progress get their max-min fair
+    rates (progressive filling over the links, ``sum_f x_f c_{f,l} <= 1``; Bertsekas &
+    Gallager, *Data Networks*, sec. 6.5.2), recomputed whenever a flow starts or ends.
+    A flow that starts at ``s`` ends at the ``F`` where ``int_s^F x_f(t) dt = m``;
+    alone it runs at ``min_l m / g_l(m)`` and ``F = s + max_l g_l(m)``, exactly its FIFO
+    occupancy. The head passes a fair link at once (``h_i = h_{i-1}``; a fair link
+    holds no queue); the flow starts when the head reaches the first fair link, and
+    the message arrives at ``max(e_fifo, F) + p.L``, ``e_fifo`` the FIFO hops' tail.
+    A FIFO hop between fair links reserves its ``occ_i`` as before and does not limit
+    the flow's rate.
+
+    Messages of one ordered rank pair keep their order, as on one connection: a
+    pair's next message starts its flow (and its head goes on) only when the previous
+    message's flow has ended, that is when its last byte has crossed the fair links.
+    So a pair holds one share of a link at a time, however its data is segmented, and
+    its arrivals keep the send order. A pair's pipeline alone on its links therefore
+    takes exactly its FIFO times: flow ``k+1`` starts at ``max(h, F_k)`` as the FIFO
+    link's ``max(h, free)``. The rate recomputation runs after every other event at
+    the same time (priority ``_RESHARE``), so flows that start together are shared
+    out once. Cost per start or end: one progressive filling, O(K (R + F)) for R fair
+    links, F flow-link pairs and K distinct saturation levels.
+
 Cost: O(E log E) for E hop events (one per hop after the first, per message); paths,
 P-LogP values and occupancies are computed once per (sender, receiver, size).
 
 Two evaluations, one result
 ---------------------------
 Without ``record``, a schedule whose every resource serves a single stream (every tree
-broadcast) is evaluated by :func:`gridcoll.simulate.streams.replay_streams`: the same
-arithmetic in dataflow order, without the heap, O(E) -- bit for bit the same times
-(that module proves it; ``tests/test_simulate.py`` checks it on random schedules). Any
-other schedule, a faulty one, or ``record=True`` runs the event loop below.
+broadcast) and whose messages cross no fair link is evaluated by
+:func:`gridcoll.simulate.streams.replay_streams`: the same arithmetic in dataflow order,
+without the heap, O(E) -- bit for bit the same times (that module proves it;
+``tests/test_simulate.py`` checks it on random schedules). Any other schedule, a faulty
+one, or ``record=True`` runs the event loop below (``_FairReplay`` on a grid with fair
+links; on a grid without them every time is what it was before fair links existed).
 """
 
 from __future__ import annotations
@@ -107,9 +137,11 @@ def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResu
     The timing rules are in this module's docstring; they realise seed 000's
     ``s(m) = g(m)``, ``r(m) = L + g(m)``, ``s_w(m) = max(g_l(m), os_w(m))`` and
     ``r_w(m) = L_w + g_w(m)`` and serialise messages that share a NIC, a gateway or a
-    wide-area link. The event loop costs O(E log E) for E hop events; a tree broadcast
-    without ``record`` is replayed without the heap in O(E) (module notes), over a
-    million messages a second (``bench/simulator_speed.py``).
+    FIFO wide-area link; a fair link (``Link.sharing == "fair"``) divides its capacity
+    max-min fairly among the messages crossing it (module docstring). The event loop
+    costs O(E log E) for E hop events; a tree broadcast without ``record`` is replayed
+    without the heap in O(E) (module notes), over a million messages a second
+    (``bench/simulator_speed.py``).
 
     References
     ----------
