@@ -246,8 +246,11 @@ def test_fair_sharing_never_beats_the_physical_bound(case):
     bound = collective_bound(grid, op, schedule.nbytes, schedule.root).time_s
     assert result.total_s >= bound * (1 - 1e-9)
     assert len(result.timeline.messages) == result.nmessages == schedule.nmessages
-    for msg in result.timeline.messages:  # every message delivered and taken
+    last: dict[tuple[int, int], float] = {}
+    for msg in result.timeline.messages:  # every message delivered and taken, in order
         assert msg.send_start <= msg.arrival <= msg.recv_done <= result.finish_s[msg.dst]
+        assert msg.arrival >= last.get((msg.src, msg.dst), 0.0)
+        last[(msg.src, msg.dst)] = msg.arrival
 
 
 # -- the grid description -----------------------------------------------------------------
@@ -302,7 +305,10 @@ def test_fingerprint_and_name_differ_between_modes():
     fair = get_grid("magpie:4,1+fair")
     assert fair.name == "magpie:4,1+fair" and fair.fair_links == set(grid.links)
     assert fair.fingerprint != grid.fingerprint
-    assert fair.with_link_sharing("fifo").links == grid.links
+    assert fair.with_link_sharing("fifo").fingerprint == grid.fingerprint
+    some = grid.with_link_sharing("fair", ["c0->c1"])
+    assert some.name == "magpie:4,1+fair-links" and some.fair_links == {"c0->c1"}
+    assert len({grid.fingerprint, fair.fingerprint, some.fingerprint}) == 3
     assert get_grid("teragrid+fifo") is not None and grid.with_link_sharing("fifo") is grid
     with pytest.raises(GridError, match="sharing must be one of"):
         grid.with_link_sharing("wfq")

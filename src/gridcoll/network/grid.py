@@ -327,8 +327,8 @@ class Grid:
     @cached_property
     def fingerprint(self) -> str:
         """A short hash of the full description, for caches keyed on the grid (every
-        field's exact ``repr``, routes and links in sorted order: the same on every
-        process that builds the same grid)."""
+        field's exact ``repr``, routes and links in sorted order, each fair link's
+        sharing: the same on every process that builds the same grid)."""
         texts: dict[int, str] = {}  # presets share one PLogP among many routes
 
         def text(x: object) -> str:
@@ -348,9 +348,11 @@ class Grid:
 
     def with_link_sharing(self, mode: str, links: Sequence[str] | None = None) -> Grid:
         """A copy whose links (every one, or those named in ``links``) share by ``mode``
-        (``"fifo"`` or ``"fair"``). The name gets a ``+<mode>`` suffix when every link
-        is set (``magpie:8,1+fair``, what :func:`~gridcoll.network.get_grid` accepts);
-        the fingerprint says which links share fairly, so plans never mix. A grid
+        (``"fifo"`` or ``"fair"``). The name gets a ``+fair`` suffix when every link is
+        made fair (``magpie:8,1+fair``, what :func:`~gridcoll.network.get_grid`
+        accepts), ``+<mode>-links`` when only some are set, and loses such a suffix
+        when every link is made FIFO again (the original grid, fingerprint included).
+        The fingerprint says which links share fairly, so plans never mix. A grid
         already in that state is returned as is."""
         if mode not in SHARING_MODES:
             raise GridError(f"sharing must be one of {', '.join(SHARING_MODES)}, got {mode!r:.80}")
@@ -364,7 +366,11 @@ class Grid:
             name: replace(link, sharing=mode) if name in chosen else link
             for name, link in self.links.items()
         }
-        name = f"{self.name}+{mode}" if links is None else f"{self.name}+{mode}-links"
+        base = re.sub(r"\+(fifo|fair)(-links)?$", "", self.name)
+        if links is not None:
+            name = f"{base}+{mode}-links"
+        else:
+            name = base if mode == FIFO else f"{base}+{mode}"
         return Grid(name, self.clusters, self.routes, new, self.placement)
 
     def with_host_overhead(self, seconds: float, receive: float | None = None) -> Grid:
