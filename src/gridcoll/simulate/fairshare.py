@@ -40,6 +40,7 @@ FINISHED = 1e-12
 def max_min_rates(
     flows: Mapping[Hashable, Sequence[tuple[Hashable, float]]],
     capacity: Mapping[Hashable, float] | None = None,
+    weights: Mapping[Hashable, int] | None = None,
 ) -> dict[Hashable, float]:
     """The max-min fair rates of ``flows``, by progressive filling.
 
@@ -50,6 +51,9 @@ def max_min_rates(
         (``c_l = g_l(m) / m``: seconds of the link per byte). Costs <= 0 are ignored.
     capacity : mapping link -> float, optional
         Each link's capacity (default 1: a link's whole time).
+    weights : mapping flow -> int, optional
+        How many identical flows each key stands for (default 1): identical flows get
+        identical max-min rates, so :class:`FairShare` solves one per class.
 
     Returns
     -------
@@ -68,9 +72,10 @@ def max_min_rates(
     count: dict[Hashable, int] = {}  # number of unfrozen flows on a link
     users: dict[Hashable, list[Hashable]] = {}
     for key, costs in flows.items():
+        n = 1 if weights is None else weights[key]
         for link, c in costs:
             if c > 0:
-                load[link] = load.get(link, 0.0) + c
+                load[link] = load.get(link, 0.0) + n * c
                 count[link] = count.get(link, 0) + 1
                 users.setdefault(link, []).append(key)
     used = dict.fromkeys(load, 0.0)
@@ -95,10 +100,11 @@ def max_min_rates(
                 if key in rates:
                     continue
                 rates[key] = level
+                n = 1 if weights is None else weights[key]
                 for other, c in flows[key]:
                     if c > 0:
-                        used[other] += level * c
-                        load[other] -= c
+                        used[other] += level * (n * c)
+                        load[other] -= n * c
                         count[other] -= 1
     for key in flows:
         rates.setdefault(key, math.inf)
@@ -128,9 +134,14 @@ class FairShare:
     :meth:`reshare` gives the new rates and the time the next flow ends.
     """
 
+    CACHE_SIZE = 4096
+    """Allocations kept per run, by the classes of flows and their counts: a pipeline
+    meets the same few mixes of flows again and again."""
+
     def __init__(self) -> None:
         self.flows: dict[int, Flow] = {}
         self.now = 0.0
+        self.cache: dict[frozenset, dict] = {}
 
     def advance(self, t: float) -> None:
         """Carry every flow's bytes from :attr:`now` to ``t`` at its rate."""
@@ -146,12 +157,22 @@ class FairShare:
         self.flows[key] = Flow(costs, size, size)
 
     def reshare(self) -> float:
-        """Recompute every rate (:func:`max_min_rates`); the time the next flow ends."""
+        """Recompute every rate (:func:`max_min_rates`, once per class of flows with the
+        same costs: the segments of a pipeline, the pairs of one cluster pair); the time
+        the next flow ends."""
         flows = self.flows
-        rates = max_min_rates({key: flow.costs for key, flow in flows.items()})
+        classes: dict[tuple[tuple[int, float], ...], int] = {}  # identical flows, counted
+        for flow in flows.values():
+            classes[flow.costs] = classes.get(flow.costs, 0) + 1
+        mix = frozenset(classes.items())
+        rates = self.cache.get(mix)
+        if rates is None:
+            if len(self.cache) >= self.CACHE_SIZE:
+                self.cache.clear()
+            rates = self.cache[mix] = max_min_rates({c: c for c in classes}, weights=classes)
         now, first = self.now, math.inf
-        for key, flow in flows.items():
-            rate = flow.rate = rates[key]
+        for flow in flows.values():
+            rate = flow.rate = rates[flow.costs]
             remaining = flow.remaining if flow.remaining > 0 else 0.0
             flow.finish = now + remaining / rate if rate < math.inf else now
             if flow.finish < first:
