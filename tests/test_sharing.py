@@ -119,6 +119,16 @@ def test_max_min_is_feasible_and_every_flow_has_a_bottleneck(flows):
         ), f
 
 
+@given(flow_sets(), st.lists(st.integers(1, 3), min_size=8, max_size=8))
+def test_weights_stand_for_identical_flows(flows, counts):
+    """A class of n identical flows gets the rate each of the n copies would get."""
+    copies = {(f, k): costs for f, costs in flows.items() for k in range(counts[f])}
+    each = max_min_rates(copies)
+    weighted = max_min_rates(flows, weights={f: counts[f] for f in flows})
+    for (f, _), rate in each.items():
+        assert weighted[f] == pytest.approx(rate, rel=1e-9)
+
+
 # -- the simulator ---------------------------------------------------------------------
 @pytest.mark.parametrize("g0", [0.0, 8e-6])
 @pytest.mark.parametrize("m", [1, 1000, 200_000])
