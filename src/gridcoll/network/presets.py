@@ -331,4 +331,6 @@ def get_grid(spec: str | Path | Grid) -> Grid:
     if os.path.lexists(text):
         return load_grid(text)
     known = ", ".join(usage for _, _, usage in PRESETS.values())
-    raise GridError(f"unknown grid {text!r}: not a preset ({known}) nor a grid file")
+    raise GridError(
+        f"unknown grid {text!r}: not a preset ({known}; each may end with +fair) nor a grid file"
+    )
