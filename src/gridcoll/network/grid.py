@@ -8,9 +8,12 @@ described too:
 * each ordered pair of clusters ``(A, B)`` has a :class:`Route`: the end-to-end P-LogP
   parameters a message from A to B sees (``L_w``, ``os_w``, ``or_w``, ``g_w``; they may
   differ from B to A), and the names of the shared :class:`Link` resources it crosses;
-* a link carries one message at a time, for ``g_link(m)``. With one private link per
-  route ("pair links") every pair of clusters has its own wire; with per-site access
-  links all of a site's traffic shares its uplink and downlink.
+* a link carries one message at a time, for ``g_link(m)`` (``sharing="fifo"``, the
+  default), or divides its capacity max-min fairly among the messages crossing it at
+  once (``sharing="fair"``, as concurrent TCP flows share a bottleneck; the simulator's
+  rules are in :mod:`gridcoll.simulate.executor`). With one private link per route
+  ("pair links") every pair of clusters has its own wire; with per-site access links
+  all of a site's traffic shares its uplink and downlink.
 
 A message from rank a in cluster A to rank b in cluster B travels
 ``a -> gateway(A) -> link(s) -> gateway(B) -> b`` (seed 000, sec. 2.1); :meth:`Grid.path`
@@ -35,6 +38,9 @@ from gridcoll.memo import Memo
 from gridcoll.network.plogp import PiecewiseBatch, PiecewiseLinear, PLogP
 
 __all__ = [
+    "FAIR",
+    "FIFO",
+    "SHARING_MODES",
     "Cluster",
     "Grid",
     "Link",
@@ -67,12 +73,36 @@ class Cluster:
             )
 
 
+FIFO = "fifo"
+"""Sharing mode: a resource carries one message at a time, first come first served."""
+FAIR = "fair"
+"""Sharing mode: a link divides its capacity max-min fairly among the messages on it."""
+SHARING_MODES = (FIFO, FAIR)
+"""The sharing modes a :class:`Link` accepts."""
+
+
 @dataclass(frozen=True, slots=True)
 class Link:
-    """A shared wide-area resource: it carries one message at a time, for ``g(m)``."""
+    """A shared wide-area resource, busy ``g(m)`` per message of ``m`` bytes.
+
+    ``sharing`` says how it serves messages that cross it at once: ``"fifo"`` (the
+    default) one at a time in the order their heads reach it; ``"fair"`` all together,
+    each at its max-min fair share of the capacity (Bertsekas & Gallager, *Data
+    Networks*, sec. 6.5.2). NICs and gateways are always FIFO: their gap ``g_l`` is
+    P-LogP's least interval between two messages of one host (seed 000, sec. 2.1), a
+    serial cost that ``s_w = max(g_l, os_w)`` and every closed-form model rely on.
+    """
 
     name: str
     g: PiecewiseLinear
+    sharing: str = FIFO
+
+    def __post_init__(self) -> None:
+        if self.sharing not in SHARING_MODES:
+            raise GridError(
+                f"link {self.name!r}: sharing must be one of {', '.join(SHARING_MODES)}, "
+                f"got {self.sharing!r:.80}"
+            )
 
     @property
     def bandwidth(self) -> float:
@@ -278,6 +308,17 @@ class Grid:
         links = tuple(("link", name) for name in self.routes[(ca, cb)].links)
         return (("nic_out", a), ("gw_out", ca), *links, ("gw_in", cb), ("nic_in", b))
 
+    def is_fair(self, resource: tuple[str, int | str]) -> bool:
+        """True if ``resource`` (a pair of :meth:`path`) shares its capacity fairly:
+        a ``link`` whose :attr:`Link.sharing` is ``"fair"``. NICs and gateways never do."""
+        kind, key = resource
+        return kind == "link" and self.links[key].sharing == FAIR
+
+    @cached_property
+    def fair_links(self) -> frozenset[str]:
+        """The names of the links that share fairly (empty: the grid is all FIFO)."""
+        return frozenset(name for name, link in self.links.items() if link.sharing == FAIR)
+
     @property
     def is_single_cluster(self) -> bool:
         """True when all ranks share one LAN (a single-layer network)."""
@@ -286,8 +327,8 @@ class Grid:
     @cached_property
     def fingerprint(self) -> str:
         """A short hash of the full description, for caches keyed on the grid (every
-        field's exact ``repr``, routes and links in sorted order: the same on every
-        process that builds the same grid)."""
+        field's exact ``repr``, routes and links in sorted order, each fair link's
+        sharing: the same on every process that builds the same grid)."""
         texts: dict[int, str] = {}  # presets share one PLogP among many routes
 
         def text(x: object) -> str:
@@ -300,8 +341,37 @@ class Grid:
         for key, route in sorted(self.routes.items()):
             digest.update(f"{key}{text(route.plogp)}{route.links}".encode())
         for name, link in sorted(self.links.items()):
-            digest.update(f"{name!r}{text(link.g)}".encode())
+            # A FIFO link hashes as before sharing modes existed: old fingerprints hold.
+            shared = "" if link.sharing == FIFO else f"sharing={link.sharing}"
+            digest.update(f"{name!r}{text(link.g)}{shared}".encode())
         return digest.hexdigest()[:16]
+
+    def with_link_sharing(self, mode: str, links: Sequence[str] | None = None) -> Grid:
+        """A copy whose links (every one, or those named in ``links``) share by ``mode``
+        (``"fifo"`` or ``"fair"``). The name gets a ``+fair`` suffix when every link is
+        made fair (``magpie:8,1+fair``, what :func:`~gridcoll.network.get_grid`
+        accepts), ``+<mode>-links`` when only some are set, and loses such a suffix
+        when every link is made FIFO again (the original grid, fingerprint included).
+        The fingerprint says which links share fairly, so plans never mix. A grid
+        already in that state is returned as is."""
+        if mode not in SHARING_MODES:
+            raise GridError(f"sharing must be one of {', '.join(SHARING_MODES)}, got {mode!r:.80}")
+        chosen = set(self.links) if links is None else set(links)
+        unknown = sorted(chosen - set(self.links))
+        if unknown:
+            raise GridError(f"grid {self.name!r} has no link {unknown[0]!r:.80}")
+        if all(self.links[name].sharing == mode for name in chosen):
+            return self
+        new = {
+            name: replace(link, sharing=mode) if name in chosen else link
+            for name, link in self.links.items()
+        }
+        base = re.sub(r"\+(fifo|fair)(-links)?$", "", self.name)
+        if links is not None:
+            name = f"{base}+{mode}-links"
+        else:
+            name = base if mode == FIFO else f"{base}+{mode}"
+        return Grid(name, self.clusters, self.routes, new, self.placement)
 
     def with_host_overhead(self, seconds: float, receive: float | None = None) -> Grid:
         """The grid as a software layer with a per-message host cost sees it.
@@ -354,7 +424,7 @@ class Grid:
             for (i, j), r in self.routes.items()
         }
         links = {
-            name: Link(name, link.g.scaled(1.0 / factor)) if name in loaded else link
+            name: replace(link, g=link.g.scaled(1.0 / factor)) if name in loaded else link
             for name, link in self.links.items()
         }
         return Grid(f"{self.name}+load", self.clusters, routes, links, self.placement)

@@ -20,7 +20,9 @@ A P-LogP table is either the shorthand ``{"latency", "bandwidth"[, "overhead", "
 ``{"L": seconds, "points": [{"m": bytes, "os": s, "or": s, "g": s}, ...]}`` with an
 optional ``"complete": false`` for an interrupted measurement. A route may name shared
 ``"links"`` (declared in a top-level ``"links"`` list with ``"name"`` and either
-``"bandwidth"`` or ``"g"`` points); a route without links gets a private link of its own.
+``"bandwidth"`` or ``"g"`` points, and an optional ``"sharing"``: ``"fifo"`` or ``"fair"``);
+a route without links gets a private link of its own. The top-level ``"link_sharing"``
+(default ``"fifo"``) is the sharing of every link that does not name its own.
 ``"placement"`` (optional) lists the cluster name of every rank; or every cluster names
 the ``"hosts"`` its ranks run on (glob patterns), and the runtime places the ranks by
 host (:func:`gridcoll.network.grid.place_by_host`).
@@ -49,7 +51,7 @@ from gridcoll.limits import (
     MAX_TIME_S,
     MIN_BANDWIDTH,
 )
-from gridcoll.network.grid import Cluster, Grid, Link, Route
+from gridcoll.network.grid import FIFO, SHARING_MODES, Cluster, Grid, Link, Route
 from gridcoll.network.plogp import PiecewiseLinear, PLogP
 from gridcoll.units import parse_bandwidth, parse_time
 
@@ -225,12 +227,23 @@ def plogp_to_dict(plogp: PLogP) -> dict[str, Any]:
     return out
 
 
-def _link_from_dict(raw: Any, index: int) -> Link:
-    """Parse one entry of the top-level ``links`` list."""
+def _sharing(v: Any, what: str) -> str:
+    """A sharing mode: ``"fifo"`` or ``"fair"`` (:data:`gridcoll.network.grid.SHARING_MODES`)."""
+    if not isinstance(v, str) or v not in SHARING_MODES:
+        raise GridError(
+            f"{what} must be one of {', '.join(map(repr, SHARING_MODES))}, got {v!r:.80}"
+        )
+    return v
+
+
+def _link_from_dict(raw: Any, index: int, default_sharing: str = FIFO) -> Link:
+    """Parse one entry of the top-level ``links`` list (``default_sharing``: the file's
+    ``link_sharing``, for a link that names none)."""
     if not isinstance(raw, dict) or "name" not in raw:
         raise GridError(f"link {index} must be an object with a 'name'")
     name = _name(raw["name"], f"link {index}'s 'name'")
     where = f"link {name!r}"
+    sharing = _sharing(raw.get("sharing", default_sharing), f"{where}: 'sharing'")
     if "g" not in raw and "bandwidth" not in raw:
         raise GridError(f"{where} needs 'bandwidth' or 'g' points")
     try:
@@ -258,7 +271,7 @@ def _link_from_dict(raw: Any, index: int) -> Link:
     except (GridcollError, KeyError, TypeError, ValueError, OverflowError) as err:
         detail = f"missing {err}" if isinstance(err, KeyError) else str(err)
         raise GridError(f"{where}: {detail}") from err
-    return Link(name, g)
+    return Link(name, g, sharing)
 
 
 def _hosts(raw: Any, cluster: str) -> tuple[str, ...]:
@@ -324,9 +337,10 @@ def grid_from_dict(data: Any) -> Grid:
         dup = next(c.name for k, c in enumerate(clusters) if index[c.name] != k)
         raise GridError(f"cluster name {dup!r} is used twice")
 
+    default_sharing = _sharing(data.get("link_sharing", FIFO), "'link_sharing'")
     links: dict[str, Link] = {}
     for i, raw in enumerate(_list(data.get("links", []), "'links'")):
-        link = _link_from_dict(raw, i)
+        link = _link_from_dict(raw, i, default_sharing)
         if link.name in links:
             raise GridError(f"link name {link.name!r} is used twice")
         links[link.name] = link
@@ -353,7 +367,7 @@ def grid_from_dict(data: Any) -> Grid:
                 raise GridError(f"{where} crosses unknown link {name!r:.80}")
         if not names:
             private = f"{raw['from']}->{raw['to']}"
-            links.setdefault(private, Link(private, plogp.g_fn))
+            links.setdefault(private, Link(private, plogp.g_fn, default_sharing))
             names = (private,)
         routes[(a, b)] = Route(plogp, names)
 
@@ -385,6 +399,7 @@ def grid_to_dict(grid: Grid) -> dict[str, Any]:
                 "name": link.name,
                 "g": [{"m": m, "g": v} for m, v in zip(link.g.sizes, link.g.values, strict=True)],
             }
+            | ({"sharing": link.sharing} if link.sharing != FIFO else {})
             for link in grid.links.values()
         ],
         "routes": [

@@ -305,11 +305,19 @@ PRESETS = {
 
 
 def get_grid(spec: str | Path | Grid) -> Grid:
-    """A grid from a preset name (``magpie:8,1``) or a grid file path."""
+    """A grid from a preset name (``magpie:8,1``) or a grid file path.
+
+    A preset name may end with ``+fair`` (or ``+fifo``, the presets' own mode): every
+    link of the preset then shares its capacity that way (:meth:`Grid.with_link_sharing`;
+    ``teragrid+fair``, ``magpie:8,1+fair``). A grid file says it with ``link_sharing``.
+    """
     if isinstance(spec, Grid):
         return spec
     text = str(spec)
-    match = re.fullmatch(r"([a-z0-9-]+)(?::([0-9,\s]*))?", text)
+    match = re.fullmatch(r"([a-z0-9-]+)(?::([0-9,\s]*))?(?:\+(fifo|fair))?", text)
+    if match and match.group(1) in PRESETS and match.group(3) and not os.path.lexists(text):
+        base = text[: match.start(3) - 1]
+        return get_grid(base).with_link_sharing(match.group(3))
     if match and match.group(1) in PRESETS:
         build, nargs, usage = PRESETS[match.group(1)]
         raw = match.group(2)
@@ -323,4 +331,6 @@ def get_grid(spec: str | Path | Grid) -> Grid:
     if os.path.lexists(text):
         return load_grid(text)
     known = ", ".join(usage for _, _, usage in PRESETS.values())
-    raise GridError(f"unknown grid {text!r}: not a preset ({known}) nor a grid file")
+    raise GridError(
+        f"unknown grid {text!r}: not a preset ({known}; each may end with +fair) nor a grid file"
+    )

@@ -5,7 +5,8 @@
 of every message and resource occupancy. :mod:`gridcoll.simulate.engine` is the small
 SimPy-style event core it runs on; :mod:`gridcoll.simulate.streams` replays, without
 the heap and bit for bit the same, the schedules whose every resource serves a single
-stream (every tree broadcast).
+stream (every tree broadcast). :mod:`gridcoll.simulate.fairshare` shares fair links
+(``Link.sharing == "fair"``) max-min fairly among the messages on them.
 """
 
 from gridcoll.simulate.engine import (

@@ -32,16 +32,46 @@ Ties between events at the same time are broken by their sequence number, that i
 the order they were created: ranks start in rank order at t = 0, and a rank runs on
 (sending without waiting) until it reaches a Recv whose message has not yet arrived.
 
+Fair links (``Link.sharing == "fair"``; :mod:`gridcoll.simulate.fairshare`)
+    NICs, gateways and FIFO links keep the rules above. A message whose path crosses
+    fair links is one *flow* over all of them (one message = one flow, as one TCP
+    connection's transfer). On fair link ``l`` an m-byte flow costs
+    ``c_l = g_l(m) / m`` seconds per byte (``m`` taken as at least 1): it needs
+    ``g_l(m)`` seconds of exclusive-equivalent service, and at ``x`` bytes/s it uses
+    the fraction ``x c_l`` of the link. The flows in progress get their max-min fair
+    rates (progressive filling over the links, ``sum_f x_f c_{f,l} <= 1``; Bertsekas &
+    Gallager, *Data Networks*, sec. 6.5.2), recomputed whenever a flow starts or ends.
+    A flow that starts at ``s`` ends at the ``F`` where ``int_s^F x_f(t) dt = m``;
+    alone it runs at ``min_l m / g_l(m)`` and ``F = s + max_l g_l(m)``, exactly its FIFO
+    occupancy. The head passes a fair link at once (``h_i = h_{i-1}``; a fair link
+    holds no queue); the flow starts when the head reaches the first fair link, and
+    the message arrives at ``max(e_fifo, F) + p.L``, ``e_fifo`` the FIFO hops' tail.
+    A FIFO hop between fair links reserves its ``occ_i`` as before and does not limit
+    the flow's rate.
+
+    Messages of one ordered rank pair keep their order, as on one connection: a
+    pair's next message starts its flow (and its head goes on) only when the previous
+    message's flow has ended, that is when its last byte has crossed the fair links.
+    So a pair holds one share of a link at a time, however its data is segmented, and
+    its arrivals keep the send order. A pair's pipeline alone on its links therefore
+    takes exactly its FIFO times: flow ``k+1`` starts at ``max(h, F_k)`` as the FIFO
+    link's ``max(h, free)``. The rate recomputation runs after every other event at
+    the same time (priority ``_RESHARE``), so flows that start together are shared
+    out once. Cost per start or end: one progressive filling, O(K (R + F)) for R fair
+    links, F flow-link pairs and K distinct saturation levels.
+
 Cost: O(E log E) for E hop events (one per hop after the first, per message); paths,
 P-LogP values and occupancies are computed once per (sender, receiver, size).
 
 Two evaluations, one result
 ---------------------------
 Without ``record``, a schedule whose every resource serves a single stream (every tree
-broadcast) is evaluated by :func:`gridcoll.simulate.streams.replay_streams`: the same
-arithmetic in dataflow order, without the heap, O(E) -- bit for bit the same times
-(that module proves it; ``tests/test_simulate.py`` checks it on random schedules). Any
-other schedule, a faulty one, or ``record=True`` runs the event loop below.
+broadcast) and whose messages cross no fair link is evaluated by
+:func:`gridcoll.simulate.streams.replay_streams`: the same arithmetic in dataflow order,
+without the heap, O(E) -- bit for bit the same times (that module proves it;
+``tests/test_simulate.py`` checks it on random schedules). Any other schedule, a faulty
+one, or ``record=True`` runs the event loop below (``_FairReplay`` on a grid with fair
+links; on a grid without them every time is what it was before fair links existed).
 """
 
 from __future__ import annotations
@@ -55,6 +85,7 @@ from gridcoll.errors import ScheduleError
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import PeriodicProgram, Recv, Schedule, Send
 from gridcoll.simulate.engine import NORMAL, Environment
+from gridcoll.simulate.fairshare import FairShare
 from gridcoll.simulate.streams import occupancies, replay_streams, resource_gap
 from gridcoll.simulate.timeline import Interval, MessageRecord, Timeline
 
@@ -106,9 +137,11 @@ def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResu
     The timing rules are in this module's docstring; they realise seed 000's
     ``s(m) = g(m)``, ``r(m) = L + g(m)``, ``s_w(m) = max(g_l(m), os_w(m))`` and
     ``r_w(m) = L_w + g_w(m)`` and serialise messages that share a NIC, a gateway or a
-    wide-area link. The event loop costs O(E log E) for E hop events; a tree broadcast
-    without ``record`` is replayed without the heap in O(E) (module notes), over a
-    million messages a second (``bench/simulator_speed.py``).
+    FIFO wide-area link; a fair link (``Link.sharing == "fair"``) divides its capacity
+    max-min fairly among the messages crossing it (module docstring). The event loop
+    costs O(E log E) for E hop events; a tree broadcast without ``record`` is replayed
+    without the heap in O(E) (module notes), over a million messages a second
+    (``bench/simulator_speed.py``).
 
     References
     ----------
@@ -139,7 +172,7 @@ def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResu
         if streams is not None:
             finish, nmessages, nevents = streams
             return SimResult(max(finish, default=0.0), finish, nmessages, None, nevents)
-    replay = _Replay(schedule, grid, message_bytes, record)
+    replay = (_FairReplay if grid.fair_links else _Replay)(schedule, grid, message_bytes, record)
     if not record:
         return replay.run()
     # A recorded run keeps every message alive; pausing the cyclic garbage collector
@@ -171,6 +204,7 @@ _NBYTES = 11
 _START = 12  # send_start
 _DONE = 13  # recv_done
 _INDEX = 14  # message number (send order)
+_FAIR = 15  # None, or (first fair hop, fair mask, ((link id, s per byte), ...), bytes)
 
 
 class _Replay:
@@ -217,7 +251,8 @@ class _Replay:
         return chan
 
     def send_info(self, a: int, b: int, m: int, op_index: int) -> tuple:
-        """``(resource ids, occupancies, os, L, or, channel)`` of an m-byte send a -> b."""
+        """``(resource ids, occupancies, os, L, or, channel, fair)`` of an m-byte send
+        a -> b; ``fair`` is None here (:class:`_FairReplay` fills it)."""
         pair = self.pairs.get((a, b))
         if pair is None:
             P = self.schedule.nranks
@@ -238,7 +273,7 @@ class _Replay:
             pair = (tuple(ids), gaps, self.grid.plogp(a, b), self.channel(a, b, op_index))
             self.pairs[(a, b)] = pair
         ids, gap_fns, p, chan = pair
-        info = (ids, occupancies(self.gaps, gap_fns, m), p.os(m), p.L, p.or_(m), chan)
+        info = (ids, occupancies(self.gaps, gap_fns, m), p.os(m), p.L, p.or_(m), chan, None)
         self.info[(a, b, m)] = info
         return info
 
@@ -304,7 +339,7 @@ class _Replay:
                 info = info_cache.get((r, peer, m))
                 if info is None:
                     info = self.send_info(r, peer, m, i)
-                res, occs, os_, L, or_, chan = info
+                res, occs, os_, L, or_, chan, fair = info
                 # Hop 0, inlined: nic_out(r) carries only r's messages, which reach it in
                 # program order at non-decreasing times, so no event is needed.
                 rid = res[0]
@@ -315,7 +350,24 @@ class _Replay:
                 index = self.nmessages
                 self.nmessages = index + 1
                 self.nevents += len(res) - 1
-                msg = [1, tail, res, occs, L, or_, peer, chan, segs, None, r, m, t, 0.0, index]
+                msg = [
+                    1,
+                    tail,
+                    res,
+                    occs,
+                    L,
+                    or_,
+                    peer,
+                    chan,
+                    segs,
+                    None,
+                    r,
+                    m,
+                    t,
+                    0.0,
+                    index,
+                    fair,
+                ]
                 chan.append(msg)
                 if record:
                     self.intervals.append((rid, h, tail, index))
@@ -389,3 +441,172 @@ class _Replay:
             Interval(resources[rid], start, end, index) for rid, start, end, index in self.intervals
         )
         return Timeline(messages, intervals)
+
+
+_RESHARE = 2
+"""Priority of the fair links' rate recomputation: after every other event at the same
+time, so flows that start or end together are shared out once."""
+
+
+class _Reshare:
+    """The heap entry that recomputes the fair rates (one pending at a time)."""
+
+    __slots__ = ()
+
+
+_RESHARE_EVENT = _Reshare()
+
+
+class _FairReplay(_Replay):
+    """:class:`_Replay` on a grid with fair links (module docstring, "Fair links").
+
+    FIFO hops are granted exactly as in :class:`_Replay`. A message whose path crosses
+    fair links is one flow of :class:`~gridcoll.simulate.fairshare.FairShare` over all
+    of them; its head passes a fair link at once, and it arrives ``L`` after both its
+    FIFO hops and its flow are done. The heap also holds :data:`_RESHARE` entries and
+    the end of the next flow (stale ends are skipped: ``self.token`` names the live one).
+    """
+
+    def __init__(self, schedule: Schedule, grid: Grid, message_bytes: dict, record: bool):
+        super().__init__(schedule, grid, message_bytes, record)
+        self.share = FairShare()
+        self.token: object | None = None  # the live flow-end entry
+        self.reshare_due = False
+        self.gates: dict[tuple[int, int], deque] = {}  # pair with a flow -> messages held
+        self.admitted: set[int] = set()
+        self.flowing: dict[int, list] = {}  # message index -> message, while its flow runs
+        self.flow_end: dict[int, float] = {}
+        self.parts: dict[int, int] = {}  # message index -> parts (hops, flow) still to end
+        self.open: dict[int, list[int]] = {}  # message index -> its fair intervals (record)
+
+    def send_info(self, a: int, b: int, m: int, op_index: int) -> tuple:
+        ids, occs, os_, L, or_, chan, _ = super().send_info(a, b, m, op_index)
+        mask = tuple(self.grid.is_fair(self.resources[rid]) for rid in ids)
+        fair = None
+        if any(mask):
+            size = float(max(m, 1))
+            costs = tuple(
+                (rid, occ / size) for rid, occ, f in zip(ids, occs, mask, strict=True) if f
+            )
+            fair = (mask.index(True), mask, costs, size)
+        info = self.info[(a, b, m)] = (ids, occs, os_, L, or_, chan, fair)
+        return info
+
+    def run(self) -> SimResult:
+        queue = self.env._queue
+        for rank in range(self.schedule.nranks):  # start-up: every rank at t = 0
+            self.advance(rank)
+        t = 0.0
+        while queue:
+            t, _, _, event = heappop(queue)
+            if event.__class__ is list:
+                self.hop(t, event)
+            elif event is _RESHARE_EVENT:
+                self.reshare(t)
+            elif event is self.token:
+                self.flows_end(t)
+        self.env._now = t
+        self.check_finished()
+        finish = tuple(self.now)
+        timeline = self.timeline() if self.record else None
+        return SimResult(max(finish, default=0.0), finish, self.nmessages, timeline, self.nevents)
+
+    def hop(self, t: float, msg: list) -> None:
+        """The head of ``msg`` reaches its next hop at ``t``."""
+        i = msg[_HOP]
+        res = msg[_RES]
+        fair = msg[_FAIR]
+        tail = msg[_TAIL]
+        if fair is not None and fair[1][i]:
+            if i == fair[0] and msg[_INDEX] not in self.admitted:
+                pair = (msg[_SRC], msg[_DST])
+                held = self.gates.get(pair)
+                if held is not None:  # the pair's previous message is still flowing
+                    held.append(msg)
+                    return
+                self.gates[pair] = deque()
+                self.admit(t, msg)
+            h = t  # a fair link never holds the head back
+        else:
+            rid = res[i]
+            f = self.free[rid]
+            h = t if t > f else f
+            end = h + msg[_OCC][i]
+            self.free[rid] = end
+            if self.record:
+                self.intervals.append((rid, h, end, msg[_INDEX]))
+            if end > tail:
+                tail = end
+        msg[_TAIL] = tail
+        i += 1
+        if i < len(res):
+            msg[_HOP] = i
+            heappush(self.env._queue, (h, NORMAL, next(self.env._eid), msg))
+        else:
+            self.part_done(msg)
+
+    def admit(self, t: float, msg: list) -> None:
+        """Start the flow of ``msg`` over its fair links at ``t``."""
+        _, _, costs, size = msg[_FAIR]
+        index = msg[_INDEX]
+        self.admitted.add(index)
+        self.flowing[index] = msg
+        self.share.start(t, index, costs, size)
+        if self.record:
+            self.open[index] = [len(self.intervals) + k for k in range(len(costs))]
+            self.intervals.extend((rid, t, t, index) for rid, _ in costs)
+        self.due(t)
+
+    def due(self, t: float) -> None:
+        """Recompute the rates at ``t``, once, after the other events at ``t``."""
+        if not self.reshare_due:
+            self.reshare_due = True
+            heappush(self.env._queue, (t, _RESHARE, next(self.env._eid), _RESHARE_EVENT))
+
+    def reshare(self, t: float) -> None:
+        self.reshare_due = False
+        self.share.advance(t)
+        first = self.share.reshare()
+        self.token = None
+        if first < float("inf"):
+            self.token = object()
+            heappush(self.env._queue, (first, NORMAL, next(self.env._eid), self.token))
+
+    def flows_end(self, t: float) -> None:
+        """The next flows end at ``t``: each releases its pair's next message."""
+        self.token = None
+        for index in self.share.pop_finished(t):
+            msg = self.flowing.pop(index)
+            self.flow_end[index] = t
+            if self.record:
+                for pos in self.open.pop(index):
+                    rid, start, _, _ = self.intervals[pos]
+                    self.intervals[pos] = (rid, start, t, index)
+            pair = (msg[_SRC], msg[_DST])
+            held = self.gates[pair]
+            if held:
+                nxt = held.popleft()
+                self.admit(t, nxt)
+                heappush(self.env._queue, (t, NORMAL, next(self.env._eid), nxt))
+            else:
+                del self.gates[pair]
+            self.part_done(msg)
+        self.due(t)
+
+    def part_done(self, msg: list) -> None:
+        """One part of ``msg`` (its hops, or its flow) is done; deliver it after both."""
+        if msg[_FAIR] is not None:
+            index = msg[_INDEX]
+            left = self.parts.pop(index, 2) - 1
+            if left:
+                self.parts[index] = left
+                return
+            end = self.flow_end.pop(index)
+            msg[_ARRIVAL] = (end if end > msg[_TAIL] else msg[_TAIL]) + msg[_L]
+        else:
+            msg[_ARRIVAL] = msg[_TAIL] + msg[_L]
+        dst = msg[_DST]
+        chan = msg[_CHAN]
+        if self.waiting[dst] is chan and chan[0] is msg:
+            self.waiting[dst] = None
+            self.advance(dst)

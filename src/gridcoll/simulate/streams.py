@@ -26,7 +26,9 @@ no heap and no per-message object: O(E) for E hops instead of O(E log E).
 :func:`replay_streams` is that evaluation. It returns None, and the caller falls back
 on the event loop, when some resource carries two streams or when anything is wrong
 with the schedule (a bad peer, mismatched segments, a deadlock, a message never
-received): the event loop names the fault. It keeps no timeline.
+received): the event loop names the fault. It keeps no timeline. It never replays a
+schedule whose messages cross a fair link (``Link.sharing == "fair"``): those are
+not served one at a time, and only the event loop shares them out.
 """
 
 from __future__ import annotations
@@ -174,9 +176,14 @@ class _Streams:
         return True
 
     def prepare(self) -> bool:
-        """Resource ids of every path; False if some resource carries two streams."""
+        """Resource ids of every path; False if some resource carries two streams or
+        shares fairly (a fair link's messages are not served one at a time)."""
         paths = single_stream_paths(self.grid, list(self.sent))
         if paths is None:
+            return False
+        if self.grid.fair_links and any(
+            self.grid.is_fair(resource) for path in paths.values() for resource in path
+        ):
             return False
         ids: dict[Resource, int] = {}
         for pair, path in paths.items():

@@ -57,7 +57,8 @@ class Timeline:
     """The recorded messages, in send order, and resource occupancy intervals.
 
     ``intervals`` are in the order the simulator granted them, so for each resource
-    they are in FIFO (start time) order.
+    they are in FIFO (start time) order. On a fair link an interval spans a message's
+    flow, from its start to its end, and intervals overlap while flows share the link.
     """
 
     messages: tuple[MessageRecord, ...]
