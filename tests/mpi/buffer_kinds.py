@@ -2,16 +2,18 @@
 
 Run under ``mpiexec -n N`` (N >= 2); the grid and the WAN emulation come from the
 environment. For each collective (Bcast, Scatter, Gather, Allgather, Alltoall, Reduce,
-Allreduce), each root, each buffer kind (numpy, ``array.array``, ``bytearray``,
-``memoryview``, an object exposing only ``__dlpack__``/``__dlpack_device__``, the same
-in a ``[buf, count, type]`` spec) and several element types, the call runs on
-``gridcoll.Comm`` (``auto``, and fixed schedules so that gridcoll's executor runs even on
-one cluster) and on a duplicate of ``MPI.COMM_WORLD`` on copies of the same inputs; the
-receive buffers must be byte for byte the same. Then the objects mpi4py refuses or
-gridcoll cannot move: only ``__array_interface__`` (mpi4py's ``TypeError``, the same
-text), non-contiguous and read-only DLPack tensors (mpi4py's ``BufferError``), and a
-``__cuda_array_interface__`` object (gridcoll: ``DeviceBufferError`` on every rank
-before any message, after which a correct call still works).
+Allreduce, Reduce_scatter_block, Scan, Exscan, and Scatterv, Allgatherv, Alltoallv with
+the bare buffer as their vector spec: equal blocks), each root, each buffer kind (numpy,
+``array.array``, ``bytearray``, ``memoryview``, an object exposing only
+``__dlpack__``/``__dlpack_device__``, the same in a ``[buf, count, type]`` spec) and
+several element types, the call runs on ``gridcoll.Comm`` (``auto``, and fixed schedules
+so that gridcoll's executor runs even on one cluster) and on a duplicate of
+``MPI.COMM_WORLD`` on copies of the same inputs; the receive buffers must be byte for
+byte the same. Then the objects mpi4py refuses or gridcoll cannot move: only
+``__array_interface__`` (mpi4py's ``TypeError``, the same text), non-contiguous and
+read-only DLPack tensors (mpi4py's ``BufferError``), and a ``__cuda_array_interface__``
+object (gridcoll: ``DeviceBufferError`` on every rank before any message, after which a
+correct call still works).
 
 Rank 0 prints one JSON line: cases, failures, nranks, emulated.
 """
@@ -34,7 +36,12 @@ FIXED = {
     "alltoall": "direct",
     "reduce": "binomial",
     "allreduce": "recursive-doubling",
+    "reduce_scatter": "pairwise",
+    "scan": "chain-segmented",
+    "exscan": "chain",
 }
+OPS = (*FIXED, "scatterv", "allgatherv", "alltoallv")
+"""The calls; a v-variant runs its equal collective's fixed schedule, trimmed."""
 TYPES = {"float64": MPI.DOUBLE, "int32": MPI.INT32_T, "uint8": MPI.UNSIGNED_CHAR}
 KINDS = ("numpy", "array", "bytearray", "memoryview", "dlpack", "dlpack-spec")
 
@@ -113,6 +120,12 @@ def inputs(op, rank, size, root, dtype, n, rng_seed):
         "alltoall": (size * n, size * n),
         "reduce": (n, n),
         "allreduce": (n, n),
+        "reduce_scatter": (size * n, n),
+        "scan": (n, n),
+        "exscan": (n, n),
+        "scatterv": (size * n, n),
+        "allgatherv": (n, size * n),
+        "alltoallv": (size * n, size * n),
     }[op]
     s = send[: blocks[0]].copy()
     r = np.zeros(blocks[1], dtype)
@@ -136,13 +149,32 @@ def call(comm, op, send, recv, root):
         comm.Reduce(send, recv, MPI.SUM, root)
     elif op == "allreduce":
         comm.Allreduce(send, recv, MPI.SUM)
+    elif op == "reduce_scatter":
+        comm.Reduce_scatter_block(send, recv, MPI.SUM)
+    elif op == "scan":
+        comm.Scan(send, recv, MPI.SUM)
+    elif op == "exscan":
+        comm.Exscan(send, recv, MPI.SUM)
+    elif op == "scatterv":
+        comm.Scatterv(send, recv, root)
+    elif op == "allgatherv":
+        comm.Allgatherv(send, recv)
+    elif op == "alltoallv":
+        comm.Alltoallv(send, recv)
 
 
 def outcome(comm, op, kind, root, dtype, n, seed):
     """The bytes every buffer holds after the call (or the error), on ``comm``."""
     rank, size = comm.Get_rank(), comm.Get_size()
     send, recv = inputs(op, rank, size, root, dtype, n, seed)
-    rows = {"scatter": (size, 1), "gather": (1, size), "allgather": (1, size)}
+    rows = {
+        "scatter": (size, 1),
+        "gather": (1, size),
+        "allgather": (1, size),
+        "reduce_scatter": (size, 1),
+    }
+    if op.endswith("v") and kind == "dlpack-spec":
+        kind = "dlpack"  # a v-spec's count is a list: the bare buffer (equal blocks)
     sb, rb = rows.get(op, (size, size) if op == "alltoall" else (1, 1))
     s, s_bytes = wrap(send, kind, sb)
     if recv is None:
@@ -234,12 +266,13 @@ def main():
     }
     failures, cases = [], 0
     roots = sorted({0, size - 1})
-    for op in FIXED:
+    for op in OPS:
         for kind in KINDS:
             for i, dtype in enumerate(TYPES):
                 if kind == "bytearray" and dtype != "uint8":
                     continue
-                for root in roots if op in ("bcast", "scatter", "gather", "reduce") else [0]:
+                rooted = op in ("bcast", "scatter", "gather", "reduce", "scatterv")
+                for root in roots if rooted else [0]:
                     n = (3, 1, 37)[(i + root) % 3]
                     seed = cases
                     want = outcome(ref, op, kind, root, dtype, n, seed)
