@@ -241,6 +241,13 @@ def _summary(rows: list[dict]) -> dict:
             )
             speedups[f"{r['grid']} {r['size']}"] = other["measured_s"] / r["measured_s"]
     summary["allreduce_auto_speedup_over_mpich"] = speedups
+    summary.update(_new_summary(rows))
+    return summary
+
+
+def _new_summary(rows: list[dict]) -> dict:
+    """The new collectives' part of the summary."""
+    summary: dict = {}
     new = [r for r in rows if r["part"] == "new"]
     summary["new_collectives"] = {
         f"{r['grid']} {r['op']} {r['size']}": {
@@ -256,43 +263,53 @@ def _summary(rows: list[dict]) -> dict:
     return summary
 
 
+COMMON = [
+    ("grid", "grid", None),
+    ("op", "op", None),
+    ("size", "size", str),
+    ("algorithm", "algorithm", None),
+    ("chosen", "chosen", None),
+    ("measured", "measured_s", seconds),
+    ("predicted", "predicted_s", seconds),
+    ("model err", "model_error", percent),
+    ("simulated", "simulated_s", seconds),
+    ("bound", "bound_s", seconds),
+    ("/ bound", "ratio_to_bound", times),
+]
+"""The columns of every table."""
+
+
+def _print_new(out, rows: list[dict]) -> None:
+    out.print(
+        table(
+            "the rest of MPI's collectives (auto; v-variants on uneven counts, agreement included)",
+            [r for r in rows if r["part"] == "new"],
+            [*COMMON, ("meas/sim", "meas_vs_sim", percent)],
+        )
+    )
+
+
 def _print(out, rows: list[dict], summary: dict) -> None:
-    common = [
-        ("grid", "grid", None),
-        ("op", "op", None),
-        ("size", "size", str),
-        ("algorithm", "algorithm", None),
-        ("chosen", "chosen", None),
-        ("measured", "measured_s", seconds),
-        ("predicted", "predicted_s", seconds),
-        ("model err", "model_error", percent),
-        ("simulated", "simulated_s", seconds),
-        ("bound", "bound_s", seconds),
-        ("/ bound", "ratio_to_bound", times),
-    ]
+    if "scatter_segmented_s" not in summary:  # --only new
+        _print_new(out, rows)
+        return
     figure = [r for r in rows if r["part"] == "figure"]
     out.print(
         table(
             "1 MB per rank on magpie:8,1, measured over MPI on the emulated WAN (seed 000 3.2-3.4)",
             figure,
-            [*common, ("paper", "paper_s", seconds), ("vs paper", "error_vs_paper", percent)],
+            [*COMMON, ("paper", "paper_s", seconds), ("vs paper", "error_vs_paper", percent)],
         )
     )
     out.print(
-        table("model against measured (auto)", [r for r in rows if r["part"] == "model"], common)
-    )
-    out.print(
-        table(
-            "allreduce: auto against mpich", [r for r in rows if r["part"] == "allreduce"], common
-        )
+        table("model against measured (auto)", [r for r in rows if r["part"] == "model"], COMMON)
     )
     out.print(
         table(
-            "the rest of MPI's collectives (auto; v-variants on uneven counts, agreement included)",
-            [r for r in rows if r["part"] == "new"],
-            [*common, ("meas/sim", "meas_vs_sim", percent)],
+            "allreduce: auto against mpich", [r for r in rows if r["part"] == "allreduce"], COMMON
         )
     )
+    _print_new(out, rows)
     out.print(
         f"scatter 1 MB on magpie:8,1: segmented {seconds(summary['scatter_segmented_s'])} "
         f"(paper 1078 ms, {percent(summary['scatter_magpie-segmented_vs_paper'])}), original "
@@ -305,13 +322,19 @@ def _print(out, rows: list[dict], summary: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     bench = Bench("collectives_measured", "issue 5's collectives measured over MPI", argv)
     bench.parser.add_argument("--repeat", type=int, default=3, help="runs per call")
+    bench.parser.add_argument(
+        "--only", choices=("new",), help="run one part only (new: the rest of MPI's collectives)"
+    )
     bench.parse()
     repeat = 1 if bench.quick else bench.args.repeat
     load = external_load()  # before any of our ranks run
     for spec, wanted in _wanted(bench.quick).items():
-        for row in run_grid(spec, wanted, repeat, load):
-            bench.add(**row)
-    summary = _summary(bench.rows)
+        if bench.args.only:
+            wanted = [w for w in wanted if w[0] == bench.args.only]
+        if wanted:
+            for row in run_grid(spec, wanted, repeat, load):
+                bench.add(**row)
+    summary = _new_summary(bench.rows) if bench.args.only else _summary(bench.rows)
     summary.update(repeat=repeat, load_at_start=load)
     path = bench.finish(summary, loadavg_at_end=os.getloadavg())
     out = console()

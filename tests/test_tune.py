@@ -592,3 +592,22 @@ def test_uneven_counts_are_checked():
     b = plan(grid, "scatter", 8, counts=(8, 8, 0, 8), cache=cache)
     assert a is not b and a.counts != b.counts  # the counts are part of the key
     assert plan(grid, "scatter", 8, counts=(8, 0, 0, 8), cache=cache) is a
+
+
+def test_frugal_plans_trade_a_little_predicted_time_for_fewer_messages():
+    """4 MiB allreduce on das2:4 with the runtime's host overhead: the search's best
+    segments are 8 KiB; within 1 % of it the frugal plan takes the largest, with far
+    fewer messages, and says so."""
+    grid = get_grid("das2:4")
+    best = plan(grid, "allreduce", 4 * 2**20, host_overhead=360e-6)
+    frugal = plan(grid, "allreduce", 4 * 2**20, host_overhead=360e-6, frugal=0.01)
+    assert frugal.algorithm == best.algorithm
+    assert frugal.segment_size >= 4 * best.segment_size
+    assert best.predicted_s <= frugal.predicted_s <= 1.01 * best.predicted_s
+    assert frugal.build().nmessages * 4 <= best.build().nmessages
+    assert "frugal: segments of" in frugal.explain()
+    pinned = plan(grid, "allreduce", 4 * 2**20, host_overhead=360e-6, frugal=0.01,
+                  params={"segment_size": 8192})  # fmt: skip
+    assert pinned.segment_size == 8192  # a caller's segment size is kept
+    with pytest.raises(ParameterError, match="frugal"):
+        plan(grid, "allreduce", 1024, frugal=1.5)

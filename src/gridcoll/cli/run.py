@@ -129,6 +129,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     """Plan, simulate, launch, report; 0 if every repetition was verified, else 1."""
     from gridcoll.runtime.launcher import run_worker
+    from gridcoll.tune import FRUGAL
 
     _check_reduction_itemsize(args)
     call = call_from_args(args)
@@ -137,8 +138,8 @@ def run(args: argparse.Namespace) -> int:
         args.host_overhead, call.grid.nranks, emulated=emulated, load=external_load()
     )
     # as gridcoll.Comm plans: the runtime's host overhead, the native collective allowed
-    # (auto on one cluster), the chosen schedule simulated
-    result = plan_call(call, host_overhead=overhead, native=True, check=True)
+    # (auto on one cluster), frugal, the chosen schedule simulated
+    result = plan_call(call, host_overhead=overhead, native=True, check=True, frugal=FRUGAL)
     estimate = max(
         (x for x in (result.predicted_s, result.simulated_s or 0.0) if math.isfinite(x)),
         default=0.0,

@@ -24,6 +24,7 @@ from gridcoll.tune.search import (
 )
 from gridcoll.tune.select import (
     DEFAULT_BUDGET_S,
+    FRUGAL,
     NATIVE,
     ROOTED,
     Candidate,
@@ -34,6 +35,7 @@ from gridcoll.tune.select import (
 
 __all__ = [
     "DEFAULT_BUDGET_S",
+    "FRUGAL",
     "NATIVE",
     "ROOTED",
     "Candidate",

@@ -64,13 +64,14 @@ class PlanCache:
         native: bool = False,
         check: bool | None = None,
         counts: tuple[int, ...] | None = None,
+        frugal: float = 0.0,
     ) -> Key:
         """The cache key of a :func:`~gridcoll.tune.plan` call (same arguments and
         defaults): the grid's fingerprint and every argument that can change the plan."""
         fixed = tuple(sorted(params.items())) if params else None
         return (
             grid.fingerprint, op, nbytes, root, itemsize, algo, fixed, budget_s,
-            commutative, host_overhead, native, check, counts,
+            commutative, host_overhead, native, check, counts, frugal,
         )  # fmt: skip
 
     def get(self, key: Key) -> Plan | None:
