@@ -115,14 +115,9 @@ def parse(buf: Any, readonly: bool, blocks: int = 0) -> Spec | None:
         return Spec(_np.empty(0, _np.uint8), 1, 0, dtype, data)
     data = host_array(data, readonly)
     view = bytes_of(data)
-    if dtype is None:
-        itemsize = max(memoryview(data).itemsize, 1)
-    else:
-        lb, extent = dtype.Get_extent()
-        tlb, textent = dtype.Get_true_extent()
-        if not (lb == 0 and tlb == 0 and dtype.Get_size() == extent == textent):
-            return None  # a datatype with holes: MPI's own collective handles it
-        itemsize = extent
+    itemsize = _itemsize(data, dtype)
+    if itemsize is None:
+        return None  # a datatype with holes: MPI's own collective handles it
     if count is None:
         count = per_block(view.size // itemsize - displ, blocks)
     start, nbytes = displ * itemsize, count * itemsize * max(blocks, 1)
@@ -155,6 +150,18 @@ class VectorSpec:
 
     def byte_displs(self) -> tuple[int, ...]:
         return tuple(d * self.itemsize for d in self.displs)
+
+
+def _itemsize(data: Any, dtype: MPI.Datatype | None) -> int | None:
+    """The element's extent: the datatype's, or the buffer's format; None for a
+    datatype with holes (only the MPI library can place its bytes)."""
+    if dtype is None:
+        return max(memoryview(data).itemsize, 1)
+    lb, extent = dtype.Get_extent()
+    tlb, textent = dtype.Get_true_extent()
+    if not (lb == 0 and tlb == 0 and dtype.Get_size() == extent == textent):
+        return None
+    return extent
 
 
 def _is_int(value: Any) -> bool:
@@ -200,14 +207,9 @@ def parse_vector(buf: Any, readonly: bool, blocks: int) -> VectorSpec | None:
         raise TypeError("message: the buffer of a v-collective cannot be None or MPI.BOTTOM")
     data = host_array(data, readonly)
     view = bytes_of(data)
-    if dtype is None:
-        itemsize = max(memoryview(data).itemsize, 1)
-    else:
-        lb, extent = dtype.Get_extent()
-        tlb, textent = dtype.Get_true_extent()
-        if not (lb == 0 and tlb == 0 and dtype.Get_size() == extent == textent):
-            return None
-        itemsize = extent
+    itemsize = _itemsize(data, dtype)
+    if itemsize is None:
+        return None
     if counts is None:
         counts = [per_block(view.size // itemsize, blocks)] * blocks
     counts = _int_list(counts, blocks, "counts")
