@@ -197,3 +197,48 @@ def test_a_load_starting_mid_message_in_the_simulator(sharing):
 def test_a_trace_naming_a_missing_link_is_refused():
     with pytest.raises(GridError, match="lacks"):
         simulate(flat(teragrid(), 1000), teragrid(), load=HALF)
+
+
+# -- the emulator's reservation and the command line --------------------------------------
+
+
+def test_the_emulators_reservation_serves_a_loaded_link_at_half_speed():
+    from gridcoll.runtime import emulation as emu
+
+    grid = magpie(2, 1)
+    path = emu.create_link_state(grid)
+    try:
+        state = emu.LinkState(path, grid)
+        t0 = 1000.0
+        loaded = emu.Emulator(grid, state, HALF, t0)
+        g = grid.links["c0->c1"].g(1 << 20)
+        latency = grid.plogp(0, 1).L
+        assert loaded.reserve(0, 1, 1 << 20, t0) == pytest.approx(t0 + 2 * g + latency)
+        assert loaded.reserve(1, 0, 1 << 20, t0) == pytest.approx(t0 + g + latency)
+        state.close()
+    finally:
+        path.unlink()
+
+
+def test_cli_simulate_load_and_refusal(capsys, tmp_path):
+    from gridcoll.cli.main import main
+
+    path = tmp_path / "load.json"
+    path.write_text(json.dumps(HALF.to_json()))
+    base = ["simulate", "--grid", "magpie:2,1", "--size", "1MiB", "--algo", "flat", "--json"]
+    assert main(base) == 0
+    free = json.loads(capsys.readouterr().out)["simulated_s"]
+    assert main([*base, "--load", str(path)]) == 0
+    loaded = json.loads(capsys.readouterr().out)["simulated_s"]
+    assert loaded - free == pytest.approx(magpie(2, 1).links["c0->c1"].g(1 << 20))
+    assert main(["simulate", "--grid", "teragrid", "--size", "1KiB", "--load", str(path)]) != 0
+    assert "lacks: c0->c1" in capsys.readouterr().err
+
+
+def test_cli_mpirun_refuses_a_trace_naming_a_missing_link_before_launching(capsys, tmp_path):
+    from gridcoll.cli.main import main
+
+    path = tmp_path / "load.json"
+    path.write_text(json.dumps(HALF.to_json()))
+    assert main(["mpirun", "--grid", "teragrid", "--load", str(path), "--", "false"]) != 0
+    assert "lacks: c0->c1" in capsys.readouterr().err
