@@ -49,6 +49,7 @@ __all__ = [
     "Load",
     "LoadTrace",
     "cluster_links",
+    "fraction_in",
     "loads_from_json",
     "occupancy_end",
     "read_load",
@@ -147,6 +148,16 @@ class LoadTrace:
                 for x in self.loads
             ],
         }
+
+
+def fraction_in(profile: Sequence[tuple[float, float]], t: float) -> float:
+    """The fraction a profile (:meth:`LoadTrace.profile`) holds at ``t``."""
+    f = 0.0
+    for b, fb in profile:
+        if b > t:
+            break
+        f = fb
+    return f
 
 
 def occupancy_end(work: float, start: float, profile: Sequence[tuple[float, float]]) -> float:

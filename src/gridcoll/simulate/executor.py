@@ -60,6 +60,13 @@ Fair links (``Link.sharing == "fair"``; :mod:`gridcoll.simulate.fairshare`)
     out once. Cost per start or end: one progressive filling, O(K (R + F)) for R fair
     links, F flow-link pairs and K distinct saturation levels.
 
+Load (``simulate(..., load=trace, offset=t)``; :mod:`gridcoll.network.load`)
+    Cross traffic takes the fraction ``f(t)`` of a link (seed 001, sec. 3). A FIFO
+    link's hop ends at ``occupancy_end(occ_i, h_i, profile)``, the ``E`` with
+    ``int_{h_i}^E (1 - f) dt = occ_i``, instead of ``h_i + occ_i``; a fair link's
+    capacity for the application's flows is ``1 - f(t)``, re-shared at every step of
+    the load. A lone message's time on a 50%-loaded link doubles in both modes.
+
 Cost: O(E log E) for E hop events (one per hop after the first, per message); paths,
 P-LogP values and occupancies are computed once per (sender, receiver, size).
 
@@ -83,7 +90,7 @@ from heapq import heappop, heappush
 
 from gridcoll.errors import ScheduleError
 from gridcoll.network.grid import Grid
-from gridcoll.network.load import LoadTrace, occupancy_end
+from gridcoll.network.load import LoadTrace, fraction_in, occupancy_end
 from gridcoll.schedule.ir import PeriodicProgram, Recv, Schedule, Send
 from gridcoll.simulate.engine import NORMAL, Environment
 from gridcoll.simulate.fairshare import FairShare
@@ -623,7 +630,7 @@ class _FairReplay(_Replay):
         self.share.advance(t)
         if self.fair_loaded:  # the load holds f(t) of the link (network.load)
             self.share.capacity = {
-                rid: 1.0 - _fraction(profile, t) for rid, profile in self.fair_loaded.items()
+                rid: 1.0 - fraction_in(profile, t) for rid, profile in self.fair_loaded.items()
             }
         first = self.share.reshare()
         self.token = None
@@ -669,13 +676,3 @@ class _FairReplay(_Replay):
         if self.waiting[dst] is chan and chan[0] is msg:
             self.waiting[dst] = None
             self.advance(dst)
-
-
-def _fraction(profile: tuple, t: float) -> float:
-    """The load fraction of a profile at ``t`` (its last step at or before ``t``)."""
-    f = 0.0
-    for b, fb in profile:
-        if b > t:
-            break
-        f = fb
-    return f
