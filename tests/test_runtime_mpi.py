@@ -580,3 +580,24 @@ def test_ranks_share_one_log_line_by_line_and_the_hot_path_yields(tmp_path):
     bcasts = [line for line in lines if line["op"] == "bcast"]
     assert len(bcasts) == 9 and {line["algorithm"] for line in bcasts} == {"native"}
     assert all(line["grid"] == "lan:3" for line in lines)
+
+
+# -- load on the emulated WAN (network.load) -----------------------------------------------
+
+
+def test_a_50_percent_load_doubles_an_emulated_wan_message(tmp_path):
+    """gridcoll mpirun --load: 0 -> 1 crosses A->B, loaded 50%; 1 -> 0 crosses B->A, free."""
+    grid_file = write_grid(tmp_path, fast_grid({"A": 1, "B": 1}))
+    trace = tmp_path / "load.json"
+    loads = [{"link": "A->B", "fraction": 0.5, "from": 0, "to": 10**6}]
+    trace.write_text(json.dumps({"format": "gridcoll-load/1", "loads": loads}))
+    cmd = [sys.executable, "-m", "gridcoll", "mpirun", "--grid", str(grid_file)]
+    cmd += ["--load", str(trace), "--", sys.executable, str(HERE / "load_timing.py")]
+    proc = subprocess.run(
+        cmd, env=clean_env(), capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    # 1 ms + 20 us + g(4 MB) = 40 ms unloaded; 80 ms under the load
+    assert 0.030 < out["free"] < 0.080, out
+    assert 1.6 < out["loaded"] / out["free"] < 2.6, out

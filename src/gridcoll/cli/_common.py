@@ -417,3 +417,35 @@ def summary_line(call: Call, result: Any, simulated_s: float | None = None) -> s
         line += f"; simulated {format_time(simulated_s)} ({versus}model {error:+.1%})"
     note = getattr(result, "budget_note", "")
     return f"{line}\nnote: {note}" if note else line
+
+
+def add_load_argument(parser: argparse.ArgumentParser) -> None:
+    """``--load TRACE`` and ``--load-scale X``: cross traffic on the WAN links."""
+    parser.add_argument(
+        "--load",
+        metavar="TRACE",
+        default=None,
+        help="a gridcoll-load/1 trace file: cross traffic on the WAN links "
+        "(docs/load-format.md); time 0 is the start of the run",
+    )
+    parser.add_argument(
+        "--load-scale",
+        type=float,
+        default=1.0,
+        metavar="X",
+        help="multiply every time of the --load trace by X (default 1)",
+    )
+
+
+def load_trace_arg(args: argparse.Namespace, grid: Grid):
+    """The ``--load`` trace, time-scaled and checked against ``grid`` (None without it).
+    Raises GridError (a bad file, a link the grid lacks) before anything starts."""
+    from gridcoll.network.load import read_load
+
+    if getattr(args, "load", None) is None:
+        return None
+    trace = read_load(args.load)
+    if args.load_scale != 1.0:
+        trace = trace.scaled(args.load_scale)
+    trace.check(grid)
+    return trace

@@ -101,7 +101,6 @@ DEFAULT_ALGOS = (
 """The issue's builders and baselines; ``--algos all`` takes every registered one."""
 
 
-
 @dataclass(frozen=True)
 class CompareRow:
     """One algorithm at one size (times in seconds)."""

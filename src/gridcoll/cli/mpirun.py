@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gridcoll.cli._common import load_grid_arg
+from gridcoll.cli._common import add_load_argument, load_grid_arg, load_trace_arg
 from gridcoll.errors import ParameterError
 
 __all__ = ["add_parser", "run"]
@@ -77,6 +77,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "'{rank}' in FILE: one file per rank); read them with gridcoll report",
     )
     parser.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
+    add_load_argument(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     parser.set_defaults(func=run)
 
@@ -94,6 +95,7 @@ def run(args: argparse.Namespace) -> int:
     if not command:
         raise ParameterError("no command given: gridcoll mpirun --grid GRID -- python app.py")
     grid = load_grid_arg(args.grid)
+    load = load_trace_arg(args, grid)  # refused before anything starts
     if args.nprocs is not None and args.nprocs != grid.nranks:
         raise ParameterError(
             f"grid {args.grid!r} has {grid.nranks} ranks; -n {args.nprocs} does not match"
@@ -115,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=args.timeout,
         mpiexec=args.mpiexec,
         on_failure=_report_failure,
+        load=load,
     )
 
 

@@ -24,9 +24,11 @@ import sys
 
 from gridcoll.cli._common import (
     add_call_arguments,
+    add_load_argument,
     call_from_args,
     console,
     format_params,
+    load_trace_arg,
     plan_call,
     plan_json,
     print_json,
@@ -123,6 +125,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="mpiexec to use (default: the mpich wheel's)",
     )
     add_host_overhead_argument(parser)
+    add_load_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -133,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
 
     _check_reduction_itemsize(args)
     call = call_from_args(args)
+    load = load_trace_arg(args, call.grid)  # refused before anything starts
     emulated = not args.no_emulation and not call.grid.is_single_cluster
     overhead = resolve_host_overhead(
         args.host_overhead, call.grid.nranks, emulated=emulated, load=external_load()
@@ -159,6 +163,7 @@ def run(args: argparse.Namespace) -> int:
         timeout=timeout,
         mpiexec=args.mpiexec,
         host_overhead=overhead,
+        load=load,
     )
     times = list(outcome.result.get("measured_all_s", [])) if outcome.result else []
     measured = statistics.median(times) if times and outcome.ok else None

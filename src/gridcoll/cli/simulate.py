@@ -7,8 +7,10 @@ from pathlib import Path
 
 from gridcoll.cli._common import (
     add_call_arguments,
+    add_load_argument,
     call_from_args,
     console,
+    load_trace_arg,
     plan_call,
     plan_json,
     plan_table,
@@ -36,6 +38,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="FILE.png",
         help="draw the timeline: which link carries which segment when",
     )
+    add_load_argument(parser)
     parser.set_defaults(func=run)
 
 
@@ -46,9 +49,10 @@ def run(args: argparse.Namespace) -> int:
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ParameterError(f"--plot needs a .png, .svg or .pdf file name, got {args.plot!r}")
     call = call_from_args(args)
+    load = load_trace_arg(args, call.grid)
     result = plan_call(call)
     schedule = result.build(call.grid)
-    sim = simulate(schedule, call.grid, record=bool(args.plot))
+    sim = simulate(schedule, call.grid, record=bool(args.plot), load=load)
     if args.plot:
         from gridcoll.plot.timeline import plot_timeline
 

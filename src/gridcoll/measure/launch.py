@@ -166,7 +166,8 @@ def job(grid: Grid, *, emulate: bool = True) -> Iterator[Job]:
         env[ENV_LAUNCH] = str(workdir)  # how LaunchedJob finds every process of the job
         env[emu.ENV_GRID] = str(grid_file)
         env[emu.ENV_EMULATE] = "1" if emulate else "0"
-        env.pop(emu.ENV_LINK_STATE, None)
+        for name in (emu.ENV_LINK_STATE, emu.ENV_LOAD, emu.ENV_LOAD_T0):
+            env.pop(name, None)  # measurements run on the unloaded links
         if emulate and not grid.is_single_cluster:
             link_state = emu.create_link_state(grid)
             env[emu.ENV_LINK_STATE] = str(link_state)

@@ -183,7 +183,7 @@ def open_endpoint(comm, grid=None, *, emulate: bool | None = None, timeout: floa
     if emulate and not resolved.is_single_cluster:
         one_host_or_raise(hosts, "the WAN emulation")
         link_state = _link_state(private, base, timeout)
-        emulator = emu.Emulator(resolved, link_state)
+        emulator = emu.Emulator(resolved, link_state, *emu.environment_load())
     return Endpoint(private, resolved, emulator, bells, shared_clock, timeout, link_state)
 
 

@@ -18,6 +18,7 @@ from gridcoll.network.grid import (
     placement_summary,
 )
 from gridcoll.network.gridfile import grid_from_dict, grid_to_dict, load_grid, save_grid
+from gridcoll.network.load import Load, LoadTrace, read_load, seed001_trace
 from gridcoll.network.plogp import LogGP, PiecewiseLinear, PLogP, r_w, s_w
 from gridcoll.network.presets import PRESETS, das2, get_grid, lan, magpie, teragrid, transit_stub
 
@@ -27,6 +28,8 @@ __all__ = [
     "Cluster",
     "Grid",
     "Link",
+    "Load",
+    "LoadTrace",
     "LogGP",
     "PLogP",
     "PiecewiseLinear",
@@ -46,8 +49,10 @@ __all__ = [
     "place_by_host",
     "placement_summary",
     "r_w",
+    "read_load",
     "s_w",
     "save_grid",
+    "seed001_trace",
     "teragrid",
     "throughput_rate",
     "transit_stub",

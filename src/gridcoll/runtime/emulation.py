@@ -43,6 +43,20 @@ Environment (set by the launcher, ``gridcoll run`` and ``gridcoll mpirun``):
 ``GRIDCOLL_GRID``        path of a grid file (or a preset name)
 ``GRIDCOLL_EMULATE``     ``1`` switches the emulation on
 ``GRIDCOLL_LINK_STATE``  path of the shared link-state file
+``GRIDCOLL_LOAD``        path of a load trace (optional; :mod:`gridcoll.network.load`)
+``GRIDCOLL_LOAD_T0``     ``time.monotonic`` of the launch's start: the trace's time 0
+
+Load (seed 001, sec. 3)
+    Under a load trace the reservation serves link ``i`` at ``1 - f(t)`` of its speed:
+    ``free[link_i] = occupancy_end(g_link_i(m), h_i, profile_i)`` (and ``e_i`` with it),
+    the very helper the simulator uses, with the trace shifted by ``GRIDCOLL_LOAD_T0``.
+    The load takes its share in the link state itself, so every rank's messages slow
+    down alike.
+
+Fair links
+    The emulator serves every link FIFO. A grid with fair links (``Link.sharing ==
+    "fair"``) is emulated FIFO, and the emulator says so once per process (a
+    ``RuntimeWarning``; the launcher says it once per launch and silences the ranks').
 """
 
 from __future__ import annotations
@@ -57,15 +71,19 @@ from pathlib import Path
 
 from gridcoll.errors import GridError
 from gridcoll.network.grid import Cluster, Grid, Route
+from gridcoll.network.load import LoadTrace, occupancy_end, read_load
 
 __all__ = [
     "ENV_EMULATE",
     "ENV_GRID",
     "ENV_LINK_STATE",
+    "ENV_LOAD",
+    "ENV_LOAD_T0",
     "Emulator",
     "LinkState",
     "create_link_state",
     "emulation_requested",
+    "environment_load",
     "subgrid",
 ]
 
@@ -76,6 +94,13 @@ ENV_EMULATE = "GRIDCOLL_EMULATE"
 ENV_LINK_STATE = "GRIDCOLL_LINK_STATE"
 """Environment variable naming the shared link-state file of the launch."""
 
+ENV_LOAD = "GRIDCOLL_LOAD"
+"""Environment variable naming the load trace file of the launch (optional)."""
+ENV_LOAD_T0 = "GRIDCOLL_LOAD_T0"
+"""Environment variable: ``time.monotonic()`` at the launch's start, the trace's time 0."""
+ENV_FAIR_NOTICE = "GRIDCOLL_FAIR_NOTICE"
+"""``0``: the launcher already said fair links are emulated FIFO."""
+
 _MAGIC = b"GCLINK01"
 _HEAD = _struct.Struct("<8sQ16s")  # magic, number of links, grid fingerprint
 _DATA_OFFSET = 64
@@ -84,6 +109,43 @@ _DATA_OFFSET = 64
 def emulation_requested() -> bool:
     """True when the environment switches the WAN emulation on."""
     return _os.environ.get(ENV_EMULATE, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def environment_load() -> tuple[LoadTrace | None, float]:
+    """The load trace and its time 0 the launcher put in the environment (``None, 0``
+    without ``GRIDCOLL_LOAD``). Raises GridError on a bad file or time."""
+    path = _os.environ.get(ENV_LOAD, "").strip()
+    if not path:
+        return None, 0.0
+    raw = _os.environ.get(ENV_LOAD_T0, "").strip()
+    try:
+        t0 = float(raw)
+    except ValueError:
+        raise GridError(
+            f"{ENV_LOAD_T0} must be a monotonic time in seconds, got {raw!r:.80}"
+        ) from None
+    key = (path, t0)
+    if key not in _LOADS:
+        _LOADS[key] = read_load(path)
+    return _LOADS[key], t0
+
+
+_LOADS: dict[tuple[str, float], LoadTrace] = {}
+_FAIR_SAID = [False]
+
+
+def _say_fair_is_fifo(grid: Grid) -> None:
+    if _FAIR_SAID[0] or _os.environ.get(ENV_FAIR_NOTICE, "") == "0":
+        return
+    _FAIR_SAID[0] = True
+    import warnings
+
+    names = ", ".join(sorted(grid.fair_links)[:4])
+    warnings.warn(
+        f"grid {grid.name!r} has fair links ({names}...); the WAN emulator serves them FIFO",
+        RuntimeWarning,
+        stacklevel=3,
+    )
 
 
 def _link_names(grid: Grid) -> list[str]:
@@ -148,9 +210,16 @@ class LinkState:
         self._free = memoryview(self._mm)[_DATA_OFFSET : _DATA_OFFSET + 8 * len(names)].cast("d")
         self._order: dict[tuple[int, ...], tuple[int, ...]] = {}
 
-    def reserve(self, links: tuple[int, ...], costs: tuple[float, ...], now: float) -> float:
+    def reserve(
+        self,
+        links: tuple[int, ...],
+        costs: tuple[float, ...],
+        now: float,
+        profiles: tuple | None = None,
+    ) -> float:
         """Reserve ``links`` in order for a message starting at ``now``; return when its
-        tail leaves the last link (``e_last``)."""
+        tail leaves the last link (``e_last``). ``profiles``: per link, its load profile
+        in ``time.monotonic`` seconds or None (module docstring, "Load")."""
         order = self._order.get(links)
         if order is None:  # lock in increasing index order: no deadlock between routes
             order = self._order[links] = tuple(_DATA_OFFSET + 8 * i for i in sorted(set(links)))
@@ -160,11 +229,19 @@ class LinkState:
         try:
             free = self._free
             head, tail = now, now
-            for i, cost in zip(links, costs, strict=True):
+            if profiles is None:
+                for i, cost in zip(links, costs, strict=True):
+                    if free[i] > head:
+                        head = free[i]
+                    free[i] = head + cost
+                    tail = max(head + cost, tail)
+                return tail
+            for i, cost, profile in zip(links, costs, profiles, strict=True):
                 if free[i] > head:
                     head = free[i]
-                free[i] = head + cost
-                tail = max(head + cost, tail)
+                end = occupancy_end(cost, head, profile) if profile else head + cost
+                free[i] = end
+                tail = max(end, tail)
             return tail
         finally:
             for offset in reversed(order):
@@ -195,6 +272,7 @@ class LinkState:
 class _Route:
     links: tuple[int, ...]
     link_g: tuple  # PiecewiseLinear per link
+    profiles: tuple | None  # load profile per link (monotonic time), None: unloaded
     latency: float
     os_wan: object
     os_lan: object
@@ -209,11 +287,25 @@ class Emulator:
         The grid; rank ``i`` of the communicator is rank ``i`` of the grid.
     state : LinkState
         The shared link free-times (one per launch, shared by every communicator).
+    load : LoadTrace, optional
+        Cross traffic on the links (module docstring, "Load"); loads on links this
+        (sub)grid does not cross are ignored: the launcher checks the names.
+    t0 : float
+        ``time.monotonic()`` at the trace's time 0.
     """
 
-    def __init__(self, grid: Grid, state: LinkState):
+    def __init__(
+        self, grid: Grid, state: LinkState, load: LoadTrace | None = None, t0: float = 0.0
+    ):
         self.grid = grid
         self.state = state
+        self.load, self.t0 = load, t0
+        self._profiles: dict[str, tuple] = {}
+        if load is not None:
+            for name in load.links & set(grid.links):  # the launcher checked the names
+                self._profiles[name] = tuple((b + t0, f) for b, f in load.profile(name))
+        if grid.fair_links:
+            _say_fair_is_fifo(grid)
         self._routes: dict[tuple[int, int], _Route] = {}
         self._costs: dict[tuple[int, int, int], tuple] = {}
         self._busy: dict[tuple[int, int, int], float] = {}
@@ -230,9 +322,11 @@ class Emulator:
         if route is None:
             names = [key for kind, key in self.grid.path(a, b) if kind == "link"]
             wan = self.grid.plogp(a, b)
+            profiles = tuple(self._profiles.get(name) for name in names)
             route = _Route(
                 tuple(self.state.index[name] for name in names),
                 tuple(self.grid.links[name].g for name in names),
+                profiles if any(profiles) else None,
                 wan.L,
                 wan.os_fn,
                 self.grid.lan(a).os_fn,
@@ -249,9 +343,9 @@ class Emulator:
         if cached is None:
             route = self._route(a, b)
             costs = tuple(g(nbytes) for g in route.link_g)
-            cached = self._costs[key] = (route.links, costs, route.latency)
-        links, costs, latency = cached
-        return self.state.reserve(links, costs, now) + latency
+            cached = self._costs[key] = (route.links, costs, route.latency, route.profiles)
+        links, costs, latency, profiles = cached
+        return self.state.reserve(links, costs, now, profiles) + latency
 
     def send_busy(self, a: int, b: int, nbytes: int) -> float:
         """The WAN send overhead ``os_w(m)`` of a cross-cluster message: the emulated
@@ -277,7 +371,7 @@ class Emulator:
 
     def for_subgrid(self, grid: Grid) -> Emulator:
         """The emulator of a sub-communicator: same links, ranks renumbered by ``grid``."""
-        return Emulator(grid, self.state)
+        return Emulator(grid, self.state, self.load, self.t0)
 
 
 def subgrid(grid: Grid, ranks: list[int] | tuple[int, ...], name: str | None = None) -> Grid:

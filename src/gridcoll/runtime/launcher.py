@@ -59,6 +59,7 @@ from pathlib import Path
 from gridcoll.errors import GridcollError
 from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import load_grid, save_grid
+from gridcoll.network.load import LoadTrace
 from gridcoll.runtime import emulation as _emu
 from gridcoll.runtime import watchdog as _watchdog
 from gridcoll.runtime.host import ENV_HOST_OVERHEAD
@@ -589,8 +590,16 @@ def _session(
     timeout: float | None,
     status: bool,
     host_overhead: float | None = None,
+    load: LoadTrace | None = None,
 ):
-    """A temporary directory with the grid file (and status dir), the link state, the env."""
+    """A temporary directory with the grid file (and status dir), the link state, the env.
+
+    With ``load`` (checked against ``grid`` first) and the emulation on, the trace is
+    saved beside the grid file and its time 0 is ``time.monotonic()`` now, just before
+    mpiexec starts (``GRIDCOLL_LOAD``, ``GRIDCOLL_LOAD_T0``). A grid with fair links is
+    emulated FIFO: said here once, and the ranks are told not to repeat it."""
+    if load is not None:
+        load.check(grid)
     workdir = Path(tempfile.mkdtemp(prefix="gridcoll-launch-"))
     link_state = None
     try:
@@ -603,9 +612,23 @@ def _session(
         env[_emu.ENV_GRID] = str(grid_file)
         env[_emu.ENV_EMULATE] = "1" if emulate else "0"
         env.pop(_emu.ENV_LINK_STATE, None)
+        for name in (_emu.ENV_LOAD, _emu.ENV_LOAD_T0):
+            env.pop(name, None)
         if emulate:
             link_state = _emu.create_link_state(load_grid(grid_file))
             env[_emu.ENV_LINK_STATE] = str(link_state)
+            if grid.fair_links:
+                print(
+                    f"gridcoll: grid {grid.name!r} has fair links; the WAN emulator serves "
+                    "them FIFO",
+                    file=sys.stderr,
+                )
+                env[_emu.ENV_FAIR_NOTICE] = "0"
+            if load is not None and load.loads:
+                trace_file = workdir / "load.json"
+                trace_file.write_text(json.dumps(load.to_json()))
+                env[_emu.ENV_LOAD] = str(trace_file)
+                env[_emu.ENV_LOAD_T0] = repr(time.monotonic())
         if timeout is not None:
             env[ENV_TIMEOUT] = repr(float(timeout))
         if host_overhead is not None:
@@ -632,6 +655,7 @@ def launch(
     mpiexec: str | None = None,
     host_overhead: float | None = None,
     on_failure: Callable[[str], None] | None = None,
+    load: LoadTrace | None = None,
 ) -> int:
     """Run ``program`` under ``mpiexec`` on ``grid`` (output goes to this terminal).
 
@@ -639,13 +663,19 @@ def launch(
     itself (and plans with ``host_overhead`` if given). Returns mpiexec's exit status.
     If the job fails, ``on_failure`` gets one paragraph naming the ranks that died and
     how (:func:`describe_exits`). However the call ends, the job's processes and files
-    are gone when it returns or raises (:class:`LaunchedJob`).
+    are gone when it returns or raises (:class:`LaunchedJob`). ``load``: cross traffic
+    on the emulated links (:mod:`gridcoll.network.load`), time 0 at the launch.
     """
     n = grid.nranks if nprocs is None else nprocs
     if n != grid.nranks:
         raise LaunchError(f"grid {grid.name!r} has {grid.nranks} ranks; cannot start {n}")
     with _session(
-        grid, emulate=emulate, timeout=timeout, status=False, host_overhead=host_overhead
+        grid,
+        emulate=emulate,
+        timeout=timeout,
+        status=False,
+        host_overhead=host_overhead,
+        load=load,
     ) as (workdir, env):
         cmd = mpiexec_command(n, wrap_ranks(program, workdir), mpiexec=mpiexec)
         with LaunchedJob(cmd, env, workdir) as job:
@@ -885,6 +915,7 @@ def run_worker(
     fail_mode: str = "exit",
     host_overhead: float | None = None,
     on_progress: Callable[[int], None] | None = None,
+    load: LoadTrace | None = None,
 ) -> LaunchResult:
     """Run a collective ``repeat`` times on ``grid`` with :mod:`gridcoll.runtime.worker`.
 
@@ -901,6 +932,7 @@ def run_worker(
     ``schedule_file`` may be a list: the schedules run one after the other in this one
     launch (the default wall limit then allows ``repeat * timeout`` for each).
     ``on_progress(n)`` is called as rank 0 completes its ``n``-th repetition in all.
+    ``load`` puts cross traffic on the emulated links (as :func:`launch`).
     """
     program = [sys.executable, "-m", "gridcoll.runtime.worker", "--repeat", str(repeat)]
     files = []
@@ -925,7 +957,12 @@ def run_worker(
     runs = repeat * max(1, len(files))
     wall = wall_timeout if wall_timeout is not None else STARTUP_S + 2 * n + runs * timeout
     with _session(
-        grid, emulate=emulate, timeout=timeout, status=True, host_overhead=host_overhead
+        grid,
+        emulate=emulate,
+        timeout=timeout,
+        status=True,
+        host_overhead=host_overhead,
+        load=load,
     ) as (workdir, env):
         cmd = mpiexec_command(n, wrap_ranks(program, workdir), mpiexec=mpiexec, keep_going=True)
         out_path, err_path = workdir / "stdout", workdir / "stderr"

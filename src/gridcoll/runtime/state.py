@@ -565,7 +565,7 @@ def _open_emulator(state: State) -> _emu.Emulator:
             state.link_state[0] = _emu.LinkState(path, state.base_grid)
         else:
             state.link_state[0] = _make_link_state(state)
-    return _emu.Emulator(state.grid, state.link_state[0])
+    return _emu.Emulator(state.grid, state.link_state[0], *_emu.environment_load())
 
 
 def _make_link_state(state: State) -> _emu.LinkState:

@@ -60,6 +60,13 @@ Fair links (``Link.sharing == "fair"``; :mod:`gridcoll.simulate.fairshare`)
     out once. Cost per start or end: one progressive filling, O(K (R + F)) for R fair
     links, F flow-link pairs and K distinct saturation levels.
 
+Load (``simulate(..., load=trace, offset=t)``; :mod:`gridcoll.network.load`)
+    Cross traffic takes the fraction ``f(t)`` of a link (seed 001, sec. 3). A FIFO
+    link's hop ends at ``occupancy_end(occ_i, h_i, profile)``, the ``E`` with
+    ``int_{h_i}^E (1 - f) dt = occ_i``, instead of ``h_i + occ_i``; a fair link's
+    capacity for the application's flows is ``1 - f(t)``, re-shared at every step of
+    the load. A lone message's time on a 50%-loaded link doubles in both modes.
+
 Cost: O(E log E) for E hop events (one per hop after the first, per message); paths,
 P-LogP values and occupancies are computed once per (sender, receiver, size).
 
@@ -83,6 +90,7 @@ from heapq import heappop, heappush
 
 from gridcoll.errors import ScheduleError
 from gridcoll.network.grid import Grid
+from gridcoll.network.load import LoadTrace, fraction_in, occupancy_end
 from gridcoll.schedule.ir import PeriodicProgram, Recv, Schedule, Send
 from gridcoll.simulate.engine import NORMAL, Environment
 from gridcoll.simulate.fairshare import FairShare
@@ -108,7 +116,14 @@ class SimResult:
     """Number of hop events: every hop of every message after its first."""
 
 
-def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResult:
+def simulate(
+    schedule: Schedule,
+    grid: Grid,
+    *,
+    record: bool = False,
+    load: LoadTrace | None = None,
+    offset: float = 0.0,
+) -> SimResult:
     """Execute ``schedule`` on ``grid`` in virtual time.
 
     Parameters
@@ -120,6 +135,13 @@ def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResu
     record : bool
         Keep a :class:`~gridcoll.simulate.timeline.Timeline` of every message and
         resource occupancy (slower, and memory proportional to the messages).
+    load : LoadTrace, optional
+        Cross traffic on the wide-area links (:mod:`gridcoll.network.load`, seed 001
+        sec. 3): a FIFO link serves a message at ``1 - f(t)`` of its speed, a fair
+        link gives the application's flows ``1 - f(t)`` of its capacity. A loaded run
+        always uses the event loop.
+    offset : float
+        Trace time at which the call starts (its time 0 is ``offset`` in the trace).
 
     Returns
     -------
@@ -167,12 +189,19 @@ def simulate(schedule: Schedule, grid: Grid, *, record: bool = False) -> SimResu
         raise ScheduleError(
             f"schedule {schedule.algorithm!r} names a segment it does not define"
         ) from err
-    if not record:
+    profiles: dict = {}
+    if load is not None and load.loads:
+        load.check(grid)
+        for name in sorted(load.links):
+            profiles[name] = tuple((b - offset, f) for b, f in load.profile(name))
+    if not record and not profiles:
         streams = replay_streams(schedule, grid, message_bytes)
         if streams is not None:
             finish, nmessages, nevents = streams
             return SimResult(max(finish, default=0.0), finish, nmessages, None, nevents)
-    replay = (_FairReplay if grid.fair_links else _Replay)(schedule, grid, message_bytes, record)
+    replay = (_FairReplay if grid.fair_links else _Replay)(
+        schedule, grid, message_bytes, record, profiles
+    )
     if not record:
         return replay.run()
     # A recorded run keeps every message alive; pausing the cyclic garbage collector
@@ -210,8 +239,17 @@ _FAIR = 15  # None, or (first fair hop, fair mask, ((link id, s per byte), ...),
 class _Replay:
     """One run of :func:`simulate`: per-rank state, resources, channels, the heap."""
 
-    def __init__(self, schedule: Schedule, grid: Grid, message_bytes: dict, record: bool):
+    def __init__(
+        self,
+        schedule: Schedule,
+        grid: Grid,
+        message_bytes: dict,
+        record: bool,
+        profiles: dict | None = None,
+    ):
         self.schedule = schedule
+        self.profiles = profiles or {}  # link name -> load profile (simulation time)
+        self.loaded: dict[int, tuple] = {}  # FIFO link id -> its load profile
         self.grid = grid
         self.message_bytes = message_bytes
         self.record = record
@@ -268,6 +306,9 @@ class _Replay:
                     rid = self.resource_ids[resource] = len(self.resources)
                     self.resources.append(resource)
                     self.free.append(0.0)
+                    kind, key = resource
+                    if kind == "link" and key in self.profiles and not self.grid.is_fair(resource):
+                        self.loaded[rid] = self.profiles[key]
                 ids.append(rid)
             gaps = tuple(resource_gap(self.grid, r) for r in path)
             pair = (tuple(ids), gaps, self.grid.plogp(a, b), self.channel(a, b, op_index))
@@ -282,7 +323,7 @@ class _Replay:
         queue = self.env._queue
         eid = self.env._eid
         free, waiting, record = self.free, self.waiting, self.record
-        intervals = self.intervals
+        intervals, loaded = self.intervals, self.loaded
         advance = self.advance
         for rank in range(self.schedule.nranks):  # start-up: every rank at t = 0
             advance(rank)
@@ -297,6 +338,8 @@ class _Replay:
             f = free[rid]
             h = t if t > f else f
             end = h + msg[_OCC][i]
+            if loaded and rid in loaded:  # seed 001 sec. 3: served at 1 - f(t)
+                end = occupancy_end(msg[_OCC][i], h, loaded[rid])
             free[rid] = end
             if record:
                 intervals.append((rid, h, end, msg[_INDEX]))
@@ -467,9 +510,17 @@ class _FairReplay(_Replay):
     the end of the next flow (stale ends are skipped: ``self.token`` names the live one).
     """
 
-    def __init__(self, schedule: Schedule, grid: Grid, message_bytes: dict, record: bool):
-        super().__init__(schedule, grid, message_bytes, record)
+    def __init__(
+        self,
+        schedule: Schedule,
+        grid: Grid,
+        message_bytes: dict,
+        record: bool,
+        profiles: dict | None = None,
+    ):
+        super().__init__(schedule, grid, message_bytes, record, profiles)
         self.share = FairShare()
+        self.fair_loaded: dict[int, tuple] = {}  # fair link id -> its load profile
         self.token: object | None = None  # the live flow-end entry
         self.reshare_due = False
         self.gates: dict[tuple[int, int], deque] = {}  # pair with a flow -> messages held
@@ -482,6 +533,10 @@ class _FairReplay(_Replay):
     def send_info(self, a: int, b: int, m: int, op_index: int) -> tuple:
         ids, occs, os_, L, or_, chan, _ = super().send_info(a, b, m, op_index)
         mask = tuple(self.grid.is_fair(self.resources[rid]) for rid in ids)
+        for rid, f in zip(ids, mask, strict=True):
+            name = self.resources[rid][1]
+            if f and name in self.profiles:
+                self.fair_loaded[rid] = self.profiles[name]
         fair = None
         if any(mask):
             size = float(max(m, 1))
@@ -496,6 +551,11 @@ class _FairReplay(_Replay):
         queue = self.env._queue
         for rank in range(self.schedule.nranks):  # start-up: every rank at t = 0
             self.advance(rank)
+        # A fair link's capacity changes at every step of its load: re-share there.
+        steps = {b for name in self.grid.fair_links for b, _ in self.profiles.get(name, ())}
+        for b in sorted(steps):
+            if b > 0:
+                heappush(queue, (b, _RESHARE, next(self.env._eid), _RESHARE_EVENT))
         t = 0.0
         while queue:
             t, _, _, event = heappop(queue)
@@ -532,6 +592,8 @@ class _FairReplay(_Replay):
             f = self.free[rid]
             h = t if t > f else f
             end = h + msg[_OCC][i]
+            if rid in self.loaded:
+                end = occupancy_end(msg[_OCC][i], h, self.loaded[rid])
             self.free[rid] = end
             if self.record:
                 self.intervals.append((rid, h, end, msg[_INDEX]))
@@ -566,6 +628,10 @@ class _FairReplay(_Replay):
     def reshare(self, t: float) -> None:
         self.reshare_due = False
         self.share.advance(t)
+        if self.fair_loaded:  # the load holds f(t) of the link (network.load)
+            self.share.capacity = {
+                rid: 1.0 - fraction_in(profile, t) for rid, profile in self.fair_loaded.items()
+            }
         first = self.share.reshare()
         self.token = None
         if first < float("inf"):

@@ -142,6 +142,9 @@ class FairShare:
         self.flows: dict[int, Flow] = {}
         self.now = 0.0
         self.cache: dict[frozenset, dict] = {}
+        self.capacity: dict[int, float] = {}
+        """Capacity of a link id as a fraction of its own (default 1; under a load
+        ``f``, ``1 - f``: :mod:`gridcoll.network.load`)."""
 
     def advance(self, t: float) -> None:
         """Carry every flow's bytes from :attr:`now` to ``t`` at its rate."""
@@ -165,11 +168,17 @@ class FairShare:
         for flow in flows.values():
             classes[flow.costs] = classes.get(flow.costs, 0) + 1
         mix = frozenset(classes.items())
+        capacity = None
+        if self.capacity:
+            capacity = {link: self.capacity.get(link, 1.0) for c in classes for link, _ in c}
+            mix = frozenset((mix, frozenset(capacity.items())))
         rates = self.cache.get(mix)
         if rates is None:
             if len(self.cache) >= self.CACHE_SIZE:
                 self.cache.clear()
-            rates = self.cache[mix] = max_min_rates({c: c for c in classes}, weights=classes)
+            rates = self.cache[mix] = max_min_rates(
+                {c: c for c in classes}, capacity=capacity, weights=classes
+            )
         now, first = self.now, math.inf
         for flow in flows.values():
             rate = flow.rate = rates[flow.costs]
