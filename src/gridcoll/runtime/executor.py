@@ -46,11 +46,12 @@ its receiver after each ``Isend`` (and a receiver rings the sender of a large me
 when it has taken it), so a sleeping rank wakes as soon as there is something to do.
 While it has sends in flight a rank tests them at every wake-up and rings the receiver
 of the oldest one (MPICH moves a large message only while both ends are inside MPI);
-a rank with nothing in flight sleeps until its doorbell rings (at most
-:data:`IDLE_NAP_MAX`), also while it waits out an emulated delivery, instead of
-waking every millisecond (a 4 MiB allreduce on ``das2:4``: 2.3 CPU-s over its 16
-ranks instead of 4.7, the same wall time; what a non-blocking call costs the
-computation it overlaps). :func:`wait` (native calls, barriers, the
+a rank with nothing in flight lets its backoff grow to :data:`IDLE_NAP_MAX` (back to
+:data:`BACKOFF_START` when its doorbell rings), and sleeps until rung while it waits
+out an emulated delivery, instead of waking every millisecond (with frugal plans,
+``bench/overlap.py``'s 4 MiB ``Iallreduce`` on ``das2:4`` costs its 16 ranks about
+1.4 CPU-s instead of 4.8: what a non-blocking call takes from the computation it
+overlaps). :func:`wait` (native calls, barriers, the
 set-up) first tests and yields the CPU (``sched_yield``) for up to
 :data:`YIELD_POLL_S`, so a short request completes without a sleep's latency while any
 runnable peer gets the core.
@@ -119,9 +120,9 @@ BACKOFF_MAX = 1e-3
 """Longest sleep (seconds) between two tests of a request while the rank has sends in
 flight, or has no doorbell to be woken by."""
 IDLE_NAP_MAX = 20e-3
-"""Longest sleep (seconds) of a rank with a doorbell and no send in flight, since the
-doorbell last rang: a sender rings it after every ``Isend`` to it, so it sleeps until
-there is something to do (Rule 5), not in 1 ms naps."""
+"""Longest sleep (seconds) of a rank with a doorbell and no send in flight: a sender
+rings it after every ``Isend`` to it, so its backoff may grow past :data:`BACKOFF_MAX`
+(Rule 5), and starts again from :data:`BACKOFF_START` when the doorbell rings."""
 YIELD_POLL_S = 200e-6
 """How long :func:`wait` tests and yields the CPU before it starts sleeping."""
 DEFAULT_TIMEOUT = 60.0
@@ -990,11 +991,12 @@ class _Run:
                     self._nudge(step.peer)
                 if self._progress():
                     delay = BACKOFF_START
-                elif self.bells is not None and self.oldest >= len(self.sends):
-                    delay = IDLE_NAP_MAX  # nothing of ours in flight: sleep until rung
-                else:
-                    delay = min(2 * delay, BACKOFF_MAX)
+                else:  # nothing of ours in flight: up to IDLE_NAP_MAX, until rung
+                    idle = self.bells is not None and self.oldest >= len(self.sends)
+                    delay = min(2 * delay, IDLE_NAP_MAX if idle else BACKOFF_MAX)
                 self._nap(seen, min(delay, deadline - now + 1e-6, self.nudge_after))
+                if self.bells is not None and self.bells.seen() != seen:
+                    delay = BACKOFF_START  # rung: a message is coming, test it soon
         except MPI.Exception as err:
             if err.Get_error_class() == MPI.ERR_TRUNCATE:
                 raise MismatchError(
