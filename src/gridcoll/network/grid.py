@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import fnmatch
 import hashlib
+import math
 import re
 from collections import Counter
 from collections.abc import Mapping, Sequence
@@ -428,6 +429,48 @@ class Grid:
             for name, link in self.links.items()
         }
         return Grid(f"{self.name}+load", self.clusters, routes, links, self.placement)
+
+    def with_link_load(self, load: Mapping[str, float]) -> Grid:
+        """The grid as cross traffic leaves it: link ``l`` keeps ``1 - load[l]`` of its
+        bandwidth (its ``g`` times ``1/(1 - f)``, the rate at which
+        :func:`~gridcoll.network.load.occupancy_end` serves it), and every route
+        crossing a loaded link has ``g = max(g_route, g_link')``: a route slows down
+        only where a loaded link becomes its bottleneck (a 50% load on a 100 Mb/s
+        cluster link behind a 20 Mb/s site link changes nothing). What the network
+        monitor forecasts (:mod:`gridcoll.adapt.monitor`), as a grid to plan on; the
+        name gets ``+view``, the fingerprint the loads. Loads of 0 are ignored; an
+        empty or all-zero ``load`` returns the grid itself. Memoised in ``memo``
+        (table ``link_load``): one load, one grid object, whose own memo keeps the
+        trees and tables planned on it."""
+        key = tuple(sorted((name, f) for name, f in load.items() if f))
+        if not key:
+            return self
+        return self.memo.get("link_load", key, lambda: self._with_link_load(dict(key)), 64)
+
+    def _with_link_load(self, load: Mapping[str, float]) -> Grid:
+        unknown = sorted(set(load) - set(self.links))
+        if unknown:
+            raise GridError(f"grid {self.name!r} has no link {unknown[0]!r:.80}")
+        for name, f in load.items():
+            if not (math.isfinite(f) and 0 <= f < 1):
+                raise ParameterError(f"load on link {name!r} must be in [0, 1), got {f!r}")
+        scaled = {name: self.links[name].g.scaled(1.0 / (1.0 - f)) for name, f in load.items() if f}
+        if not scaled:
+            return self
+        links = {
+            name: replace(link, g=scaled[name]) if name in scaled else link
+            for name, link in self.links.items()
+        }
+        routes = {}
+        for key, route in self.routes.items():
+            g = route.plogp.g_fn
+            for name in route.links:
+                if name in scaled:
+                    g = g.maximum(scaled[name])
+            plogp = route.plogp if g is route.plogp.g_fn else replace(route.plogp, g_fn=g)
+            routes[key] = Route(plogp, route.links)
+        base = re.sub(r"\+view$", "", self.name)
+        return Grid(f"{base}+view", self.clusters, routes, links, self.placement)
 
 
 # -- placement by host ------------------------------------------------------------------

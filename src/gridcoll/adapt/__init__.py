@@ -1,0 +1,46 @@
+"""Adaptive collectives (issue 13; seed 001): the network monitor, the forecasters, the
+advisor that plans ahead, and seed 001's scenario in simulation. Sans I/O: the runtime
+(``gridcoll.Comm(adaptive=True)``) and the simulated scenario feed them."""
+
+from gridcoll.adapt.advisor import ADVISOR_MAX_BUDGET_S, IDLE_SIZES, STALE_FACTOR, Advisor
+from gridcoll.adapt.forecast import (
+    NWS_METHODS,
+    TREND_METHODS,
+    Forecaster,
+    geometric_trend,
+    last_value,
+    linear_trend,
+    running_mean,
+    running_median,
+)
+from gridcoll.adapt.monitor import (
+    LOAD_QUANTUM,
+    PERIOD_S,
+    PROBE_BYTES,
+    MonitorCost,
+    NetworkMonitor,
+    Transfer,
+    transfer_bounds,
+)
+
+__all__ = [
+    "ADVISOR_MAX_BUDGET_S",
+    "IDLE_SIZES",
+    "LOAD_QUANTUM",
+    "NWS_METHODS",
+    "PERIOD_S",
+    "PROBE_BYTES",
+    "STALE_FACTOR",
+    "TREND_METHODS",
+    "Advisor",
+    "Forecaster",
+    "MonitorCost",
+    "NetworkMonitor",
+    "Transfer",
+    "geometric_trend",
+    "last_value",
+    "linear_trend",
+    "running_mean",
+    "running_median",
+    "transfer_bounds",
+]

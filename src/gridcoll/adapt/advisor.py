@@ -1,0 +1,192 @@
+"""The broadcast advisor, sans I/O: forecast the application's next call, plan it ahead
+on the monitor's view, hand the call the best plan ready (issue 13 items 3 and 5; seed
+001 sec. 2.5, figure 5).
+
+Seed 001's advisor reads the application's sizes and time stamps, forecasts the next
+size and the interval before the next call by linear regression, and runs clusteredSA
+for the forecast size, twice and half it, with the forecast interval as its time
+budget; with no application it cycles through 1 KB to 2 MB. This one does the same with
+gridcoll's planner (:func:`gridcoll.tune.plan`, every builder, clusteredSA and the
+other anytime builders sharing the budget), with three changes:
+
+* the forecasts are :class:`~gridcoll.adapt.forecast.Forecaster`\\ s over
+  :data:`~gridcoll.adapt.forecast.TREND_METHODS` (the seed's regression, a geometric
+  trend, the last value; the least recent error wins);
+* the budget per target is the forecast interval split among the targets, capped at
+  ``max_budget_s`` (the seed's clusteredSA needed minutes; gridcoll's planner is done
+  in about a second on seed 001's 64 ranks);
+* a call whose measured time exceeds ``stale_factor`` times its plan's prediction
+  marks the view *stale* (item 5): until the monitor's view changes, calls get the
+  *safe* plan, made on the worst load each link showed recently
+  (:meth:`~gridcoll.adapt.monitor.NetworkMonitor.worst_load`), and the caller
+  refreshes the links of the call's routes at once (:meth:`Advisor.measured` returns
+  them).
+
+The application never waits for the advisor: :meth:`Advisor.offer` gives the plans
+ready at that moment, which the root announces for its next call
+(:mod:`gridcoll.adapt.handoff`); a call they do not fit runs the ordinary plan. The
+advisor reads no clock: the caller says when calls happen and gives the planner's
+clock (``clock``, for its deadline).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+from gridcoll.adapt.forecast import TREND_METHODS, Forecaster
+from gridcoll.network.grid import Grid
+from gridcoll.tune import PlanCache, plan
+from gridcoll.tune.select import Plan
+
+IDLE_SIZES = tuple(2**k for k in range(10, 22))
+"""Seed 001's idle mode: 1 KiB to 2 MiB in powers of two, round robin."""
+ADVISOR_MAX_BUDGET_S = 1.0
+"""The most planning budget one target gets (nominal seconds, :func:`tune.plan`)."""
+STALE_FACTOR = 1.5
+"""A call measured this many times slower than predicted makes the view stale."""
+READY_PLANS = 64
+"""Ready plans kept (the oldest dropped first)."""
+
+
+@dataclass
+class Advisor:
+    """Plans ahead for one collective from one root (module docstring).
+
+    ``grid`` is the described network; every plan is made on it under the load the
+    caller passes (:meth:`NetworkMonitor.load`, :meth:`Grid.with_link_load`). ``algo``
+    is ``"auto"`` (the adaptive strategy) or one builder (seed 001's Mateescu strategy:
+    ``"mateescu"``)."""
+
+    grid: Grid
+    op: str = "bcast"
+    root: int = 0
+    algo: str = "auto"
+    itemsize: int = 1
+    host_overhead: float | None = None
+    max_budget_s: float = ADVISOR_MAX_BUDGET_S
+    stale_factor: float = STALE_FACTOR
+    extra_bytes: int = 0
+    """Bytes every plan carries beyond the user's (the hand-off's trailer)."""
+    frugal: float = 0.0
+    cache: PlanCache | None = None
+    clock: Callable[[], float] | None = None
+    sizes: Forecaster = field(init=False)
+    intervals: Forecaster = field(init=False)
+    stale: bool = field(init=False, default=False)
+    plans_made: int = field(init=False, default=0)
+    _ready: OrderedDict = field(init=False, default_factory=OrderedDict)
+    _offered: dict | None = field(init=False, default=None)
+    _offered_key: tuple = field(init=False, default=())
+    _stale_view: tuple | None = field(init=False, default=None)
+    _last_call: float | None = field(init=False, default=None)
+    _idle: int = field(init=False, default=0)
+
+    def __post_init__(self) -> None:
+        self.sizes = Forecaster(TREND_METHODS)
+        self.intervals = Forecaster(TREND_METHODS)
+        if self.cache is None:
+            self.cache = PlanCache(256)
+
+    # -- the application ----------------------------------------------------------------
+    def record_call(self, nbytes: int, t: float) -> None:
+        """The application called the collective with ``nbytes`` at time ``t``."""
+        self.sizes.update(float(nbytes))
+        if self._last_call is not None:
+            self.intervals.update(max(0.0, t - self._last_call))
+        self._last_call = t
+
+    def forecast(self) -> tuple[float, float]:
+        """The next call's size and the seconds until it (NaN while unknown)."""
+        return self.sizes.forecast(), self.intervals.forecast()
+
+    def targets(self) -> list[int]:
+        """The sizes to plan for next: the forecast size, twice and half it (seed
+        001); with no call yet, the next idle size (:data:`IDLE_SIZES`)."""
+        size, _ = self.forecast()
+        if math.isnan(size):
+            return [IDLE_SIZES[self._idle % len(IDLE_SIZES)]]
+        unit = self.itemsize
+        m = max(unit, round(size / unit) * unit)
+        halved = max(unit, (m // 2) // unit * unit)
+        return list(dict.fromkeys((m, 2 * m, halved)))
+
+    def budget_s(self, ntargets: int) -> float:
+        """Planning budget per target: the forecast interval shared by the targets,
+        at most ``max_budget_s``."""
+        _, interval = self.forecast()
+        if math.isnan(interval):
+            return self.max_budget_s
+        return max(0.01, min(self.max_budget_s, interval / max(1, ntargets)))
+
+    # -- planning -----------------------------------------------------------------------
+    def plan_ahead(
+        self,
+        load: Mapping[str, float],
+        safe_load: Mapping[str, float] | None = None,
+        *,
+        limit: int | None = None,
+    ) -> list[Plan]:
+        """Plan the targets not yet ready (at most ``limit`` of them) on the grid under
+        ``load`` (the monitor's forecast), each within :meth:`budget_s`; while stale,
+        under ``safe_load`` without anytime builders (quick). A load other than the one
+        found stale clears the mark (fresh figures arrived). What was planned last is
+        what :meth:`offer` offers."""
+        key = tuple(sorted(load.items()))
+        if self.stale and key != self._stale_view:
+            self.stale = False
+        safe = self.stale and safe_load is not None
+        chosen_load = dict(safe_load) if safe else dict(load)
+        on = self.grid.with_link_load(chosen_load)
+        targets = self.targets()
+        budget = None if safe else self.budget_s(len(targets))
+        todo = [m for m in targets if (on.fingerprint, m) not in self._ready]
+        made = []
+        for m in todo[:limit]:
+            made.append(self._plan(on, m, budget_s=budget))
+            self._ready[(on.fingerprint, m)] = made[-1]
+            while len(self._ready) > READY_PLANS:
+                self._ready.popitem(last=False)
+        if not self.sizes.history:
+            self._idle += 1
+        self._offered = chosen_load
+        self._offered_key = key
+        return made
+
+    def offer(self) -> tuple[dict[str, float], list[tuple[int, Plan]]]:
+        """The load planned under last and its ready plans for the current targets, as
+        (user size, plan) pairs, the forecast size first: what the root announces
+        (:mod:`gridcoll.adapt.handoff`)."""
+        if self._offered is None:
+            return {}, []
+        key = self.grid.with_link_load(self._offered).fingerprint
+        ready = [(m, self._ready[(key, m)]) for m in self.targets() if (key, m) in self._ready]
+        return dict(self._offered), ready
+
+    def measured(self, predicted_s: float, seconds: float) -> bool:
+        """A call predicted to take ``predicted_s`` took ``seconds``: True if that makes
+        the view stale (the caller then refreshes the links the call crossed at once)."""
+        if seconds > self.stale_factor * predicted_s and not self.stale:
+            self.stale = True
+            self._stale_view = self._offered_key
+            return True
+        return False
+
+    # -- inside -------------------------------------------------------------------------
+    def _plan(self, view: Grid, nbytes: int, *, budget_s: float | None) -> Plan:
+        self.plans_made += 1
+        return plan(
+            view,
+            self.op,
+            nbytes + self.extra_bytes,
+            self.root,
+            algo=self.algo,
+            itemsize=self.itemsize,
+            host_overhead=self.host_overhead,
+            budget_s=budget_s,
+            cache=self.cache,
+            clock=self.clock,
+            frugal=self.frugal,
+        )

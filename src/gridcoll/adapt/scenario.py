@@ -1,0 +1,293 @@
+"""Seed 001's experiment in simulation: an application of broadcasts on a loaded grid,
+run with each strategy (issue 13 item 6; seed 001 sec. 3, figure 8).
+
+The application (:func:`seed001_app`): about 60 broadcasts from one root, the first
+of 1 MB, sizes decreasing linearly; 90 s between the first two, intervals decreasing
+exponentially ("right-looking Gaussian elimination"). The paper gives neither the last
+size nor the rate, so: the size falls by ``first / n`` per call (the last is ``first /
+n``), and each interval is :data:`INTERVAL_DECAY` = 0.97 times the one before (90 s down
+to 15 s; the 60 calls span 42 minutes, about four of seed 001's load cycles).
+
+The strategies (:data:`STRATEGIES`):
+
+* ``mpich-g2`` — MPICH-G2's static multilevel tree (seed 001 figure 7), planned once
+  on the described grid;
+* ``mateescu`` — seed 001's comparison: the same advisor and monitor as ``adaptive``,
+  running Mateescu's algorithm instead of clusteredSA;
+* ``adaptive`` — the advisor (:class:`~gridcoll.adapt.advisor.Advisor`, every
+  builder) on the monitor's view (:class:`~gridcoll.adapt.monitor.NetworkMonitor`:
+  passive samples from every wide-area message, probes for links without traffic);
+* ``static`` — gridcoll's own plan on the described grid, no monitor: what adapting
+  adds to gridcoll, as opposed to what gridcoll adds to MPICH-G2.
+
+Every call is simulated on the described grid under the load trace, from its start
+time in the trace (``simulate(load=, offset=)``); the monitor learns from that very
+simulation's messages, so it sees only what a real one would (end-to-end times). A
+call is *loaded* if any link carries load when it starts. Each strategy is also run
+without the load (``reference_s``), the time each call would have taken on the idle
+network, so :func:`summarize` can say how soon a strategy is back after a load ends.
+The planner runs with a frozen clock: its nominal budget alone decides (deterministic),
+and the advisor's CPU seconds are measured and reported.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+
+from gridcoll.adapt.advisor import ADVISOR_MAX_BUDGET_S, Advisor
+from gridcoll.adapt.handoff import announcement, decode, encode, planned, trailer_bytes
+from gridcoll.adapt.monitor import PERIOD_S, PROBE_BYTES, NetworkMonitor, Transfer
+from gridcoll.network.grid import Grid
+from gridcoll.network.load import LoadTrace, occupancy_end
+from gridcoll.simulate import simulate
+from gridcoll.tune import PlanCache, plan
+
+STRATEGIES = ("mpich-g2", "mateescu", "adaptive", "static")
+INTERVAL_DECAY = 0.97
+"""Each interval of seed 001's application is this times the one before (our choice)."""
+
+
+@dataclass(frozen=True)
+class AppCall:
+    """One broadcast of the application: at ``t`` seconds, ``nbytes`` bytes."""
+
+    t: float
+    nbytes: int
+
+
+def seed001_app(
+    ncalls: int = 60,
+    first_bytes: int = 1 << 20,
+    first_interval: float = 90.0,
+    decay: float = INTERVAL_DECAY,
+    time_scale: float = 1.0,
+    start: float = 0.0,
+) -> tuple[AppCall, ...]:
+    """Seed 001's application (module docstring): call ``i`` of ``first_bytes * (1 -
+    i/n)`` bytes (whole bytes, exactly linear), ``first_interval * decay**i`` seconds
+    before call ``i + 1``, times multiplied by ``time_scale``."""
+    if ncalls < 1 or first_bytes < ncalls:
+        raise ValueError(f"need 1 <= ncalls <= first_bytes, got {ncalls}, {first_bytes}")
+    step = first_bytes // ncalls
+    calls, t = [], start
+    for i in range(ncalls):
+        calls.append(AppCall(t, first_bytes - i * step))
+        t += first_interval * decay**i * time_scale
+    return tuple(calls)
+
+
+def probe_transfer(grid: Grid, load: LoadTrace | None, src: int, dst: int, t: float) -> Transfer:
+    """A lone probe of :data:`PROBE_BYTES` from cluster ``src`` to ``dst`` at trace time
+    ``t``: cut-through over the route's links, each served at ``1 - f(t)`` (as the
+    simulator serves a lone message; NICs and gateways are not loaded)."""
+    route = grid.routes[(src, dst)]
+    occ = route.plogp.g(PROBE_BYTES)
+    for name in route.links:
+        g = grid.links[name].g(PROBE_BYTES)
+        end = t + g if load is None else occupancy_end(g, t, load.profile(name))
+        occ = max(occ, end - t)
+    return Transfer(src, dst, PROBE_BYTES, t, t + occ + route.plogp.L)
+
+
+@dataclass
+class StrategyRun:
+    """One strategy's run of the application: per call the seconds, the plan's
+    algorithm and prediction, whether the view was stale; the advisor's CPU seconds
+    and what the monitor cost."""
+
+    strategy: str
+    times_s: list[float] = field(default_factory=list)
+    algorithms: list[str] = field(default_factory=list)
+    predicted_s: list[float] = field(default_factory=list)
+    stale: list[bool] = field(default_factory=list)
+    advisor_cpu_s: float = 0.0
+    wan_bytes: int = 0
+    monitor: dict = field(default_factory=dict)
+
+
+def run_strategy(
+    strategy: str,
+    grid: Grid,
+    app: Sequence[AppCall],
+    load: LoadTrace | None,
+    *,
+    root: int = 0,
+    period_s: float = PERIOD_S,
+    max_budget_s: float = ADVISOR_MAX_BUDGET_S,
+    cache: PlanCache | None = None,
+    on_call: Callable[[int], None] | None = None,
+) -> StrategyRun:
+    """Simulate ``app`` under ``load`` with one strategy (module docstring)."""
+    if strategy not in STRATEGIES:
+        raise ValueError(f"unknown strategy {strategy!r}; choose from {', '.join(STRATEGIES)}")
+    cache = cache if cache is not None else PlanCache(1024)
+    out = StrategyRun(strategy)
+    if strategy in ("mpich-g2", "static"):
+        algo, budget = ("mpich-g2", None) if strategy == "mpich-g2" else ("auto", max_budget_s)
+        for i, call in enumerate(app):
+            chosen = plan(
+                grid,
+                "bcast",
+                call.nbytes,
+                root,
+                algo=algo,
+                budget_s=budget,
+                cache=cache,
+                clock=_frozen_clock,
+            )
+            result = simulate(chosen.build(), grid, load=load, offset=call.t)
+            out.times_s.append(result.total_s)
+            out.algorithms.append(chosen.algorithm)
+            out.predicted_s.append(chosen.simulated_s or chosen.predicted_s)
+            out.stale.append(False)
+            if on_call is not None:
+                on_call(i)
+        return out
+    algo = "auto" if strategy == "adaptive" else "mateescu"
+    trailer = trailer_bytes(grid)
+    monitor = NetworkMonitor(grid, period_s=period_s)
+    advisor = Advisor(
+        grid,
+        "bcast",
+        root,
+        algo=algo,
+        max_budget_s=max_budget_s,
+        extra_bytes=trailer,
+        cache=cache,
+        clock=_frozen_clock,
+    )
+    cluster_of = grid.cluster_of
+    announced = None
+    for i, call in enumerate(app):
+        cpu = time.process_time()
+        # Every rank: the plan the root announced in the previous call, else the
+        # ordinary one (handoff module). The root: what its advisor has ready now
+        # rides in this call's trailer, for the next.
+        chosen = planned(grid, announced, call.nbytes, root, extra=trailer, cache=cache)
+        if chosen is None:
+            chosen = plan(grid, "bcast", call.nbytes + trailer, root, algo=algo, cache=cache)
+        offered_load, ready = advisor.offer()
+        trailer_out = encode(announcement(i, grid, offered_load, ready), grid)
+        out.advisor_cpu_s += time.process_time() - cpu
+        result = simulate(chosen.build(), grid, load=load, offset=call.t, record=True)
+        out.times_s.append(result.total_s)
+        out.algorithms.append(chosen.algorithm)
+        predicted = chosen.simulated_s or chosen.predicted_s
+        out.predicted_s.append(predicted)
+        out.stale.append(advisor.stale)
+        transfers = [
+            Transfer(
+                cluster_of[m.src],
+                cluster_of[m.dst],
+                m.nbytes,
+                call.t + m.send_start,
+                call.t + m.arrival,
+            )
+            for m in result.timeline.messages
+            if cluster_of[m.src] != cluster_of[m.dst]
+        ]
+        out.wan_bytes += sum(x.nbytes for x in transfers)
+        cpu = time.process_time()
+        announced = decode(trailer_out, grid)
+        monitor.observe(transfers)
+        advisor.record_call(call.nbytes, call.t)
+        if advisor.measured(predicted, result.total_s):  # stale: refresh its links now
+            monitor.forget({n for x in transfers for n in grid.routes[(x.src, x.dst)].links})
+        now = call.t + result.total_s
+        for src, dst in monitor.probes_due(now):
+            monitor.observe([probe_transfer(grid, load, src, dst, now)], probe=True)
+        monitor.end_period(now)
+        advisor.plan_ahead(monitor.load(), monitor.worst_load())
+        out.advisor_cpu_s += time.process_time() - cpu
+        if on_call is not None:
+            on_call(i)
+    out.monitor = monitor.cost.to_json()
+    return out
+
+
+def _frozen_clock() -> float:
+    """The planner's deadline clock in simulation: time stands still while it plans,
+    so only the nominal budget decides (deterministic runs)."""
+    return 0.0
+
+
+def loaded_calls(app: Sequence[AppCall], load: LoadTrace | None) -> list[bool]:
+    """Whether any link carries load when each call starts."""
+    if load is None:
+        return [False] * len(app)
+    return [any(load.fraction_at(name, c.t) > 0 for name in load.links) for c in app]
+
+
+def load_ends(load: LoadTrace | None) -> list[float]:
+    """The times at which the trace's load stops (every link idle from then on, until
+    the next load)."""
+    if load is None:
+        return []
+    ends = sorted({x.end for x in load.loads})
+    return [e for e in ends if all(load.fraction_at(name, e) == 0 for name in load.links)]
+
+
+def summarize(
+    app: Sequence[AppCall],
+    load: LoadTrace | None,
+    runs: dict[str, StrategyRun],
+    reference: dict[str, list[float]] | None = None,
+    baseline: str = "mpich-g2",
+) -> dict:
+    """The scenario's JSON (issue 13 item 6): per strategy ``times_s``,
+    ``mean_loaded_s``, ``mean_unloaded_s``; ``loaded``; against ``baseline`` the mean
+    per-call ``improvement_loaded`` and ``change_unloaded`` (fractions, positive =
+    faster); with ``reference`` (each strategy without the load) ``after_load``: the
+    first and second call after each load ends, as a ratio to the same call unloaded."""
+    loaded = loaded_calls(app, load)
+    ends = load_ends(load)
+    out: dict = {
+        "calls": [{"t": c.t, "nbytes": c.nbytes} for c in app],
+        "loaded": loaded,
+        "load_ends": ends,
+        "strategies": {},
+    }
+    base = runs.get(baseline)
+    for name, run in runs.items():
+        times = run.times_s
+        entry = {
+            "times_s": times,
+            "algorithms": run.algorithms,
+            "predicted_s": run.predicted_s,
+            "stale": run.stale,
+            "mean_loaded_s": _mean([t for t, x in zip(times, loaded, strict=True) if x]),
+            "mean_unloaded_s": _mean([t for t, x in zip(times, loaded, strict=True) if not x]),
+            "advisor_cpu_s": run.advisor_cpu_s,
+            "monitor": run.monitor,
+            "app_wan_bytes": run.wan_bytes,
+            "app_s": math.fsum(times),
+        }
+        if run.monitor:
+            entry["monitor_share_bytes"] = run.monitor["probe_bytes"] / max(1, run.wan_bytes)
+            entry["monitor_share_s"] = run.monitor["probe_s"] / max(1e-12, entry["app_s"])
+        if base is not None:
+            gains = [(b - t) / b for t, b in zip(times, base.times_s, strict=True)]
+            on = [g for g, x in zip(gains, loaded, strict=True) if x]
+            off = [g for g, x in zip(gains, loaded, strict=True) if not x]
+            entry["improvement_loaded"] = _mean(on)
+            entry["change_unloaded"] = _mean(off)
+            entry["worst_change_unloaded"] = min(off, default=math.nan)
+        if reference is not None and name in reference:
+            ref = reference[name]
+            entry["reference_s"] = ref
+            after = []
+            for e in ends:
+                nxt = [i for i, c in enumerate(app) if c.t >= e][:2]
+                after.append(
+                    {"load_end": e, "calls": nxt, "ratios": [times[i] / ref[i] for i in nxt]}
+                )
+            entry["after_load"] = after
+        out["strategies"][name] = entry
+    return out
+
+
+def _mean(values: Sequence[float]) -> float:
+    return math.fsum(values) / len(values) if values else math.nan
