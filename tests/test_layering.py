@@ -28,6 +28,7 @@ LAYERS = (
     "models",
     "simulate",
     "tune",
+    "adapt",
     "runtime",
     "measure",
     "plot",

@@ -70,6 +70,9 @@ class Advisor:
     stale_factor: float = STALE_FACTOR
     extra_bytes: int = 0
     """Bytes every plan carries beyond the user's (the hand-off's trailer)."""
+    lead: int = 1
+    """How many calls ahead a plan is used: 2 with the hand-off (the plan announced in
+    call ``n`` serves call ``n + 1``, planned after call ``n - 1``)."""
     frugal: float = 0.0
     cache: PlanCache | None = None
     clock: Callable[[], float] | None = None
@@ -99,12 +102,13 @@ class Advisor:
         self._last_call = t
 
     def forecast(self) -> tuple[float, float]:
-        """The next call's size and the seconds until it (NaN while unknown)."""
-        return self.sizes.forecast(), self.intervals.forecast()
+        """The size of the call ``lead`` calls ahead and the seconds between calls (NaN
+        while unknown)."""
+        return self.sizes.forecast(steps=self.lead), self.intervals.forecast()
 
     def targets(self) -> list[int]:
-        """The sizes to plan for next: the forecast size, twice and half it (seed
-        001); with no call yet, the next idle size (:data:`IDLE_SIZES`)."""
+        """The sizes to plan for: the forecast size, twice and half it (seed 001);
+        with no call yet, the next idle size (:data:`IDLE_SIZES`)."""
         size, _ = self.forecast()
         if math.isnan(size):
             return [IDLE_SIZES[self._idle % len(IDLE_SIZES)]]

@@ -26,29 +26,30 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
-Method = Callable[[Sequence[float]], float]
-"""A predictor: the history (oldest first, never empty) -> the next value."""
+Method = Callable[..., float]
+"""A predictor: ``method(history, steps=1)``, the history oldest first and never empty,
+-> the value ``steps`` ahead (the next one by default)."""
 
 
-def last_value(history: Sequence[float]) -> float:
+def last_value(history: Sequence[float], steps: int = 1) -> float:
     """NWS's last-value predictor."""
     return history[-1]
 
 
-def running_mean(history: Sequence[float]) -> float:
+def running_mean(history: Sequence[float], steps: int = 1) -> float:
     """NWS's running mean over the window."""
     return math.fsum(history) / len(history)
 
 
-def running_median(history: Sequence[float]) -> float:
+def running_median(history: Sequence[float], steps: int = 1) -> float:
     """NWS's running median over the window (robust to a lone outlier)."""
     return statistics.median(history)
 
 
-def linear_trend(history: Sequence[float]) -> float:
+def linear_trend(history: Sequence[float], steps: int = 1) -> float:
     """Seed 001's simple linear regression: the least-squares line through
-    ``(i, x_i)``, evaluated at the next index (the last value while there are fewer
-    than two points)."""
+    ``(i, x_i)``, evaluated ``steps`` indices past the last (the last value while there
+    are fewer than two points)."""
     n = len(history)
     if n < 2:
         return history[-1]
@@ -56,15 +57,15 @@ def linear_trend(history: Sequence[float]) -> float:
     mean_x = math.fsum(history) / n
     sxx = math.fsum((i - mean_i) ** 2 for i in range(n))
     sxy = math.fsum((i - mean_i) * (x - mean_x) for i, x in enumerate(history))
-    return mean_x + sxy / sxx * (n - mean_i)
+    return mean_x + sxy / sxx * (n - 1 + steps - mean_i)
 
 
-def geometric_trend(history: Sequence[float]) -> float:
+def geometric_trend(history: Sequence[float], steps: int = 1) -> float:
     """A line through ``(i, log x_i)`` at the next index: an exponential growth or
     decay (seed 001's intervals); the linear trend if a value is not positive."""
     if min(history) <= 0:
-        return linear_trend(history)
-    return math.exp(linear_trend([math.log(x) for x in history]))
+        return linear_trend(history, steps)
+    return math.exp(linear_trend([math.log(x) for x in history], steps))
 
 
 NWS_METHODS: tuple[tuple[str, Method], ...] = (
@@ -127,8 +128,8 @@ class Forecaster:
 
         return min(self.methods, key=score)[0]
 
-    def forecast(self, default: float = math.nan) -> float:
-        """The chosen method's next value (``default`` with no history)."""
+    def forecast(self, default: float = math.nan, steps: int = 1) -> float:
+        """The chosen method's value ``steps`` ahead (``default`` with no history)."""
         if not self.history:
             return default
-        return dict(self.methods)[self.chosen](self.history)
+        return dict(self.methods)[self.chosen](self.history, steps)

@@ -156,6 +156,7 @@ def run_strategy(
         algo=algo,
         max_budget_s=max_budget_s,
         extra_bytes=trailer,
+        lead=2,
         cache=cache,
         clock=_frozen_clock,
     )
@@ -291,3 +292,78 @@ def summarize(
 
 def _mean(values: Sequence[float]) -> float:
     return math.fsum(values) / len(values) if values else math.nan
+
+
+def simulate_scenario(
+    grid: Grid,
+    app: Sequence[AppCall],
+    load: LoadTrace | None,
+    strategies: Sequence[str] = STRATEGIES,
+    *,
+    root: int = 0,
+    period_s: float = PERIOD_S,
+    max_budget_s: float = ADVISOR_MAX_BUDGET_S,
+    reference: dict[str, list[float]] | bool = True,
+    on_call: Callable[[str, int], None] | None = None,
+) -> dict:
+    """Every strategy's run of ``app`` under ``load`` (:func:`run_strategy`) and their
+    :func:`summarize`. ``reference``: True runs every strategy again without the load
+    (``reference_s``, ``after_load``); a dict gives those runs (the same for every load
+    trace: computed once, shared by several seeds); False leaves them out."""
+    cache = PlanCache(4096)
+    runs = {}
+    for name in strategies:
+        tick = None if on_call is None else (lambda i, name=name: on_call(name, i))
+        runs[name] = run_strategy(
+            name,
+            grid,
+            app,
+            load,
+            root=root,
+            period_s=period_s,
+            max_budget_s=max_budget_s,
+            cache=cache,
+            on_call=tick,
+        )
+    if reference is True:
+        reference = unloaded_times(
+            grid,
+            app,
+            strategies,
+            root=root,
+            period_s=period_s,
+            max_budget_s=max_budget_s,
+            cache=cache,
+            on_call=on_call,
+        )
+    return summarize(app, load, runs, reference or None)
+
+
+def unloaded_times(
+    grid: Grid,
+    app: Sequence[AppCall],
+    strategies: Sequence[str] = STRATEGIES,
+    *,
+    root: int = 0,
+    period_s: float = PERIOD_S,
+    max_budget_s: float = ADVISOR_MAX_BUDGET_S,
+    cache: PlanCache | None = None,
+    on_call: Callable[[str, int], None] | None = None,
+) -> dict[str, list[float]]:
+    """Each strategy's per-call seconds with no load at all: the reference a strategy
+    should come back to after a load ends."""
+    out = {}
+    for name in strategies:
+        tick = None if on_call is None else (lambda i, name=name: on_call(f"{name} (no load)", i))
+        out[name] = run_strategy(
+            name,
+            grid,
+            app,
+            None,
+            root=root,
+            period_s=period_s,
+            max_budget_s=max_budget_s,
+            cache=cache,
+            on_call=tick,
+        ).times_s
+    return out

@@ -425,8 +425,9 @@ def add_load_argument(parser: argparse.ArgumentParser) -> None:
         "--load",
         metavar="TRACE",
         default=None,
-        help="a gridcoll-load/1 trace file: cross traffic on the WAN links "
-        "(docs/load-format.md); time 0 is the start of the run",
+        help="cross traffic on the WAN links: a gridcoll-load/1 trace file "
+        "(docs/load-format.md), or seed001[:SEED] (seed 001's random load on the links "
+        "of cluster C3, over an hour); time 0 is the start of the run",
     )
     parser.add_argument(
         "--load-scale",
@@ -440,12 +441,8 @@ def add_load_argument(parser: argparse.ArgumentParser) -> None:
 def load_trace_arg(args: argparse.Namespace, grid: Grid):
     """The ``--load`` trace, time-scaled and checked against ``grid`` (None without it).
     Raises GridError (a bad file, a link the grid lacks) before anything starts."""
-    from gridcoll.network.load import read_load
+    from gridcoll.network.load import load_from_spec
 
     if getattr(args, "load", None) is None:
         return None
-    trace = read_load(args.load)
-    if args.load_scale != 1.0:
-        trace = trace.scaled(args.load_scale)
-    trace.check(grid)
-    return trace
+    return load_from_spec(args.load, grid, time_scale=args.load_scale)

@@ -33,6 +33,7 @@ from gridcoll.cli import (
     plan,
     report,
     run,
+    scenario,
     simulate,
 )
 from gridcoll.errors import GridcollError
@@ -48,7 +49,19 @@ __all__ = [
     "main",
 ]
 
-COMMANDS = [algorithms, plan, simulate, compare, demo, run, mpirun, report, measure, discover]
+COMMANDS = [
+    algorithms,
+    plan,
+    simulate,
+    compare,
+    demo,
+    run,
+    mpirun,
+    report,
+    measure,
+    discover,
+    scenario,
+]
 """The subcommand modules, in the order ``gridcoll --help`` lists them."""
 
 EXIT_ERROR = 2

@@ -50,6 +50,7 @@ __all__ = [
     "LoadTrace",
     "cluster_links",
     "fraction_in",
+    "load_from_spec",
     "loads_from_json",
     "occupancy_end",
     "read_load",
@@ -286,3 +287,25 @@ def seed001_trace(
             break
     trace = LoadTrace(tuple(loads))
     return trace if time_scale == 1.0 else trace.scaled(time_scale)
+
+
+def load_from_spec(
+    spec: str, grid, duration: float = 3600.0, time_scale: float = 1.0
+) -> LoadTrace:
+    """A load trace named on the command line: ``seed001`` or ``seed001:SEED`` (the
+    generator, :func:`seed001_trace`, over ``duration`` unscaled seconds), or a
+    ``gridcoll-load/1`` file; times multiplied by ``time_scale``; checked against
+    ``grid``."""
+    name, _, arg = spec.partition(":")
+    if name == "seed001":
+        try:
+            seed = int(arg) if arg else 0
+        except ValueError:
+            raise GridError(f"--load seed001:SEED needs an integer seed, got {arg!r:.40}") from None
+        trace = seed001_trace(grid, seed=seed, duration=duration, time_scale=time_scale)
+    else:
+        trace = read_load(spec)
+        if time_scale != 1.0:
+            trace = trace.scaled(time_scale)
+    trace.check(grid)
+    return trace
