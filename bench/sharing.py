@@ -4,8 +4,7 @@ Each schedule is planned on the FIFO grid (the models are FIFO-based) and replay
 the simulator on the same grid with FIFO links and with every link fair
 (``Grid.with_link_sharing("fair")``, ``docs/grid-format.md``). ``simgrid_fair_s`` is the
 figure issue 13 reports for SimGrid 4.1 under fair sharing, where it gives one (the
-two cases with contention); ``bench/simgrid_check.py`` (not yet written) is to replay
-all ten there.
+two cases with contention); ``bench/simgrid_check.py`` replays all ten in SimGrid.
 
 Run: ``python bench/sharing.py [--quick] [--out bench/results/sharing.json]``.
 """
