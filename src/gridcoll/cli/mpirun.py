@@ -76,6 +76,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="record every gridcoll collective call, one JSON line each (GRIDCOLL_LOG; "
         "'{rank}' in FILE: one file per rank); read them with gridcoll report",
     )
+    parser.add_argument(
+        "--adaptive",
+        action="store_true",
+        help="every gridcoll.Comm's broadcasts adapt to the network as it runs "
+        "(GRIDCOLL_ADAPTIVE=1; seed 001)",
+    )
     parser.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
     add_load_argument(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -105,6 +111,8 @@ def run(args: argparse.Namespace) -> int:
     if args.algo is not None:
         algo_table(args.algo, None)  # names the bad part and lists the choices
         os.environ["GRIDCOLL_ALGO"] = args.algo
+    if args.adaptive:
+        os.environ["GRIDCOLL_ADAPTIVE"] = "1"
     if args.log is not None:
         from gridcoll.runtime.record import ENV_LOG, log_path
 

@@ -61,6 +61,7 @@ from mpi4py import MPI
 
 from gridcoll.errors import ParameterError
 from gridcoll.memo import Memo
+from gridcoll.runtime import adaptive as _adaptive
 from gridcoll.runtime.buffers import (
     bytes_of,
     check_counts,
@@ -296,6 +297,9 @@ def bcast(comm: Any, buf: Any, root: int) -> None:
         return None
     if view.size == 0:
         return _empty(comm, "bcast", root, itemsize, signature(spec))
+    if state is not None and state.adaptive_on and state.deferring is None:
+        state = ready(comm)
+        return _adaptive.of(state).bcast(view, root, itemsize, signature(spec))
     return _call(
         comm,
         "bcast",

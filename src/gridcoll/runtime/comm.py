@@ -82,6 +82,13 @@ class Comm(MPI.Intracomm):
         parameters, prediction, bound, measured seconds on this rank
         (:mod:`gridcoll.runtime.record`; ``gridcoll report`` summarises it). Default
         ``GRIDCOLL_LOG``, else none. Communicators made from this one share it.
+    adaptive : bool, optional
+        Broadcasts adapt to the network while the program runs (seed 001; issue 13):
+        each root's advisor watches its calls and the emulated WAN messages' times,
+        plans ahead in a background thread and hands the plan over in the next
+        broadcast's trailer (:mod:`gridcoll.runtime.adaptive`). Default
+        ``GRIDCOLL_ADAPTIVE`` (``gridcoll mpirun --adaptive``), else off; no effect on
+        one cluster. Communicators made from this one inherit it.
 
     Notes
     -----
@@ -142,10 +149,13 @@ class Comm(MPI.Intracomm):
         timeout: float | None = None,
         host_overhead: float | str | None = None,
         log: str | _os.PathLike | None = None,
+        adaptive: bool | None = None,
     ):
         if comm is None or self == MPI.COMM_NULL:
             return
-        _state.attach(self, grid, algo, params, timeout, host_overhead, log=log)
+        _state.attach(
+            self, grid, algo, params, timeout, host_overhead, log=log, adaptive=adaptive
+        )
 
     # gridcoll's collectives
     def Bcast(self, buf: Any, root: int = 0) -> None:

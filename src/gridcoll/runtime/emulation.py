@@ -310,6 +310,10 @@ class Emulator:
         self._costs: dict[tuple[int, int, int], tuple] = {}
         self._busy: dict[tuple[int, int, int], float] = {}
         self._os_w: dict[tuple[int, int, int], float] = {}
+        self.observed: list | None = None
+        """While a list: every message reserved is appended as ``(src cluster, dst
+        cluster, bytes, sent, deliver_at)``, the passive measurements of an adaptive
+        broadcast (:mod:`gridcoll.runtime.adaptive`)."""
 
     def crosses(self, a: int, b: int) -> bool:
         """True when a message from rank a to rank b leaves its cluster (is emulated)."""
@@ -345,7 +349,10 @@ class Emulator:
             costs = tuple(g(nbytes) for g in route.link_g)
             cached = self._costs[key] = (route.links, costs, route.latency, route.profiles)
         links, costs, latency, profiles = cached
-        return self.state.reserve(links, costs, now, profiles) + latency
+        deliver = self.state.reserve(links, costs, now, profiles) + latency
+        if self.observed is not None:
+            self.observed.append((key[0], key[1], nbytes, now, deliver))
+        return deliver
 
     def send_busy(self, a: int, b: int, nbytes: int) -> float:
         """The WAN send overhead ``os_w(m)`` of a cross-cluster message: the emulated

@@ -956,6 +956,34 @@ def run_worker(
     n = grid.nranks
     runs = repeat * max(1, len(files))
     wall = wall_timeout if wall_timeout is not None else STARTUP_S + 2 * n + runs * timeout
+    return _run_job(
+        grid,
+        program,
+        timeout=timeout,
+        wall=wall,
+        emulate=emulate,
+        mpiexec=mpiexec,
+        host_overhead=host_overhead,
+        on_progress=on_progress,
+        load=load,
+    )
+
+
+def _run_job(
+    grid: Grid,
+    program: list[str],
+    *,
+    timeout: float,
+    wall: float,
+    emulate: bool = True,
+    mpiexec: str | None = None,
+    host_overhead: float | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    load: LoadTrace | None = None,
+) -> LaunchResult:
+    """Run a worker ``program`` (one that prints ``GRIDCOLL-RESULT`` at rank 0 and
+    writes status lines) on every rank of ``grid``, supervised (:func:`_supervise`)."""
+    n = grid.nranks
     with _session(
         grid,
         emulate=emulate,

@@ -72,6 +72,7 @@ from gridcoll.tune import Plan, PlanCache
 from gridcoll.tune.select import native_reason
 
 __all__ = [
+    "ENV_ADAPTIVE",
     "ENV_ALGO",
     "ENV_CHECK",
     "ENV_TIMEOUT",
@@ -97,6 +98,9 @@ ENV_TIMEOUT = "GRIDCOLL_TIMEOUT"
 """Environment variable: default timeout (seconds) of every ``Comm``."""
 ENV_ALGO = "GRIDCOLL_ALGO"
 """Environment variable: default ``algo`` of every ``Comm`` (``auto`` if unset)."""
+ENV_ADAPTIVE = "GRIDCOLL_ADAPTIVE"
+"""Environment variable: ``1`` makes every communicator's broadcasts adaptive
+(:mod:`gridcoll.runtime.adaptive`; ``gridcoll mpirun --adaptive``)."""
 ENV_CHECK = "GRIDCOLL_CHECK"
 """Environment variable: ``1`` checks that the ranks agree on every call the MPI
 library runs itself, which carries no gridcoll header
@@ -178,6 +182,12 @@ class State:
     """Whether the ranks check that they agree on each native call (``GRIDCOLL_CHECK``)."""
     log: CallLog | None = None
     """Where each call is recorded (:mod:`gridcoll.runtime.record`); None: off."""
+    adaptive_on: bool = False
+    """Broadcasts adapt (``Comm(adaptive=True)``, ``GRIDCOLL_ADAPTIVE=1``)."""
+    adaptive: Any = None
+    """The :class:`gridcoll.runtime.adaptive.Adaptive` of the first adaptive broadcast."""
+    report_tag: int = 0
+    """The tag of an adaptive broadcast's reports to its root (``notice_tag + 1``)."""
 
     def close(self) -> None:
         """Free the private communicator and the doorbells (a later call makes new ones).
@@ -190,6 +200,9 @@ class State:
         if self.progress is not None:  # its outstanding calls end first
             self.progress.stop()
             self.progress = None
+        if self.adaptive is not None:
+            self.adaptive.close()
+            self.adaptive = None
         err = None
         if self.private is not None and not MPI.Is_finalized():
             if self.broken is None:
@@ -307,6 +320,7 @@ def attach(
     link_state: list | None = None,
     hosts: tuple[str, ...] | None = None,
     log: str | CallLog | None = None,
+    adaptive: bool | None = None,
 ) -> State:
     """Make ``comm``'s state and attach it (local, no MPI call).
 
@@ -317,7 +331,8 @@ def attach(
     the communicator ``comm`` was made from. ``log``: a file name
     (:func:`gridcoll.runtime.record.open_log`; None: ``GRIDCOLL_LOG``) or the open log
     of that communicator; with a log, ``Bcast`` takes the general path (its line needs
-    the plan). The tunables ``CACHE_SIZE`` and ``DOORBELLS`` are read from ``comm``'s
+    the plan). ``adaptive``: broadcasts adapt (:mod:`gridcoll.runtime.adaptive`; None:
+    ``GRIDCOLL_ADAPTIVE``). The tunables ``CACHE_SIZE`` and ``DOORBELLS`` are read from ``comm``'s
     class.
     """
     algos = _algos(algo, params)
@@ -353,6 +368,11 @@ def attach(
     )
     state.log = log
     state.check = check
+    if adaptive is None:
+        adaptive = _os.environ.get(ENV_ADAPTIVE, "").strip() not in ("", "0")
+    state.adaptive_on = bool(adaptive) and not grid.is_single_cluster
+    if state.adaptive_on:
+        state.native_bcast = False
     state.grid_id = _zlib.crc32(grid.fingerprint.encode())
     state.hosts, state.by_host = hosts, by_host
     comm.gridcoll_state = state
@@ -392,6 +412,7 @@ def derive(
         link_state=state.link_state,
         hosts=state.hosts if hosts is None else hosts,
         log=state.log,
+        adaptive=state.adaptive_on,
     )
     out.gridcoll_state.by_host = state.by_host
     return out
@@ -528,8 +549,9 @@ def _set_up(comm: MPI.Intracomm, state: State) -> None:
     state.private = private
     state.watchdog = PROCESS.watchdog()
     tag_ub = private.Get_attr(MPI.TAG_UB) or 32767
-    state.ntags = max(1, min((tag_ub - 1) // 2, 1 << 20))
-    state.notice_tag = 2 * state.ntags  # <= tag_ub - 1, above every call's tags
+    state.ntags = max(1, min((tag_ub - 2) // 2, 1 << 20))
+    state.notice_tag = 2 * state.ntags  # <= tag_ub - 2, above every call's tags
+    state.report_tag = state.notice_tag + 1
     # A random epoch, the same on all ranks, numbers this communicator's calls: MPI
     # recycles the context of a freed communicator, and a stray message of a failed
     # call on it must not match (tags differ) nor pass (headers differ) here.

@@ -1,0 +1,298 @@
+"""Adaptive broadcasts over MPI: ``Comm(..., adaptive=True)`` (issue 13 items 2-5).
+
+A communicator made adaptive runs every blocking ``Bcast``/``bcast`` on a multi-cluster
+grid this way (:meth:`Adaptive.bcast`):
+
+1. **Which plan.** Every rank holds the last :class:`~gridcoll.adapt.handoff.Announcement`
+   of each root, taken from that root's previous broadcast. The call runs
+   :func:`~gridcoll.adapt.handoff.planned`'s plan for its size (every parameter pinned,
+   on the announced view), or, if none fits, the communicator's ordinary plan; both for
+   ``M + trailer`` bytes. Every rank decides alike, from bytes they all received.
+2. **The data space** is the user's ``M`` bytes and the trailer: the root copies its
+   buffer in and writes its advisor's current announcement after it; the others copy
+   the ``M`` bytes out and keep the announcement for the next call from that root. One
+   copy of ``M`` bytes per rank is the price of not touching the executor.
+3. **Passive measurement.** While the call runs, the emulator notes every wide-area
+   message this rank sends (clusters, bytes, send time, ``deliver_at``:
+   :attr:`Emulator.observed`). After the call each rank other than the root sends the
+   root a small *report* on the communicator's report tag: its end time and those
+   messages (fire and forget, ``MPI_Isend``; counted as the monitor's traffic).
+4. **The root's advisor** runs in a background thread (:class:`RootSide`): it collects
+   the call's reports (``MPI_Iprobe`` with sleeps, for at most a second past the call),
+   feeds the :class:`~gridcoll.adapt.monitor.NetworkMonitor` and the
+   :class:`~gridcoll.adapt.advisor.Advisor` (the call's size and time; its measured
+   time, the slowest rank's end, against the plan's prediction: a stale view falls
+   back to the safe plan), plans ahead with a wall-clock budget, and publishes the
+   next announcement, which the main thread reads without waiting.
+5. **Every rank prepares** the announced plan for the forecast size in the same
+   background thread as soon as it has the announcement, so an anytime builder's run
+   (repeated from its recorded evaluation count: the same tree on every rank) does not
+   sit in the next call. Planning is serialised by a lock per communicator.
+
+Without ``MPI_THREAD_MULTIPLE`` the root collects its reports at its next call instead.
+The runtime sends no active probes: links no call crosses keep their last forecast
+(the simulated scenario probes them, :mod:`gridcoll.adapt.scenario`). Non-blocking
+``Ibcast`` and one-cluster communicators take the ordinary path.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import queue
+import threading
+import time
+from collections import OrderedDict
+from typing import Any
+
+import numpy as np
+from mpi4py import MPI
+
+from gridcoll.adapt.advisor import ADVISOR_MAX_BUDGET_S, Advisor
+from gridcoll.adapt.handoff import (
+    Announcement,
+    announcement,
+    choose,
+    decode,
+    encode,
+    planned,
+    trailer_bytes,
+)
+from gridcoll.adapt.monitor import NetworkMonitor, Transfer
+from gridcoll.runtime.executor import CallInfo, compile_program
+from gridcoll.runtime.prepare import plan_call, run
+from gridcoll.runtime.state import PROCESS, Prepared, State
+from gridcoll.tune import FRUGAL, PlanCache
+
+__all__ = ["REPORT_WAIT_S", "Adaptive", "RootSide", "of"]
+
+REPORT_WAIT_S = 1.0
+"""How long past a call the root's thread waits for its reports."""
+_PREPARED = 8
+
+
+def of(state: State) -> Adaptive:
+    """The communicator's adaptive machinery (made at its first adaptive broadcast)."""
+    if state.adaptive is None:
+        state.adaptive = Adaptive(state)
+    return state.adaptive
+
+
+class Adaptive:
+    """One communicator's adaptive broadcasts (module docstring)."""
+
+    def __init__(self, state: State):
+        self.state = state
+        self.grid = state.grid
+        self.trailer = trailer_bytes(self.grid)
+        self.announced: dict[int, Announcement | None] = {}
+        self.roots: dict[int, RootSide] = {}
+        self.prepared: OrderedDict = OrderedDict()
+        self.lock = threading.Lock()
+        self.jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self.sent: list = []  # (buffer, request) of reports in flight
+        self.staging: dict[int, np.ndarray] = {}
+        self.threaded = MPI.Query_thread() == MPI.THREAD_MULTIPLE
+        self.report_bytes = 0
+        self.thread = threading.Thread(target=self._work, name="gridcoll-adaptive", daemon=True)
+        self.thread.start()
+
+    # -- one call ---------------------------------------------------------------------
+    def bcast(self, view: np.ndarray, root: int, itemsize: int, dtype: str) -> None:
+        """Broadcast ``view`` (this rank's bytes) from ``root`` (module docstring)."""
+        state, rank = self.state, self.state.private.Get_rank()
+        nbytes = view.size
+        start = time.monotonic()
+        prepared = self._prepare(rank, root, nbytes, itemsize)
+        total = nbytes + self.trailer
+        buf = self.staging.get(total)
+        if buf is None:
+            self.staging = {total: np.empty(total, dtype=np.uint8)}  # the last size only
+            buf = self.staging[total]
+        side = None
+        if rank == root:
+            side = self._root_side(root, itemsize)
+            if not self.threaded:
+                side.collect(wait=False)
+            buf[:nbytes] = view
+            buf[nbytes:] = np.frombuffer(side.trailer, dtype=np.uint8)
+        emulator = state.emulator
+        if emulator is not None:
+            emulator.observed = []
+        try:
+            run(state, prepared.program, buf, None, dtype)
+        finally:
+            observed = [] if emulator is None else emulator.observed
+            if emulator is not None:
+                emulator.observed = None
+        end = time.monotonic()
+        state.last = prepared.plan
+        if rank != root:
+            view[:] = buf[:nbytes]
+        ann = decode(buf[nbytes:], self.grid)
+        self.announced[root] = ann
+        if side is not None:
+            side.called(nbytes, start, end, prepared.plan.predicted_s, observed)
+        else:
+            self._report(root, end, observed)
+        self._retire()
+        if ann is not None and ann.entries:  # the forecast size's plan, ready before its call
+            self.jobs.put(lambda: self._prepare(rank, root, ann.entries[0].nbytes, itemsize))
+
+    # -- plans --------------------------------------------------------------------------
+    def _prepare(self, rank: int, root: int, nbytes: int, itemsize: int) -> Prepared:
+        ann = self.announced.get(root)
+        key = (root, nbytes, itemsize, choose(ann, nbytes), ann and ann.load)
+        with self.lock:
+            hit = self.prepared.get(key)
+            if hit is not None:
+                self.prepared.move_to_end(key)
+                return hit
+            state = self.state
+            chosen = planned(
+                self.grid,
+                ann,
+                nbytes,
+                root,
+                extra=self.trailer,
+                itemsize=itemsize,
+                host_overhead=state.host_overhead,
+                cache=PROCESS.plans,
+            )
+            if chosen is None:
+                chosen = plan_call(state, "bcast", nbytes + self.trailer, root, itemsize)
+            schedule = chosen.build()
+            call = CallInfo.of(schedule, itemsize=itemsize, grid_id=state.grid_id)
+            program = compile_program(schedule, rank, emulator=state.emulator, call=call)
+            made = self.prepared[key] = Prepared(chosen, program)
+            while len(self.prepared) > _PREPARED:
+                self.prepared.popitem(last=False)
+            return made
+
+    def _root_side(self, root: int, itemsize: int) -> RootSide:
+        side = self.roots.get(root)
+        if side is None:
+            side = self.roots[root] = RootSide(self, root, itemsize)
+        return side
+
+    # -- reports ------------------------------------------------------------------------
+    def _report(self, root: int, end: float, observed: list) -> None:
+        """Send the root this rank's end time and wide-area messages of the call."""
+        data = np.array([end, *[x for t in observed for x in t]], dtype=np.float64)
+        req = self.state.private.Isend([data, MPI.DOUBLE], dest=root, tag=self.state.report_tag)
+        self.sent.append((data, req))
+        self.report_bytes += data.nbytes
+
+    def _retire(self) -> None:
+        """Drop the reports MPI has sent."""
+        if self.sent:
+            self.sent = [(d, r) for d, r in self.sent if not r.Test()]
+
+    # -- the background thread ------------------------------------------------------------
+    def _work(self) -> None:
+        while True:
+            job = self.jobs.get()
+            if job is None:
+                return
+            with contextlib.suppress(Exception):  # a failed look-ahead costs a later plan
+                job()
+
+    def close(self) -> None:
+        """Stop the background thread (the communicator is being freed)."""
+        self.jobs.put(None)
+        self.thread.join(timeout=5.0)
+
+
+class RootSide:
+    """A root's monitor and advisor, fed after each of its calls in the background
+    thread; ``trailer`` is the announcement the next call carries."""
+
+    def __init__(self, owner: Adaptive, root: int, itemsize: int):
+        state = owner.state
+        self.owner, self.root = owner, root
+        self.size = state.private.Get_size()
+        self.monitor = NetworkMonitor(owner.grid)
+        name = state.algos.get("bcast", ("auto", None))[0]
+        self.advisor = Advisor(
+            owner.grid,
+            "bcast",
+            root,
+            algo=name if name != "auto" else "auto",
+            itemsize=itemsize,
+            host_overhead=state.host_overhead,
+            max_budget_s=ADVISOR_MAX_BUDGET_S,
+            extra_bytes=owner.trailer,
+            lead=2,
+            frugal=FRUGAL,
+            cache=PlanCache(256),
+            clock=time.monotonic,
+        )
+        self.trailer = bytes(owner.trailer)
+        self.version = 0
+        self.cpu_s = 0.0
+        self.pending: list[np.ndarray] = []  # reports received, oldest call first
+        self.calls = 0
+
+    def called(self, nbytes: int, start: float, end: float, predicted: float, own: list) -> None:
+        """The root's part of a call is done: hand the rest to the background thread."""
+        self.calls += 1
+        call = self.calls
+        self.owner.jobs.put(lambda: self._after(call, nbytes, start, end, predicted, own))
+
+    def collect(self, wait: bool, until: float = 0.0, want: int = 0) -> None:
+        """Receive the reports that have arrived (for the oldest call still missing
+        some), sleeping between probes while ``wait`` and before ``until``."""
+        state = self.owner.state
+        nap = 1e-3
+        status = MPI.Status()
+        while True:
+            got = False
+            while state.private.Iprobe(MPI.ANY_SOURCE, state.report_tag, status):
+                data = np.empty(status.Get_count(MPI.DOUBLE), dtype=np.float64)
+                state.private.Recv([data, MPI.DOUBLE], status.Get_source(), state.report_tag)
+                self.pending.append(data)
+                got = True
+            if not wait or len(self.pending) >= want or time.monotonic() >= until:
+                return
+            if not got:
+                time.sleep(nap)
+                nap = min(2 * nap, 20e-3)
+
+    def _after(
+        self, call: int, nbytes: int, start: float, end: float, predicted: float, own: list
+    ) -> None:
+        cpu = time.process_time()
+        if self.owner.threaded:
+            self.collect(True, until=end + REPORT_WAIT_S, want=self.size - 1)
+        reports, self.pending = self.pending[: self.size - 1], self.pending[self.size - 1 :]
+        ends = [end] + [float(r[0]) for r in reports]
+        transfers = [Transfer(*t) for t in own]
+        for r in reports:
+            rows = r[1:].reshape(-1, 5)
+            transfers += [Transfer(int(a), int(b), int(m), s, d) for a, b, m, s, d in rows]
+        with self.owner.lock:
+            monitor, advisor = self.monitor, self.advisor
+            monitor.observe(transfers)
+            advisor.record_call(nbytes, start)
+            if len(reports) == self.size - 1 and advisor.measured(predicted, max(ends) - start):
+                grid = self.owner.grid
+                monitor.forget({n for x in transfers for n in grid.routes[(x.src, x.dst)].links})
+            monitor.end_period(time.monotonic())
+        for _ in advisor.targets():  # one plan at a time: the main thread may need the lock
+            with self.owner.lock:
+                made = advisor.plan_ahead(monitor.load(), monitor.worst_load(), limit=1)
+            if not made:
+                break
+        load, ready = advisor.offer()
+        self.version += 1
+        grid = self.owner.grid
+        self.trailer = encode(announcement(self.version, grid, load, ready), grid)
+        self.cpu_s += time.process_time() - cpu
+
+    def stats(self) -> dict[str, Any]:
+        """What the advisor and the monitor cost so far (the scenario's JSON)."""
+        return {
+            "advisor_cpu_s": self.cpu_s,
+            "plans_made": self.advisor.plans_made,
+            "monitor": self.monitor.cost.to_json(),
+            "version": self.monitor.version,
+        }
