@@ -87,9 +87,9 @@ def encode(ann: Announcement, grid: Grid) -> bytes:
     for entry in ann.entries[:MAX_ENTRIES]:
         name = entry.algorithm.encode()
         params = json.dumps(dict(entry.params), sort_keys=True, separators=(",", ":")).encode()
+        if used + _ENTRY.size + len(name) + len(params) > size:
+            break  # (before packing: a name of 256 bytes or more does not pack)
         piece = _ENTRY.pack(entry.nbytes, len(name), len(params)) + name + params
-        if used + len(piece) > size:
-            break
         entries.append(piece)
         used += len(piece)
     head = _HEAD.pack(MAGIC, ann.version, len(loads), len(entries))
