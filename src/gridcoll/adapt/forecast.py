@@ -62,8 +62,9 @@ def linear_trend(history: Sequence[float], steps: int = 1) -> float:
 
 def geometric_trend(history: Sequence[float], steps: int = 1) -> float:
     """A line through ``(i, log x_i)`` at the next index: an exponential growth or
-    decay (seed 001's intervals); the linear trend if a value is not positive."""
-    if min(history) <= 0:
+    decay (seed 001's intervals); the linear trend if a value is not positive or
+    there are fewer than two (exactly the last value, as ``exp(log x)`` is not)."""
+    if len(history) < 2 or min(history) <= 0:
         return linear_trend(history, steps)
     return math.exp(linear_trend([math.log(x) for x in history], steps))
 

@@ -87,9 +87,9 @@ def encode(ann: Announcement, grid: Grid) -> bytes:
     for entry in ann.entries[:MAX_ENTRIES]:
         name = entry.algorithm.encode()
         params = json.dumps(dict(entry.params), sort_keys=True, separators=(",", ":")).encode()
+        if used + _ENTRY.size + len(name) + len(params) > size:
+            break  # (before packing: a name of 256 bytes or more does not pack)
         piece = _ENTRY.pack(entry.nbytes, len(name), len(params)) + name + params
-        if used + len(piece) > size:
-            break
         entries.append(piece)
         used += len(piece)
     head = _HEAD.pack(MAGIC, ann.version, len(loads), len(entries))
@@ -107,15 +107,17 @@ def decode(data: bytes | memoryview, grid: Grid) -> Announcement | None:
         if nlinks != len(grid.links):
             return None
         at = _HEAD.size
-        load = tuple(quantized(b) for b in data[at : at + nlinks])
+        load = tuple(quantized(b) for b in _take(data, at, nlinks))
+        if any(f >= 1 for f in load):
+            return None  # no link loses all its bandwidth (Grid.with_link_load)
         at += nlinks
         entries = []
         for _ in range(nentries):
             nbytes, nname, nparams = _ENTRY.unpack_from(data, at)
             at += _ENTRY.size
-            name = data[at : at + nname].decode()
+            name = _take(data, at, nname).decode()
             at += nname
-            params = json.loads(data[at : at + nparams].decode())
+            params = json.loads(_take(data, at, nparams).decode())
             at += nparams
             if not isinstance(params, dict):
                 return None
@@ -123,6 +125,13 @@ def decode(data: bytes | memoryview, grid: Grid) -> Announcement | None:
     except (struct.error, UnicodeDecodeError, ValueError):
         return None
     return Announcement(version, load, tuple(entries))
+
+
+def _take(data: bytes, at: int, n: int) -> bytes:
+    """``n`` bytes of ``data`` from ``at``; ValueError if the data end before."""
+    if at + n > len(data):
+        raise ValueError("truncated trailer")
+    return data[at : at + n]
 
 
 def choose(ann: Announcement | None, nbytes: int) -> Entry | None:
