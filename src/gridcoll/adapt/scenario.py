@@ -106,6 +106,8 @@ class StrategyRun:
     advisor_cpu_s: float = 0.0
     wan_bytes: int = 0
     monitor: dict = field(default_factory=dict)
+    late: int = 0
+    """Measured runs: calls some rank reached after their instant."""
 
 
 def run_strategy(
@@ -264,9 +266,10 @@ def summarize(
             "advisor_cpu_s": run.advisor_cpu_s,
             "monitor": run.monitor,
             "app_wan_bytes": run.wan_bytes,
+            "late": run.late,
             "app_s": math.fsum(times),
         }
-        if run.monitor:
+        if run.monitor and run.wan_bytes:
             entry["monitor_share_bytes"] = run.monitor["probe_bytes"] / max(1, run.wan_bytes)
             entry["monitor_share_s"] = run.monitor["probe_s"] / max(1e-12, entry["app_s"])
         if base is not None:

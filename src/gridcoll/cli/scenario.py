@@ -37,6 +37,9 @@ __all__ = ["add_parser", "run"]
 
 MEASURE_RANKS_PER_CLUSTER = 2
 """``--measure``'s default ranks per cluster: 16 processes for seed 001's 8 clusters."""
+MEASURE_START_S = 20.0
+"""``--measure``: the application's first call, in seconds after the launch (start-up
+of the ranks on an oversubscribed machine); the load trace starts at the launch."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -93,14 +96,16 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=float,
         default=300.0,
         metavar="S",
-        help="the monitor's refresh period in unscaled seconds (default 300: seed 001's 5 minutes)",
+        help="the monitor's refresh period in unscaled seconds (default 300: seed 001's 5 "
+        "minutes; --simulate: links without traffic are probed this often)",
     )
     parser.add_argument(
         "--budget",
         type=float,
         default=1.0,
         metavar="S",
-        help="the advisor's largest planning budget per size (default 1)",
+        help="the advisor's largest planning budget per size, nominal seconds (default 1; "
+        "--measure uses the runtime's default, 1)",
     )
     parser.add_argument(
         "--ranks-per-cluster",
@@ -119,7 +124,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.set_defaults(func=run)
 
 
-def _app_arg(text: str, time_scale: float):
+def _app_arg(text: str, time_scale: float, start: float = 0.0):
     name, _, arg = text.partition(":")
     if name != "seed001":
         raise ParameterError(f"--app must be seed001 or seed001:N, got {text!r:.60}")
@@ -129,7 +134,7 @@ def _app_arg(text: str, time_scale: float):
         raise ParameterError(f"--app seed001:N needs an integer N, got {arg!r:.40}") from None
     if not 2 <= n <= 10_000:
         raise ParameterError(f"--app seed001:N needs 2 <= N <= 10000, got {n}")
-    return seed001_app(n, time_scale=time_scale)
+    return seed001_app(n, time_scale=time_scale, start=start)
 
 
 def _strategies_arg(text: str) -> list[str]:
@@ -206,8 +211,9 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
     )
     # A run must take at most 10 minutes: each strategy gets its share of it.
     span = unscaled[-1].t + 30.0
-    scale = args.time_scale or min(1.0, 600.0 / len(strategies) / span)
-    app = _app_arg(args.app, scale)
+    budget = 600.0 / len(strategies) - MEASURE_START_S - 30.0  # start-up and the calls
+    scale = args.time_scale or min(1.0, budget / span)
+    app = _app_arg(args.app, scale, start=MEASURE_START_S)
     load = load_from_spec(args.load, measured, duration=unscaled[-1].t + 600.0, time_scale=scale)
     out = console()
     if measured is not grid:
@@ -227,8 +233,6 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
                 app,
                 load,
                 root=args.root,
-                period_s=args.period * scale,
-                max_budget_s=args.budget,
                 on_call=lambda n, task=task: progress.update(task, completed=n),
             )
     from gridcoll.adapt.scenario import summarize

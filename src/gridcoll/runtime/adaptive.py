@@ -87,7 +87,10 @@ class Adaptive:
         self.announced: dict[int, Announcement | None] = {}
         self.roots: dict[int, RootSide] = {}
         self.prepared: OrderedDict = OrderedDict()
-        self.lock = threading.Lock()
+        self.lock = threading.Lock()  # planning (grid memos, plan caches)
+        self.table = threading.Lock()  # self.prepared
+        self.idle = threading.Event()  # set while the main thread is in no call
+        self.idle.set()
         self.jobs: queue.SimpleQueue = queue.SimpleQueue()
         self.sent: list = []  # (buffer, request) of reports in flight
         self.staging: dict[int, np.ndarray] = {}
@@ -99,9 +102,26 @@ class Adaptive:
     # -- one call ---------------------------------------------------------------------
     def bcast(self, view: np.ndarray, root: int, itemsize: int, dtype: str) -> None:
         """Broadcast ``view`` (this rank's bytes) from ``root`` (module docstring)."""
-        state, rank = self.state, self.state.private.Get_rank()
+        rank = self.state.private.Get_rank()
         nbytes = view.size
         start = time.monotonic()
+        self.idle.clear()
+        try:
+            self._call(view, root, itemsize, dtype, rank, nbytes, start)
+        finally:
+            self.idle.set()
+
+    def _call(
+        self,
+        view: np.ndarray,
+        root: int,
+        itemsize: int,
+        dtype: str,
+        rank: int,
+        nbytes: int,
+        start: float,
+    ) -> None:
+        state = self.state
         prepared = self._prepare(rank, root, nbytes, itemsize)
         total = nbytes + self.trailer
         buf = self.staging.get(total)
@@ -142,11 +162,12 @@ class Adaptive:
     def _prepare(self, rank: int, root: int, nbytes: int, itemsize: int) -> Prepared:
         ann = self.announced.get(root)
         key = (root, nbytes, itemsize, choose(ann, nbytes), ann and ann.load)
-        with self.lock:
+        with self.table:
             hit = self.prepared.get(key)
             if hit is not None:
                 self.prepared.move_to_end(key)
                 return hit
+        with self.lock:
             state = self.state
             chosen = planned(
                 self.grid,
@@ -163,10 +184,12 @@ class Adaptive:
             schedule = chosen.build()
             call = CallInfo.of(schedule, itemsize=itemsize, grid_id=state.grid_id)
             program = compile_program(schedule, rank, emulator=state.emulator, call=call)
-            made = self.prepared[key] = Prepared(chosen, program)
+        made = Prepared(chosen, program)
+        with self.table:
+            self.prepared[key] = made
             while len(self.prepared) > _PREPARED:
                 self.prepared.popitem(last=False)
-            return made
+        return made
 
     def _root_side(self, root: int, itemsize: int) -> RootSide:
         side = self.roots.get(root)
@@ -193,6 +216,7 @@ class Adaptive:
             job = self.jobs.get()
             if job is None:
                 return
+            self.idle.wait()  # never beside a call: it would take the GIL from it
             with contextlib.suppress(Exception):  # a failed look-ahead costs a later plan
                 job()
 
@@ -277,7 +301,8 @@ class RootSide:
                 grid = self.owner.grid
                 monitor.forget({n for x in transfers for n in grid.routes[(x.src, x.dst)].links})
             monitor.end_period(time.monotonic())
-        for _ in advisor.targets():  # one plan at a time: the main thread may need the lock
+        for _ in advisor.targets():  # one plan at a time, between calls
+            self.owner.idle.wait()
             with self.owner.lock:
                 made = advisor.plan_ahead(monitor.load(), monitor.worst_load(), limit=1)
             if not made:

@@ -43,6 +43,7 @@ import contextlib
 import functools
 import glob
 import json
+import math
 import os
 import shutil
 import signal
@@ -1121,3 +1122,61 @@ def measure_calls(
             f"{outcome.describe_failure() or 'the bytes were not verified'}"
         )
     return list(outcome.result["cases"])
+
+
+def run_scenario(
+    grid: Grid,
+    strategy: str,
+    app: Sequence,
+    load: LoadTrace | None,
+    *,
+    root: int = 0,
+    timeout: float = 120.0,
+    mpiexec: str | None = None,
+    on_call: Callable[[int], None] | None = None,
+):
+    """Run seed 001's application ``app`` (:class:`gridcoll.adapt.scenario.AppCall`\\ s,
+    times from the load trace's time 0, the launch's start) for real on ``grid`` with
+    one strategy (:mod:`gridcoll.runtime.scenario_worker`), the WAN emulated under
+    ``load``. Returns a :class:`gridcoll.adapt.scenario.StrategyRun`; raises
+    :class:`LaunchError` unless every call's bytes were verified."""
+    from gridcoll.adapt.scenario import StrategyRun
+
+    calls = json.dumps([[c.t, c.nbytes] for c in app])
+    program = [
+        sys.executable,
+        "-m",
+        "gridcoll.runtime.scenario_worker",
+        "--strategy",
+        strategy,
+        "--calls",
+        calls,
+        "--root",
+        str(root),
+        "--timeout",
+        repr(float(timeout)),
+    ]
+    wall = STARTUP_S + 2 * grid.nranks + (app[-1].t if app else 0.0) + len(app) * timeout
+    outcome = _run_job(
+        grid, program, timeout=timeout, wall=wall, mpiexec=mpiexec, on_progress=on_call, load=load
+    )
+    if not outcome.verified:
+        raise LaunchError(
+            f"the {strategy} scenario on {grid.name}: "
+            f"{outcome.describe_failure() or 'the bytes were not verified'}"
+        )
+    result = outcome.result
+    advisor = result.get("advisor") or {}
+    monitor = dict(advisor.get("monitor") or {})
+    if advisor:
+        monitor["report_bytes"] = result.get("report_bytes", 0)
+    return StrategyRun(
+        strategy,
+        times_s=list(result["times_s"]),
+        algorithms=list(result["algorithms"]),
+        predicted_s=[math.nan] * len(result["times_s"]),
+        stale=[False] * len(result["times_s"]),
+        advisor_cpu_s=float(advisor.get("advisor_cpu_s", 0.0)),
+        monitor=monitor,
+        late=int(result.get("late", 0)),
+    )

@@ -106,7 +106,6 @@ def _run(args: argparse.Namespace) -> dict | None:
         op=MPI.SUM,
         root=0,
     )
-    comm.Free()
     if rank != 0:
         return None
     return {
