@@ -37,9 +37,10 @@ __all__ = ["add_parser", "run"]
 
 MEASURE_RANKS_PER_CLUSTER = 2
 """``--measure``'s default ranks per cluster: 16 processes for seed 001's 8 clusters."""
-MEASURE_START_S = 20.0
-"""``--measure``: the application's first call, in seconds after the launch (start-up
-of the ranks on an oversubscribed machine); the load trace starts at the launch."""
+MEASURE_START_S = 5.0
+"""``--measure``: the application's first call comes this many seconds, plus one per
+rank, after the launch (the ranks' start-up on an oversubscribed machine); the load
+trace starts at the launch."""
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -211,9 +212,10 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
     )
     # A run must take at most 10 minutes: each strategy gets its share of it.
     span = unscaled[-1].t + 30.0
-    budget = 600.0 / len(strategies) - MEASURE_START_S - 30.0  # start-up and the calls
+    start = MEASURE_START_S + measured.nranks
+    budget = 600.0 / len(strategies) - start - 30.0  # start-up and the calls
     scale = args.time_scale or min(1.0, budget / span)
-    app = _app_arg(args.app, scale, start=MEASURE_START_S)
+    app = _app_arg(args.app, scale, start=start)
     load = load_from_spec(args.load, measured, duration=unscaled[-1].t + 600.0, time_scale=scale)
     out = console()
     if measured is not grid:

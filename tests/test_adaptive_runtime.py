@@ -1,0 +1,140 @@
+"""Adaptive collectives end to end (issue 13): ``gridcoll scenario`` simulated and
+measured, and ``gridcoll mpirun --adaptive``: the hand-off in the trailer (every rank
+runs the announced plan, checked by the call header; a rank holding another
+announcement fails the call everywhere), and the root's monitor learning a link's load
+from the emulated messages alone."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+
+import pytest
+
+from gridcoll.adapt.scenario import STRATEGIES
+from test_cli import run, run_json
+from test_runtime_mpi import HERE, clean_env, fast_grid, last_json, write_grid
+
+pytestmark = pytest.mark.usefixtures("no_wall_clock")
+
+
+def write_load(tmp_path, link: str, fraction: float, start: float, end: float):
+    path = tmp_path / "load.json"
+    loads = [{"link": link, "fraction": fraction, "from": start, "to": end}]
+    path.write_text(json.dumps({"format": "gridcoll-load/1", "loads": loads}))
+    return path
+
+
+# -- gridcoll scenario --simulate ------------------------------------------------------------
+def test_scenario_simulated_json_and_plot(capsys, tmp_path):
+    """magpie:3,2 with c1's links at 90% from t = 20 s (2 s scaled): the JSON has the
+    issue's fields, ``loaded`` follows the trace, mpich-g2 is its own baseline, the plot
+    is written."""
+    load = tmp_path / "load.json"
+    loads = [{"link": name, "fraction": 0.9, "from": 20.0, "to": 10**6}
+             for name in ("c1->c0", "c0->c1", "c1->c2", "c2->c1")]  # fmt: skip
+    load.write_text(json.dumps({"format": "gridcoll-load/1", "loads": loads}))
+    plot = tmp_path / "fig8.png"
+    data = run_json(
+        capsys, "scenario", "--grid", "magpie:3,2", "--load", str(load), "--app", "seed001:6",
+        "--strategies", ",".join(STRATEGIES), "--time-scale", "0.1", "--budget", "0.05",
+        "--plot", str(plot),
+    )  # fmt: skip
+    times = [c["t"] for c in data["calls"]]
+    assert times == sorted(times) and len(times) == 6
+    assert data["loaded"] == [t >= 20.0 * 0.1 for t in times]  # the trace is time-scaled too
+    assert set(data["strategies"]) == set(STRATEGIES)
+    for e in data["strategies"].values():
+        assert len(e["times_s"]) == 6 and all(t > 0 for t in e["times_s"])
+        loaded = [t for t, x in zip(e["times_s"], data["loaded"], strict=True) if x]
+        assert math.isclose(e["mean_loaded_s"], sum(loaded) / len(loaded))
+        assert "improvement_loaded" in e and "change_unloaded" in e
+        assert len(e["reference_s"]) == 6
+    assert data["strategies"]["mpich-g2"]["improvement_loaded"] == 0.0
+    assert data["strategies"]["adaptive"]["monitor"]["passive_messages"] > 0
+    assert plot.stat().st_size > 10_000
+
+
+def test_scenario_errors_are_one_line(capsys):
+    for argv, what in (
+        (["--strategies", "mpich-g2,best"], "unknown 'best'"),
+        (["--app", "linear"], "--app must be seed001"),
+        (["--app", "seed001:x"], "integer N"),
+        (["--time-scale", "0"], "--time-scale must be positive"),
+        (["--load", "seed001:abc"], "integer seed"),
+        (["--plot", "fig.txt"], "--plot needs"),
+    ):
+        code, out, err = run(capsys, "scenario", "--grid", "magpie:2,1", *argv)
+        assert code == 2, (argv, out, err)
+        assert what in err and len(err.strip().splitlines()) == 1, err
+
+
+# -- over MPI -----------------------------------------------------------------------------
+mpi = [pytest.mark.slow, pytest.mark.mpi]
+
+
+def adaptive_run(tmp_path, *args: str, load=None, timeout: float = 300):
+    grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2, "C": 2}))
+    cmd = [sys.executable, "-m", "gridcoll", "mpirun", "--grid", str(grid), "--adaptive"]
+    if load is not None:
+        cmd += ["--load", str(load)]
+    cmd += ["--", sys.executable, str(HERE / "adaptive.py"), *args]
+    return subprocess.run(
+        cmd, env=clean_env(), capture_output=True, text=True, timeout=timeout, check=False
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_the_hand_off_gives_every_rank_the_announced_plan_and_the_monitor_learns_a_load(
+    tmp_path,
+):
+    """A->B loaded 80% all along: every call's bytes arrive, every rank runs the same plan,
+    most calls run a plan the root announced, and the root's monitor, fed only by the
+    emulated messages' times (no probe), forecasts A->B at 80% and no other link."""
+    load = write_load(tmp_path, "A->B", 0.8, 0.0, 10**6)
+    proc = adaptive_run(tmp_path, "--calls", "8", load=load)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    assert out["verified"] and out["same_plan"], out
+    assert out["announced"] >= 4, out  # calls 3.. (the first two have no announcement yet)
+    assert out["errors"] == [[]] * 6
+    assert out["load"] == {"A->B": 0.8}, out
+    assert out["stats"]["monitor"]["probes"] == 0
+    assert out["stats"]["monitor"]["passive_messages"] > 0
+    assert out["report_bytes"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_a_rank_holding_another_announcement_fails_the_call_everywhere(tmp_path):
+    """Rank 1's announcement replaced before call 4: its schedule differs from the
+    others', so the call header check raises MismatchError on every rank; none hangs."""
+    proc = adaptive_run(tmp_path, "--calls", "6", "--tamper", "4", timeout=120)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    assert out["errors"] == [["MismatchError"]] * 6, out
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_scenario_measured(capsys, tmp_path):
+    """gridcoll scenario --measure on a 6-rank grid: every call timed and verified, the
+    adaptive run's root reports its advisor's work and the passive measurements."""
+    grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2, "C": 2}))
+    load = write_load(tmp_path, "A->B", 0.8, 0.0, 10**6)
+    data = run_json(
+        capsys, "scenario", "--measure", "--grid", str(grid), "--load", str(load),
+        "--app", "seed001:4", "--strategies", "mpich-g2,adaptive", "--time-scale", "0.01",
+    )  # fmt: skip
+    assert data["mode"] == "measure" and data["ranks"] == 6
+    assert data["loaded"] == [True] * 4
+    for name in ("mpich-g2", "adaptive"):
+        e = data["strategies"][name]
+        assert len(e["times_s"]) == 4 and all(0 < t < 5 for t in e["times_s"])
+    assert data["strategies"]["mpich-g2"]["algorithms"] == ["mpich-g2"] * 4
+    adaptive = data["strategies"]["adaptive"]
+    assert adaptive["advisor_cpu_s"] > 0
+    assert adaptive["monitor"]["passive_messages"] > 0
