@@ -270,7 +270,8 @@ def summarize(
             "app_s": math.fsum(times),
         }
         if run.monitor and run.wan_bytes:
-            entry["monitor_share_bytes"] = run.monitor["probe_bytes"] / max(1, run.wan_bytes)
+            own = run.monitor["probe_bytes"] + run.monitor.get("report_bytes", 0)
+            entry["monitor_share_bytes"] = own / run.wan_bytes
             entry["monitor_share_s"] = run.monitor["probe_s"] / max(1e-12, entry["app_s"])
         if base is not None:
             gains = [(b - t) / b for t, b in zip(times, base.times_s, strict=True)]

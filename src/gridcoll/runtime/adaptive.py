@@ -254,6 +254,7 @@ class RootSide:
         self.version = 0
         self.cpu_s = 0.0
         self.pending: list[np.ndarray] = []  # reports received, oldest call first
+        self.wan_bytes = 0  # the application's wide-area bytes the reports told of
         self.calls = 0
 
     def called(self, nbytes: int, start: float, end: float, predicted: float, own: list) -> None:
@@ -293,6 +294,7 @@ class RootSide:
         for r in reports:
             rows = r[1:].reshape(-1, 5)
             transfers += [Transfer(int(a), int(b), int(m), s, d) for a, b, m, s, d in rows]
+        self.wan_bytes += sum(x.nbytes for x in transfers)
         with self.owner.lock:
             monitor, advisor = self.monitor, self.advisor
             monitor.observe(transfers)
@@ -320,4 +322,5 @@ class RootSide:
             "plans_made": self.advisor.plans_made,
             "monitor": self.monitor.cost.to_json(),
             "version": self.monitor.version,
+            "app_wan_bytes": self.wan_bytes,
         }

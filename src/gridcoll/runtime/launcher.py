@@ -1172,6 +1172,7 @@ def run_scenario(
         monitor["report_bytes"] = result.get("report_bytes", 0)
     return StrategyRun(
         strategy,
+        wan_bytes=int(advisor.get("app_wan_bytes", 0)),
         times_s=list(result["times_s"]),
         algorithms=list(result["algorithms"]),
         predicted_s=[math.nan] * len(result["times_s"]),

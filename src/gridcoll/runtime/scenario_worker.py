@@ -53,14 +53,14 @@ def _status(rank: int, event: str, **fields: object) -> None:
 def _run(args: argparse.Namespace) -> dict | None:
     from mpi4py import MPI
 
-    import gridcoll
+    from gridcoll.runtime.comm import Comm
     from gridcoll.runtime.emulation import ENV_LOAD_T0
     from gridcoll.runtime.executor import wait
 
     world = MPI.COMM_WORLD
     rank = world.Get_rank()
     algo, adaptive = STRATEGY_COMM[args.strategy]
-    comm = gridcoll.Comm(world, algo=algo, adaptive=adaptive)
+    comm = Comm(world, algo=algo, adaptive=adaptive)
     ctl = world.Dup()
     _status(rank, "joined")
     t0 = np.array([float(os.environ.get(ENV_LOAD_T0, "nan"))])
