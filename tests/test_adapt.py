@@ -26,6 +26,7 @@ from gridcoll.adapt import (
     running_median,
     transfer_bounds,
 )
+from gridcoll.adapt.advisor import ADVISOR_SHARE
 from gridcoll.adapt.handoff import (
     MAGIC,
     Announcement,
@@ -395,12 +396,12 @@ def test_idle_mode_cycles_through_the_idle_sizes():
     assert IDLE_SIZES[0] == 1024 and IDLE_SIZES[-1] == 2 * MIB
 
 
-def test_budget_is_the_interval_shared_by_the_targets_capped():
+def test_budget_is_a_share_of_the_interval_shared_by_the_targets_capped():
     a = advisor(max_budget_s=0.2)
-    assert a.budget_s(3) == 0.2  # no interval known yet
+    assert a.budget_s(3) == pytest.approx(0.02)  # no interval known yet: a tenth
     for i in range(4):
-        a.record_call(1000, 0.3 * i)
-    assert a.budget_s(3) == pytest.approx(0.1)
+        a.record_call(1000, 1.2 * i)
+    assert a.budget_s(3) == pytest.approx(ADVISOR_SHARE * 1.2 / 3)  # 0.1
     assert a.budget_s(1) == 0.2  # 0.3 s for one target, capped
     c = advisor(max_budget_s=0.2)
     for i in range(4):

@@ -12,9 +12,10 @@ other anytime builders sharing the budget), with three changes:
 * the forecasts are :class:`~gridcoll.adapt.forecast.Forecaster`\\ s over
   :data:`~gridcoll.adapt.forecast.TREND_METHODS` (the seed's regression, a geometric
   trend, the last value; the least recent error wins);
-* the budget per target is the forecast interval split among the targets, capped at
-  ``max_budget_s`` (the seed's clusteredSA needed minutes; gridcoll's planner is done
-  in about a second on seed 001's 64 ranks);
+* the budget per target is :data:`ADVISOR_SHARE` (a quarter) of the forecast interval
+  split among the targets, capped at ``max_budget_s`` (the seed's clusteredSA needed
+  minutes; gridcoll's planner is done in about a second on seed 001's 64 ranks, and on
+  a machine whose cores the ranks share, the advisor's CPU is taken from them);
 * a call whose measured time exceeds ``stale_factor`` times its plan's prediction
   marks the view *stale* (item 5): until the monitor's view changes, calls get the
   *safe* plan, made on the worst load each link showed recently
@@ -45,6 +46,9 @@ IDLE_SIZES = tuple(2**k for k in range(10, 22))
 """Seed 001's idle mode: 1 KiB to 2 MiB in powers of two, round robin."""
 ADVISOR_MAX_BUDGET_S = 1.0
 """The most planning budget one target gets (nominal seconds, :func:`tune.plan`)."""
+ADVISOR_SHARE = 0.25
+"""The share of the forecast interval the advisor plans in (the rest is the
+application's: on a machine whose cores the ranks share, the advisor's CPU is theirs)."""
 STALE_FACTOR = 1.5
 """A call measured this many times slower than predicted makes the view stale."""
 READY_PLANS = 64
@@ -118,12 +122,14 @@ class Advisor:
         return list(dict.fromkeys((m, 2 * m, halved)))
 
     def budget_s(self, ntargets: int) -> float:
-        """Planning budget per target: the forecast interval shared by the targets,
-        at most ``max_budget_s``."""
+        """Planning budget per target: :data:`ADVISOR_SHARE` of the forecast interval
+        shared by the targets, at most ``max_budget_s`` (a tenth of it while the
+        interval is unknown: after the first call)."""
         _, interval = self.forecast()
         if math.isnan(interval):
-            return self.max_budget_s
-        return max(0.01, min(self.max_budget_s, interval / max(1, ntargets)))
+            return 0.1 * self.max_budget_s
+        share = ADVISOR_SHARE * interval / max(1, ntargets)
+        return max(0.01, min(self.max_budget_s, share))
 
     # -- planning -----------------------------------------------------------------------
     def plan_ahead(

@@ -30,7 +30,8 @@ grid this way (:meth:`Adaptive.bcast`):
    sit in the next call. Planning is serialised by a lock per communicator.
 
 Without ``MPI_THREAD_MULTIPLE`` the root collects its reports at its next call instead.
-The runtime sends no active probes: links no call crosses keep their last forecast
+A call log (``GRIDCOLL_LOG``) gets the call's line with the plan's size: the user's
+bytes and the trailer. The runtime sends no active probes: links no call crosses keep their last forecast
 (the simulated scenario probes them, :mod:`gridcoll.adapt.scenario`). Non-blocking
 ``Ibcast`` and one-cluster communicators take the ordinary path.
 """
@@ -96,6 +97,7 @@ class Adaptive:
         self.staging: dict[int, np.ndarray] = {}
         self.threaded = MPI.Query_thread() == MPI.THREAD_MULTIPLE
         self.report_bytes = 0
+        self.size = state.private.Get_size()
         self.thread = threading.Thread(target=self._work, name="gridcoll-adaptive", daemon=True)
         self.thread.start()
 
@@ -138,6 +140,7 @@ class Adaptive:
         emulator = state.emulator
         if emulator is not None:
             emulator.observed = []
+        ran = time.monotonic()
         try:
             run(state, prepared.program, buf, None, dtype)
         finally:
@@ -146,6 +149,8 @@ class Adaptive:
                 emulator.observed = None
         end = time.monotonic()
         state.last = prepared.plan
+        if state.log is not None:  # the call's line, as collectives._record writes it
+            state.log.write(prepared.plan, end - ran, ran - start, self.size, self.grid.name)
         if rank != root:
             view[:] = buf[:nbytes]
         ann = decode(buf[nbytes:], self.grid)
