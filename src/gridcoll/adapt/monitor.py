@@ -104,6 +104,8 @@ class NetworkMonitor:
     grid: Grid
     period_s: float = PERIOD_S
     window: int = 10
+    start: float = -math.inf
+    """When monitoring began: a link no message crossed is first due a period later."""
     forecasters: dict[str, Forecaster] = field(init=False)
     last_sample: dict[str, float] = field(init=False)
     cost: MonitorCost = field(init=False, default_factory=MonitorCost)
@@ -117,7 +119,7 @@ class NetworkMonitor:
         self.forecasters = {
             name: Forecaster(NWS_METHODS, window=self.window) for name in self.grid.links
         }
-        self.last_sample = dict.fromkeys(self.grid.links, -math.inf)
+        self.last_sample = dict.fromkeys(self.grid.links, self.start)
 
     # -- feeding ------------------------------------------------------------------------
     def observe(self, transfers: Iterable[Transfer], *, probe: bool = False) -> None:

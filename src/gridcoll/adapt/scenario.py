@@ -150,7 +150,7 @@ def run_strategy(
         return out
     algo = "auto" if strategy == "adaptive" else "mateescu"
     trailer = trailer_bytes(grid)
-    monitor = NetworkMonitor(grid, period_s=period_s)
+    monitor = NetworkMonitor(grid, period_s=period_s, start=app[0].t if app else 0.0)
     advisor = Advisor(
         grid,
         "bcast",

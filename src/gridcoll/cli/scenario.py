@@ -98,7 +98,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         default=300.0,
         metavar="S",
         help="the monitor's refresh period in unscaled seconds (default 300: seed 001's 5 "
-        "minutes; --simulate: links without traffic are probed this often)",
+        "minutes): a link no call crossed for a period is probed",
     )
     parser.add_argument(
         "--budget",
@@ -235,6 +235,7 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
                 app,
                 load,
                 root=args.root,
+                period_s=args.period * scale,
                 on_call=lambda n, task=task: progress.update(task, completed=n),
             )
     from gridcoll.adapt.scenario import summarize

@@ -31,14 +31,17 @@ grid this way (:meth:`Adaptive.bcast`):
 
 Without ``MPI_THREAD_MULTIPLE`` the root collects its reports at its next call instead.
 A call log (``GRIDCOLL_LOG``) gets the call's line with the plan's size: the user's
-bytes and the trailer. The runtime sends no active probes: links no call crosses keep their last forecast
-(the simulated scenario probes them, :mod:`gridcoll.adapt.scenario`). Non-blocking
+bytes and the trailer. Links no call crossed for a monitor period
+(``GRIDCOLL_MONITOR_PERIOD``, default 300 s) are probed on the emulated WAN
+(:meth:`RootSide._probe`); on a real network there are no probes yet, and such links
+keep their last forecast. Non-blocking
 ``Ibcast`` and one-cluster communicators take the ordinary path.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 import queue
 import threading
 import time
@@ -58,14 +61,17 @@ from gridcoll.adapt.handoff import (
     planned,
     trailer_bytes,
 )
-from gridcoll.adapt.monitor import NetworkMonitor, Transfer
+from gridcoll.adapt.monitor import PERIOD_S, PROBE_BYTES, NetworkMonitor, Transfer
 from gridcoll.runtime.executor import CallInfo, compile_program
 from gridcoll.runtime.prepare import plan_call, run
 from gridcoll.runtime.state import PROCESS, Prepared, State
 from gridcoll.tune import FRUGAL, PlanCache
 
-__all__ = ["REPORT_WAIT_S", "Adaptive", "RootSide", "of"]
+__all__ = ["ENV_MONITOR_PERIOD", "REPORT_WAIT_S", "Adaptive", "RootSide", "of"]
 
+ENV_MONITOR_PERIOD = "GRIDCOLL_MONITOR_PERIOD"
+"""Environment variable: the root's monitor period in seconds (default 300, seed 001's;
+``gridcoll scenario --measure`` sets it to the scaled period)."""
 REPORT_WAIT_S = 1.0
 """How long past a call the root's thread waits for its reports."""
 _PREPARED = 8
@@ -239,7 +245,8 @@ class RootSide:
         state = owner.state
         self.owner, self.root = owner, root
         self.size = state.private.Get_size()
-        self.monitor = NetworkMonitor(owner.grid)
+        period = float(os.environ.get(ENV_MONITOR_PERIOD, "") or PERIOD_S)
+        self.monitor = NetworkMonitor(owner.grid, period_s=period, start=time.monotonic())
         name = state.algos.get("bcast", ("auto", None))[0]
         self.advisor = Advisor(
             owner.grid,
@@ -307,6 +314,7 @@ class RootSide:
             if len(reports) == self.size - 1 and advisor.measured(predicted, max(ends) - start):
                 grid = self.owner.grid
                 monitor.forget({n for x in transfers for n in grid.routes[(x.src, x.dst)].links})
+            self._probe()
             monitor.end_period(time.monotonic())
         for _ in advisor.targets():  # one plan at a time, between calls
             self.owner.idle.wait()
@@ -319,6 +327,20 @@ class RootSide:
         grid = self.owner.grid
         self.trailer = encode(announcement(self.version, grid, load, ready), grid)
         self.cpu_s += time.process_time() - cpu
+
+    def _probe(self) -> None:
+        """Probe the links no call crossed for a period: on the emulated WAN, a probe of
+        ``PROBE_BYTES`` between the two clusters' first ranks is reserved on the route's
+        links in the shared link state (it takes its share of them, as a cluster
+        representative's message would) and its delivery time is the measurement."""
+        emulator = self.owner.state.emulator
+        if emulator is None:
+            return
+        members = self.owner.grid.members
+        for a, b in self.monitor.probes_due(time.monotonic()):
+            sent = time.monotonic()
+            arrived = emulator.reserve(members[a][0], members[b][0], PROBE_BYTES, sent)
+            self.monitor.observe([Transfer(a, b, PROBE_BYTES, sent, arrived)], probe=True)
 
     def stats(self) -> dict[str, Any]:
         """What the advisor and the monitor cost so far (the scenario's JSON)."""

@@ -592,8 +592,10 @@ def _session(
     status: bool,
     host_overhead: float | None = None,
     load: LoadTrace | None = None,
+    extra_env: dict[str, str] | None = None,
 ):
-    """A temporary directory with the grid file (and status dir), the link state, the env.
+    """A temporary directory with the grid file (and status dir), the link state, the env
+    (``extra_env`` added last).
 
     With ``load`` (checked against ``grid`` first) and the emulation on, the trace is
     saved beside the grid file and its time 0 is ``time.monotonic()`` now, just before
@@ -635,6 +637,7 @@ def _session(
         if host_overhead is not None:
             env[ENV_HOST_OVERHEAD] = repr(float(host_overhead))
         env.pop(ENV_STATUS_DIR, None)
+        env.update(extra_env or {})
         if status:
             (workdir / "status").mkdir()
             env[ENV_STATUS_DIR] = str(workdir / "status")
@@ -981,6 +984,7 @@ def _run_job(
     host_overhead: float | None = None,
     on_progress: Callable[[int], None] | None = None,
     load: LoadTrace | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> LaunchResult:
     """Run a worker ``program`` (one that prints ``GRIDCOLL-RESULT`` at rank 0 and
     writes status lines) on every rank of ``grid``, supervised (:func:`_supervise`)."""
@@ -992,6 +996,7 @@ def _run_job(
         status=True,
         host_overhead=host_overhead,
         load=load,
+        extra_env=extra_env,
     ) as (workdir, env):
         cmd = mpiexec_command(n, wrap_ranks(program, workdir), mpiexec=mpiexec, keep_going=True)
         out_path, err_path = workdir / "stdout", workdir / "stderr"
@@ -1131,6 +1136,7 @@ def run_scenario(
     load: LoadTrace | None,
     *,
     root: int = 0,
+    period_s: float | None = None,
     timeout: float = 120.0,
     mpiexec: str | None = None,
     on_call: Callable[[int], None] | None = None,
@@ -1138,7 +1144,8 @@ def run_scenario(
     """Run seed 001's application ``app`` (:class:`gridcoll.adapt.scenario.AppCall`\\ s,
     times from the load trace's time 0, the launch's start) for real on ``grid`` with
     one strategy (:mod:`gridcoll.runtime.scenario_worker`), the WAN emulated under
-    ``load``. Returns a :class:`gridcoll.adapt.scenario.StrategyRun`; raises
+    ``load``; ``period_s``: the root's monitor period (``GRIDCOLL_MONITOR_PERIOD``).
+    Returns a :class:`gridcoll.adapt.scenario.StrategyRun`; raises
     :class:`LaunchError` unless every call's bytes were verified."""
     from gridcoll.adapt.scenario import StrategyRun
 
@@ -1157,8 +1164,16 @@ def run_scenario(
         repr(float(timeout)),
     ]
     wall = STARTUP_S + 2 * grid.nranks + (app[-1].t if app else 0.0) + len(app) * timeout
+    env = {} if period_s is None else {"GRIDCOLL_MONITOR_PERIOD": repr(float(period_s))}
     outcome = _run_job(
-        grid, program, timeout=timeout, wall=wall, mpiexec=mpiexec, on_progress=on_call, load=load
+        grid,
+        program,
+        timeout=timeout,
+        wall=wall,
+        mpiexec=mpiexec,
+        on_progress=on_call,
+        load=load,
+        extra_env=env,
     )
     if not outcome.verified:
         raise LaunchError(
