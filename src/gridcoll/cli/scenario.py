@@ -26,7 +26,7 @@ from pathlib import Path
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gridcoll.adapt.scenario import STRATEGIES, seed001_app, simulate_scenario
+from gridcoll.adapt.scenario import STRATEGIES, seed001_app, simulate_scenario, summarize
 from gridcoll.cli._common import console, error_console, load_grid_arg, print_json
 from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
@@ -118,7 +118,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--no-reference",
         action="store_true",
-        help="skip the runs without load (after_load needs them)",
+        help="skip the runs without load (after_load needs them; --measure makes one, "
+        "of the adaptive strategy)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="FILE.png", help="draw seed 001's figure 8")
@@ -210,10 +211,16 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
         if per_cluster < max(c.nranks for c in grid.clusters)
         else grid
     )
-    # A run must take at most 10 minutes: each strategy gets its share of it.
+    if args.root >= measured.nranks:
+        raise ParameterError(
+            f"--root must be a rank of the measured grid (0..{measured.nranks - 1})"
+        )
+    # Without load the adaptive strategy runs once more: the reference after a load.
+    unloaded = [] if args.no_reference else [n for n in strategies if n == "adaptive"]
+    # A run must take at most 10 minutes: each launch gets its share of it.
     span = unscaled[-1].t + 30.0
     start = MEASURE_START_S + measured.nranks
-    budget = 600.0 / len(strategies) - start - 30.0  # start-up and the calls
+    budget = 600.0 / (len(strategies) + len(unloaded)) - start - 30.0  # start-up, calls
     scale = args.time_scale or min(1.0, budget / span)
     app = _app_arg(args.app, scale, start=start)
     load = load_from_spec(args.load, measured, duration=unscaled[-1].t + 600.0, time_scale=scale)
@@ -225,22 +232,25 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
             f"processes; times scaled by {scale:.3g}"
         )
     started = time.monotonic()
-    runs = {}
+    runs, reference = {}, {}
     with _progress() as progress:
-        for name in strategies:
-            task = progress.add_task(f"measuring {name}", total=len(app))
-            runs[name] = run_scenario(
+        for name, under in [(n, load) for n in strategies] + [(n, None) for n in unloaded]:
+            what = f"measuring {name}" + ("" if under is not None else " without load")
+            task = progress.add_task(what, total=len(app))
+            run = run_scenario(
                 measured,
                 name,
                 app,
-                load,
+                under,
                 root=args.root,
                 period_s=args.period * scale,
                 on_call=lambda n, task=task: progress.update(task, completed=n),
             )
-    from gridcoll.adapt.scenario import summarize
-
-    summary = summarize(app, load, runs)
+            if under is None:
+                reference[name] = run.times_s
+            else:
+                runs[name] = run
+    summary = summarize(app, load, runs, reference or None)
     summary.update(_meta(args, measured, "measure", scale, time.monotonic() - started))
     return _report(args, summary, measured, out)
 
