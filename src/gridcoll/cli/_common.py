@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gridcoll.algorithms import get_builder, list_builders
@@ -53,6 +54,19 @@ def console() -> Console:
 def error_console() -> Console:
     """The stderr console, for progress bars and notes (keeps stdout clean for --json)."""
     return Console(stderr=True, highlight=False, markup=False)
+
+
+def progress_bar() -> Progress:
+    """A progress bar on stderr (description, bar, done/total, elapsed), gone when the
+    work ends: what long commands show while they run."""
+    return Progress(
+        TextColumn("{task.description}", markup=False),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=error_console(),
+        transient=True,
+    )
 
 
 def size_arg(text: str) -> int:

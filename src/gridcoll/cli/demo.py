@@ -35,7 +35,6 @@ from pathlib import Path
 from typing import Any
 
 from rich import box
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gridcoll.algorithms import BUILDERS
@@ -46,6 +45,7 @@ from gridcoll.cli._common import (
     format_params,
     load_grid_arg,
     print_json,
+    progress_bar,
     ratio,
 )
 from gridcoll.cli.run import add_host_overhead_argument
@@ -465,14 +465,7 @@ def _compute(args, grids, algorithms, real) -> tuple[list[DemoRow], str | None]:
     """The rows, with a progress bar on stderr; on a failed launch, simulated rows and
     the reason."""
     nrows = len(args.sizes) * len(algorithms)
-    progress = Progress(
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=error_console(),
-        transient=True,
-    )
+    progress = progress_bar()
     with progress:
         plan_task = progress.add_task("planning and simulating", total=len(grids) * nrows)
         run_tasks = {}

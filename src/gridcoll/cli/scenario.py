@@ -23,11 +23,10 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from gridcoll.adapt.scenario import STRATEGIES, seed001_app, simulate_scenario, summarize
-from gridcoll.cli._common import console, error_console, load_grid_arg, print_json
+from gridcoll.cli._common import console, error_console, load_grid_arg, print_json, progress_bar
 from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
 from gridcoll.network.load import load_from_spec
@@ -179,7 +178,7 @@ def run(args: argparse.Namespace) -> int:
     out = console()
     started = time.monotonic()
     nruns = len(strategies) * (1 if args.no_reference else 2)
-    with _progress() as progress:
+    with progress_bar() as progress:
         task = progress.add_task("simulating", total=nruns * len(app))
 
         def tick(name: str, i: int) -> None:
@@ -233,7 +232,7 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
         )
     started = time.monotonic()
     runs, reference = {}, {}
-    with _progress() as progress:
+    with progress_bar() as progress:
         for name, under in [(n, load) for n in strategies] + [(n, None) for n in unloaded]:
             what = f"measuring {name}" + ("" if under is not None else " without load")
             task = progress.add_task(what, total=len(app))
@@ -253,17 +252,6 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
     summary = summarize(app, load, runs, reference or None)
     summary.update(_meta(args, measured, "measure", scale, time.monotonic() - started))
     return _report(args, summary, measured, out)
-
-
-def _progress() -> Progress:
-    return Progress(
-        TextColumn("{task.description}", markup=False),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=error_console(),
-        transient=True,
-    )
 
 
 def _meta(args, grid: Grid, mode: str, scale: float, wall: float) -> dict:
