@@ -92,8 +92,10 @@ def test_the_hand_off_gives_every_rank_the_announced_plan_and_the_monitor_learns
     tmp_path,
 ):
     """A->B loaded 80% all along: every call's bytes arrive, every rank runs the same plan,
-    most calls run a plan the root announced, and the root's monitor, fed only by the
-    emulated messages' times (no probe), forecasts A->B at 80% and no other link."""
+    most calls run a plan the root announced, and the root's monitor, fed by the emulated
+    messages' times (and by probes of the links of a call that proved its view stale, if
+    one did: a period of 300 s has no other probe due), forecasts A->B at 80% and no
+    other link."""
     load = write_load(tmp_path, "A->B", 0.8, 0.0, 10**6)
     proc = adaptive_run(tmp_path, "--calls", "8", load=load)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -102,7 +104,6 @@ def test_the_hand_off_gives_every_rank_the_announced_plan_and_the_monitor_learns
     assert out["announced"] >= 4, out  # calls 3.. (the first two have no announcement yet)
     assert out["errors"] == [[]] * 6
     assert out["load"] == {"A->B": 0.8}, out
-    assert out["stats"]["monitor"]["probes"] == 0
     assert out["stats"]["monitor"]["passive_messages"] > 0
     assert out["report_bytes"] > 0
 
