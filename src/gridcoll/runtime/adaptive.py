@@ -267,13 +267,10 @@ class RootSide:
         self.cpu_s = 0.0
         self.pending: list[np.ndarray] = []  # reports received, oldest call first
         self.wan_bytes = 0  # the application's wide-area bytes the reports told of
-        self.calls = 0
 
     def called(self, nbytes: int, start: float, end: float, predicted: float, own: list) -> None:
         """The root's part of a call is done: hand the rest to the background thread."""
-        self.calls += 1
-        call = self.calls
-        self.owner.jobs.put(lambda: self._after(call, nbytes, start, end, predicted, own))
+        self.owner.jobs.put(lambda: self._after(nbytes, start, end, predicted, own))
 
     def collect(self, wait: bool, until: float = 0.0, want: int = 0) -> None:
         """Receive the reports that have arrived (for the oldest call still missing
@@ -294,9 +291,7 @@ class RootSide:
                 time.sleep(nap)
                 nap = min(2 * nap, 20e-3)
 
-    def _after(
-        self, call: int, nbytes: int, start: float, end: float, predicted: float, own: list
-    ) -> None:
+    def _after(self, nbytes: int, start: float, end: float, predicted: float, own: list) -> None:
         cpu = time.process_time()
         if self.owner.threaded:
             self.collect(True, until=end + REPORT_WAIT_S, want=self.size - 1)
