@@ -15,7 +15,12 @@ a longer one once (they are link-bound and repeat to the millisecond).
 ``--quick``: 64 KiB with every builder, and 1 MiB with mpich, magpie-segmented,
 multitree (well under two minutes).
 
-Run: ``python bench/runtime_vs_sim.py [--quick] [--out bench/results/runtime_vs_sim.json]``.
+``--sharing fair`` runs the same on the grids with every link shared max-min fairly
+(``magpie:4,2+fair``...), in the simulator and in the emulator alike (its flow table:
+:mod:`gridcoll.runtime.flow_table`).
+
+Run: ``python bench/runtime_vs_sim.py [--quick] [--sharing fifo|fair]
+[--out bench/results/runtime_vs_sim.json]``.
 """
 
 from __future__ import annotations
@@ -123,7 +128,14 @@ def measure(spec: str, cases: list[dict], repeat: int, advance) -> None:
 def main(argv: list[str] | None = None) -> int:
     bench = Bench("runtime_vs_sim", "measured over MPI vs simulated, every bcast builder", argv)
     bench.parser.add_argument("--repeat", type=int, default=3, help="runs per short schedule")
+    bench.parser.add_argument(
+        "--sharing",
+        choices=("fifo", "fair"),
+        default="fifo",
+        help="how the grids' links serve messages at once (default: fifo, the presets)",
+    )
     bench.parse()
+    grids = GRIDS if bench.args.sharing == "fifo" else tuple(f"{g}+fair" for g in GRIDS)
     all_names = [b.name for b in list_builders("bcast")]
     plan_cases = (
         {size: (names or all_names) for size, names in QUICK_CASES.items()}
@@ -143,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         transient=True,
     )
     with progress:
-        for spec in GRIDS:
+        for spec in grids:
             for nbytes, names in plan_cases.items():
                 task = progress.add_task(f"{spec} {format_size(nbytes)}: planning", total=None)
                 cases = planned_cases(spec, nbytes, names, cache, load)

@@ -243,23 +243,3 @@ def test_cli_mpirun_refuses_a_trace_naming_a_missing_link_before_launching(capsy
     assert main(["mpirun", "--grid", "teragrid", "--load", str(path), "--", "false"]) != 0
     assert "lacks: c0->c1" in capsys.readouterr().err
 
-
-def test_the_emulator_says_once_that_fair_links_are_emulated_fifo(monkeypatch):
-    from gridcoll.runtime import emulation as emu
-
-    monkeypatch.setattr(emu, "_FAIR_SAID", [False])
-    monkeypatch.delenv(emu.ENV_FAIR_NOTICE, raising=False)
-    grid = magpie(2, 1).with_link_sharing("fair")
-    path = emu.create_link_state(grid)
-    try:
-        state = emu.LinkState(path, grid)
-        with pytest.warns(RuntimeWarning, match="serves them FIFO"):
-            emu.Emulator(grid, state)
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")
-            emu.Emulator(grid, state)  # said once
-        state.close()
-    finally:
-        path.unlink()

@@ -255,15 +255,26 @@ def test_gridcoll_check_finds_disagreement_on_native_calls():
 # -- the WAN emulator --------------------------------------------------------------------
 
 
-def test_emulated_link_delivers_1MB_in_1_01_s_and_two_in_2_s():
-    """magpie:2,2: 10 ms, 1 MB/s pair links; 10**6 bytes."""
-    proc = mpirun(4, "emulator_timing.py", env=clean_env())
+@pytest.mark.parametrize("sharing", ["fifo", "fair"])
+def test_emulated_link_delivers_1MB_in_1_01_s_and_shares_it_as_the_grid_says(sharing):
+    """magpie:2,2: 10 ms, 1 MB/s pair links; 10**6 bytes (tests/mpi/emulator_timing.py).
+    FIFO serves two messages one after the other; fair sharing splits the link."""
+    grid = "magpie:2,2" if sharing == "fifo" else "magpie:2,2+fair"
+    proc = mpirun(4, "emulator_timing.py", grid, env=clean_env())
     assert proc.returncode == 0, proc.stderr[-3000:]
     out = last_json(proc)
     assert out["one"] == pytest.approx(1.01, rel=0.15)
     first, second = sorted(out["two"])
-    assert first == pytest.approx(1.01, rel=0.15)
-    assert second == pytest.approx(2.01, rel=0.15)
+    early, late = out["late"]  # the second message was sent 0.5 s after the first
+    if sharing == "fifo":
+        assert first == pytest.approx(1.01, rel=0.15)
+        assert second == pytest.approx(2.01, rel=0.15)
+        assert early == pytest.approx(1.01, rel=0.15)
+    else:
+        assert first == pytest.approx(2.01, rel=0.15)
+        assert second == pytest.approx(2.01, rel=0.15)
+        assert early == pytest.approx(1.51, rel=0.15)
+    assert late == pytest.approx(1.51, rel=0.15)
 
 
 # -- failures -----------------------------------------------------------------------------

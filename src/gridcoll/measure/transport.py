@@ -319,8 +319,8 @@ class _Wire:
         if self.framed:
             head = self.rbuf[:HEADER].view(np.float64)
             deliver, aux = float(head[0]), float(head[1])
-        if deliver > time.monotonic():
-            self.sleep_until(deliver)
+        if self.emu is not None and self.framed:
+            self.emu.wait(deliver, self.peer, self.me, count, self.sleep_until)
         return status.Get_tag(), count, aux
 
     def wait(self, req, status, *, ring: bool = False) -> None:

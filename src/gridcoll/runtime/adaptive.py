@@ -333,8 +333,9 @@ class RootSide:
             return
         members = self.owner.grid.members
         for a, b in self.monitor.probes_due(time.monotonic()):
-            sent = time.monotonic()
-            arrived = emulator.reserve(members[a][0], members[b][0], PROBE_BYTES, sent)
+            src, dst, sent = members[a][0], members[b][0], time.monotonic()
+            stamp = emulator.reserve(src, dst, PROBE_BYTES, sent)
+            arrived = emulator.wait(stamp, src, dst, PROBE_BYTES)
             self.monitor.observe([Transfer(a, b, PROBE_BYTES, sent, arrived)], probe=True)
 
     def stats(self) -> dict[str, Any]:

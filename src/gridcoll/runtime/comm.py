@@ -153,9 +153,7 @@ class Comm(MPI.Intracomm):
     ):
         if comm is None or self == MPI.COMM_NULL:
             return
-        _state.attach(
-            self, grid, algo, params, timeout, host_overhead, log=log, adaptive=adaptive
-        )
+        _state.attach(self, grid, algo, params, timeout, host_overhead, log=log, adaptive=adaptive)
 
     # gridcoll's collectives
     def Bcast(self, buf: Any, root: int = 0) -> None:

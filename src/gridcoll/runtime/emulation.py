@@ -54,9 +54,12 @@ Load (seed 001, sec. 3)
     down alike.
 
 Fair links
-    The emulator serves every link FIFO. A grid with fair links (``Link.sharing ==
-    "fair"``) is emulated FIFO, and the emulator says so once per process (a
-    ``RuntimeWarning``; the launcher says it once per launch and silences the ranks').
+    A link with ``Link.sharing == "fair"`` is shared max-min fairly among the messages
+    crossing it at once, by the simulator's rules: the sender registers the message's
+    *flow* in a table in the same shared file and sends the flow's stamp (a negative
+    number) in place of ``deliver_at``; the receiver asks the table when the flow ends
+    (:meth:`Emulator.delivery`; :mod:`gridcoll.runtime.flow_table` tells how). FIFO
+    links of the same route are reserved as above.
 """
 
 from __future__ import annotations
@@ -65,13 +68,17 @@ import fcntl as _fcntl
 import mmap as _mmap
 import os as _os
 import struct as _struct
+import time as _time
 import uuid as _uuid
+import zlib as _zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from gridcoll.errors import GridError
-from gridcoll.network.grid import Cluster, Grid, Route
+from gridcoll.network.grid import FAIR, Cluster, Grid, Route
 from gridcoll.network.load import LoadTrace, occupancy_end, read_load
+from gridcoll.runtime.flow_table import FlowTable, is_flow_stamp, stamp_table, table_bytes
 
 __all__ = [
     "ENV_EMULATE",
@@ -98,9 +105,6 @@ ENV_LOAD = "GRIDCOLL_LOAD"
 """Environment variable naming the load trace file of the launch (optional)."""
 ENV_LOAD_T0 = "GRIDCOLL_LOAD_T0"
 """Environment variable: ``time.monotonic()`` at the launch's start, the trace's time 0."""
-ENV_FAIR_NOTICE = "GRIDCOLL_FAIR_NOTICE"
-"""``0``: the launcher already said fair links are emulated FIFO."""
-
 _MAGIC = b"GCLINK01"
 _HEAD = _struct.Struct("<8sQ16s")  # magic, number of links, grid fingerprint
 _DATA_OFFSET = 64
@@ -131,25 +135,37 @@ def environment_load() -> tuple[LoadTrace | None, float]:
 
 
 _LOADS: dict[tuple[str, float], LoadTrace] = {}
-_FAIR_SAID = [False]
-
-
-def _say_fair_is_fifo(grid: Grid) -> None:
-    if _FAIR_SAID[0] or _os.environ.get(ENV_FAIR_NOTICE, "") == "0":
-        return
-    _FAIR_SAID[0] = True
-    import warnings
-
-    names = ", ".join(sorted(grid.fair_links)[:4])
-    warnings.warn(
-        f"grid {grid.name!r} has fair links ({names}...); the WAN emulator serves them FIFO",
-        RuntimeWarning,
-        stacklevel=3,
-    )
 
 
 def _link_names(grid: Grid) -> list[str]:
     return sorted(grid.links)
+
+
+def _flow_offset(nlinks: int) -> int:
+    """Where the flow tables of a grid with fair links start in its link-state file."""
+    return -(-(_DATA_OFFSET + 8 * max(nlinks, 1)) // 64) * 64
+
+
+def sharing_domains(grid: Grid) -> dict[str, int]:
+    """The sharing domain of every fair link: fair links one route crosses together
+    are in one domain, and flows in different domains never share a link, so each
+    domain has a flow table and a lock of its own (:mod:`gridcoll.runtime.flow_table`).
+    Domains are numbered in the order of their first link's name."""
+    parent = {name: name for name in grid.fair_links}
+
+    def root(name: str) -> str:
+        while parent[name] != name:
+            parent[name] = parent[parent[name]]
+            name = parent[name]
+        return name
+
+    for route in grid.routes.values():
+        fair = [name for name in route.links if name in parent]
+        for other in fair[1:]:
+            parent[root(other)] = root(fair[0])
+    firsts = sorted({min(n for n in parent if root(n) == r) for r in map(root, parent)})
+    number = {root(first): k for k, first in enumerate(firsts)}
+    return {name: number[root(name)] for name in sorted(parent)}
 
 
 def create_link_state(grid: Grid, path: str | Path | None = None) -> Path:
@@ -168,6 +184,9 @@ def create_link_state(grid: Grid, path: str | Path | None = None) -> Path:
     fd = _os.open(path, _os.O_RDWR | _os.O_CREAT | _os.O_EXCL, 0o600)
     try:
         _os.write(fd, data)
+        if grid.fair_links:  # zeros, not written: the pages come when a table uses them
+            ndomains = max(sharing_domains(grid).values()) + 1
+            _os.ftruncate(fd, _flow_offset(len(names)) + ndomains * table_bytes())
     finally:
         _os.close(fd)
     return path
@@ -183,7 +202,8 @@ class LinkState:
     """The free-times of a grid's links, shared by every process of the machine.
 
     Opened on a file made by :func:`create_link_state`; :meth:`reserve` applies the
-    cut-through FIFO rule atomically (under a record lock per link).
+    cut-through FIFO rule atomically (under a record lock per link). On a grid with
+    fair links, :attr:`tables` holds their flows, one table per sharing domain.
     """
 
     def __init__(self, path: str | Path, grid: Grid):
@@ -196,7 +216,12 @@ class LinkState:
                 f"cannot open the emulated link state {str(self.path)!r}: {err.strerror}"
             ) from err
         size = _os.fstat(self._fd).st_size
-        if size < _DATA_OFFSET + 8 * len(names):
+        need = _DATA_OFFSET + 8 * len(names)
+        domains = sharing_domains(grid)
+        ndomains = max(domains.values(), default=-1) + 1
+        if ndomains:
+            need = _flow_offset(len(names)) + ndomains * table_bytes()
+        if size < need:
             _os.close(self._fd)
             raise GridError(f"link state {str(self.path)!r} is too short for grid {grid.name!r}")
         self._mm = _mmap.mmap(self._fd, size)
@@ -209,6 +234,28 @@ class LinkState:
         self.index = {name: i for i, name in enumerate(names)}
         self._free = memoryview(self._mm)[_DATA_OFFSET : _DATA_OFFSET + 8 * len(names)].cast("d")
         self._order: dict[tuple[int, ...], tuple[int, ...]] = {}
+        self.domain = {self.index[name]: k for name, k in domains.items()}
+        """The sharing domain of every fair link (by link index)."""
+        self.tables = tuple(
+            FlowTable(
+                self._fd,
+                self._mm,
+                _flow_offset(len(names)) + k * table_bytes(),
+                index=k,
+                count=ndomains,
+            )
+            for k in range(ndomains)
+        )
+        """The flow table of every sharing domain (none without fair links)."""
+
+    def table_of(self, stamp: float) -> FlowTable:
+        """The flow table that issued a flow stamp."""
+        if not self.tables:
+            raise GridError(
+                f"a message stamped as a fair-link flow reached {str(self.path)!r}, whose "
+                "grid has no fair link"
+            )
+        return self.tables[stamp_table(stamp, len(self.tables))]
 
     def reserve(
         self,
@@ -220,6 +267,31 @@ class LinkState:
         """Reserve ``links`` in order for a message starting at ``now``; return when its
         tail leaves the last link (``e_last``). ``profiles``: per link, its load profile
         in ``time.monotonic`` seconds or None (module docstring, "Load")."""
+        return self.reserve_route(links, costs, now, profiles)[0]
+
+    def reserve_route(
+        self,
+        links: tuple[int, ...],
+        costs: tuple[float, ...],
+        now: float,
+        profiles: tuple | None = None,
+        fair: tuple[bool, ...] | None = None,
+    ) -> tuple[float, float]:
+        """:meth:`reserve` on a route that may cross fair links (``fair``: per link):
+        their head passes at once and they are not reserved here (their flow is:
+        :mod:`gridcoll.runtime.flow_table`). Returns the FIFO hops' tail and when the
+        head reaches the first fair link (``now`` without one)."""
+        if fair is not None:
+            kept = [k for k, f in enumerate(fair) if not f]
+            first = fair.index(True) if True in fair else len(links)
+            before = sum(1 for k in kept if k < first)
+            links = tuple(links[k] for k in kept)
+            costs = tuple(costs[k] for k in kept)
+            profiles = None if profiles is None else tuple(profiles[k] for k in kept)
+        else:
+            before = len(links)
+        if not links:
+            return now, now
         order = self._order.get(links)
         if order is None:  # lock in increasing index order: no deadlock between routes
             order = self._order[links] = tuple(_DATA_OFFSET + 8 * i for i in sorted(set(links)))
@@ -228,21 +300,17 @@ class LinkState:
             lockf(fd, _fcntl.LOCK_EX, 8, offset)
         try:
             free = self._free
-            head, tail = now, now
-            if profiles is None:
-                for i, cost in zip(links, costs, strict=True):
-                    if free[i] > head:
-                        head = free[i]
-                    free[i] = head + cost
-                    tail = max(head + cost, tail)
-                return tail
-            for i, cost, profile in zip(links, costs, profiles, strict=True):
+            head, tail, first_head = now, now, now
+            for k, (i, cost) in enumerate(zip(links, costs, strict=True)):
                 if free[i] > head:
                     head = free[i]
+                if k < before:
+                    first_head = head
+                profile = None if profiles is None else profiles[k]
                 end = occupancy_end(cost, head, profile) if profile else head + cost
                 free[i] = end
                 tail = max(end, tail)
-            return tail
+            return tail, first_head
         finally:
             for offset in reversed(order):
                 lockf(fd, _fcntl.LOCK_UN, 8, offset)
@@ -253,6 +321,9 @@ class LinkState:
 
     def close(self) -> None:
         """Unmap and close the file (it stays on disk)."""
+        for table in self.tables:
+            table.close()
+        self.tables = ()
         if self._free is not None:
             self._free.release()
         self._free = None
@@ -266,6 +337,21 @@ class LinkState:
     _mm: _mmap.mmap | None = None
     _fd: int = -1
     _free: memoryview | None = None
+    tables: tuple[FlowTable, ...] = ()
+
+
+FLOW_POLL_S = 1e-3
+"""A receiver waiting for a flow looks whether a new flow was registered (which may
+move its delivery: :mod:`gridcoll.runtime.flow_table`) after half the time left to its
+projected delivery, and at least this long: ``log2(T / FLOW_POLL_S)`` looks at most
+for a wait of ``T``, so a busy pipeline, which registers a flow every few hundred
+microseconds, does not make every receiver ask the table again each time."""
+
+
+def _sleep_until(deadline: float) -> None:
+    left = deadline - _time.monotonic()
+    if left > 0:
+        _time.sleep(left)
 
 
 @dataclass(frozen=True, slots=True)
@@ -276,6 +362,7 @@ class _Route:
     latency: float
     os_wan: object
     os_lan: object
+    fair: tuple[bool, ...] | None  # per link: shared fairly (a flow); None: all FIFO
 
 
 class Emulator:
@@ -304,14 +391,21 @@ class Emulator:
         if load is not None:
             for name in load.links & set(grid.links):  # the launcher checked the names
                 self._profiles[name] = tuple((b + t0, f) for b, f in load.profile(name))
-        if grid.fair_links:
-            _say_fair_is_fifo(grid)
+        if state.tables and load is not None:
+            loaded = {
+                state.index[name]: tuple((b + t0, f) for b, f in load.profile(name))
+                for name in load.links & set(state.index)
+            }
+            for table in state.tables:
+                table.set_load(loaded)
+        self._pair_base = (_os.getpid(), _zlib.crc32(grid.name.encode()) << 24)
         self._routes: dict[tuple[int, int], _Route] = {}
         self._costs: dict[tuple[int, int, int], tuple] = {}
         self._busy: dict[tuple[int, int, int], float] = {}
         self._os_w: dict[tuple[int, int, int], float] = {}
         self.observed: list | None = None
-        """While a list: every message reserved is appended as ``(src cluster, dst
+        """While a list: every message reserved (on a route with fair links: every
+        message received, once its flow has ended) is appended as ``(src cluster, dst
         cluster, bytes, sent, deliver_at)``, the passive measurements of an adaptive
         broadcast (:mod:`gridcoll.runtime.adaptive`)."""
 
@@ -327,6 +421,7 @@ class Emulator:
             names = [key for kind, key in self.grid.path(a, b) if kind == "link"]
             wan = self.grid.plogp(a, b)
             profiles = tuple(self._profiles.get(name) for name in names)
+            fair = tuple(self.grid.links[name].sharing == FAIR for name in names)
             route = _Route(
                 tuple(self.state.index[name] for name in names),
                 tuple(self.grid.links[name].g for name in names),
@@ -334,25 +429,83 @@ class Emulator:
                 wan.L,
                 wan.os_fn,
                 self.grid.lan(a).os_fn,
+                fair if any(fair) else None,
             )
             self._routes[key] = route
         return route
 
     def reserve(self, a: int, b: int, nbytes: int, now: float) -> float:
-        """Reserve the links of a message of ``nbytes`` from a to b started at ``now``;
-        return its delivery time ``deliver_at`` (``time.monotonic`` seconds)."""
+        """Reserve the links of a message of ``nbytes`` from a to b started at ``now``.
+
+        Returns its *stamp*, which the message carries to its receiver: on a FIFO
+        route, its delivery time ``deliver_at`` (``time.monotonic`` seconds); on a
+        route with fair links, a negative number naming its flow. The receiver passes
+        the stamp to :meth:`wait`."""
         cluster = self.grid.cluster_of
         key = (cluster[a], cluster[b], nbytes)
         cached = self._costs.get(key)
         if cached is None:
             route = self._route(a, b)
             costs = tuple(g(nbytes) for g in route.link_g)
-            cached = self._costs[key] = (route.links, costs, route.latency, route.profiles)
-        links, costs, latency, profiles = cached
-        deliver = self.state.reserve(links, costs, now, profiles) + latency
+            flow = None
+            if route.fair is not None:  # c_l = g_l(m) / m on each fair link (flow_table)
+                size = float(max(nbytes, 1))
+                flow = (
+                    tuple(
+                        (i, c / size)
+                        for i, c, f in zip(route.links, costs, route.fair, strict=True)
+                        if f
+                    ),
+                    size,
+                )
+            cached = (route.links, costs, route.latency, route.profiles, route.fair, flow)
+            self._costs[key] = cached
+        links, costs, latency, profiles, fair, flow = cached
+        if flow is None:
+            deliver = self.state.reserve(links, costs, now, profiles) + latency
+            if self.observed is not None:
+                self.observed.append((key[0], key[1], nbytes, now, deliver))
+            return deliver
+        tail, head = self.state.reserve_route(links, costs, now, profiles, fair)
+        pair = (self._pair_base[0], self._pair_base[1] + b)
+        table = self.state.tables[self.state.domain[flow[0][0][0]]]
+        return table.start(
+            pair, flow[0], flow[1], start_at=head, tail=tail, latency=latency, sent=now, now=now
+        )
+
+    def wait(
+        self,
+        stamp: float,
+        a: int,
+        b: int,
+        nbytes: int,
+        sleep_until: Callable[[float], None] = _sleep_until,
+    ) -> float:
+        """Return, at the delivery time of the message of ``nbytes`` from a to b whose
+        header carried ``stamp`` (:meth:`reserve`), that time. ``sleep_until(t)``
+        sleeps until ``t`` (the executor's drives its progress meanwhile).
+
+        A flow's delivery is projected, and projected again when another flow was
+        registered meanwhile (looked at as :data:`FLOW_POLL_S` says) or when the
+        projection is reached; the table answers a stamp's final time once."""
+        if not is_flow_stamp(stamp):
+            sleep_until(stamp)
+            return stamp
+        flows = self.state.table_of(stamp)
+        sleep_until(flows.earliest(stamp))
+        while True:
+            at, generation, sent = flows.delivery(stamp, _time.monotonic())
+            if generation is None:
+                break
+            while (now := _time.monotonic()) < at:
+                sleep_until(min(at, now + max(FLOW_POLL_S, (at - now) / 2)))
+                if flows.generation() != generation:
+                    break
         if self.observed is not None:
-            self.observed.append((key[0], key[1], nbytes, now, deliver))
-        return deliver
+            cluster = self.grid.cluster_of
+            self.observed.append((cluster[a], cluster[b], nbytes, sent, at))
+        sleep_until(at)
+        return at
 
     def send_busy(self, a: int, b: int, nbytes: int) -> float:
         """The WAN send overhead ``os_w(m)`` of a cross-cluster message: the emulated

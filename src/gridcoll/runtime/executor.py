@@ -67,7 +67,9 @@ joined learns it then, not at the end of the call).
 
 Rule 6: the WAN emulation (:mod:`gridcoll.runtime.emulation`) sits below all of this:
 a cross-cluster send reserves the emulated links and carries ``deliver_at`` in its
-inline header; the receive does not complete before then, and the sender's CPU is
+inline header (on fair links, the stamp of its flow, whose delivery time the receiver
+asks the shared flow table for, as it moves with the other flows: ``Emulator.wait``);
+the receive does not complete before then, and the sender's CPU is
 busy for the WAN send overhead ``os_w(m)`` of each such message on top of its own work
 (a debt paid by sleeping once it exceeds :data:`BUSY_SLACK`, so short messages cost no
 sleep each). Without an emulator nothing of this runs.
@@ -947,7 +949,7 @@ class _Run:
         if step.pieces and not step.inplace:
             self._unpack(step, data)
         if step.wan:
-            self._sleep_until(deliver_at)
+            self.emulator.wait(deliver_at, step.peer, self.rank, step.nbytes, self._sleep_until)
         self.progress_at = _time.monotonic()
 
     def _unpack(self, step: _Step, data: np.ndarray) -> None:

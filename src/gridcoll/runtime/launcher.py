@@ -599,8 +599,7 @@ def _session(
 
     With ``load`` (checked against ``grid`` first) and the emulation on, the trace is
     saved beside the grid file and its time 0 is ``time.monotonic()`` now, just before
-    mpiexec starts (``GRIDCOLL_LOAD``, ``GRIDCOLL_LOAD_T0``). A grid with fair links is
-    emulated FIFO: said here once, and the ranks are told not to repeat it."""
+    mpiexec starts (``GRIDCOLL_LOAD``, ``GRIDCOLL_LOAD_T0``)."""
     if load is not None:
         load.check(grid)
     workdir = Path(tempfile.mkdtemp(prefix="gridcoll-launch-"))
@@ -620,13 +619,6 @@ def _session(
         if emulate:
             link_state = _emu.create_link_state(load_grid(grid_file))
             env[_emu.ENV_LINK_STATE] = str(link_state)
-            if grid.fair_links:
-                print(
-                    f"gridcoll: grid {grid.name!r} has fair links; the WAN emulator serves "
-                    "them FIFO",
-                    file=sys.stderr,
-                )
-                env[_emu.ENV_FAIR_NOTICE] = "0"
             if load is not None and load.loads:
                 trace_file = workdir / "load.json"
                 trace_file.write_text(json.dumps(load.to_json()))
