@@ -596,9 +596,13 @@ def test_ranks_share_one_log_line_by_line_and_the_hot_path_yields(tmp_path):
 # -- load on the emulated WAN (network.load) -----------------------------------------------
 
 
-def test_a_50_percent_load_doubles_an_emulated_wan_message(tmp_path):
-    """gridcoll mpirun --load: 0 -> 1 crosses A->B, loaded 50%; 1 -> 0 crosses B->A, free."""
-    grid_file = write_grid(tmp_path, fast_grid({"A": 1, "B": 1}))
+@pytest.mark.parametrize("sharing", ["fifo", "fair"])
+def test_a_50_percent_load_doubles_an_emulated_wan_message(tmp_path, sharing):
+    """gridcoll mpirun --load: 0 -> 1 crosses A->B, loaded 50%; 1 -> 0 crosses B->A, free.
+    On fair links the load is a competing flow holding half the link (flow_table)."""
+    grid = fast_grid({"A": 1, "B": 1})
+    grid["link_sharing"] = sharing
+    grid_file = write_grid(tmp_path, grid)
     trace = tmp_path / "load.json"
     loads = [{"link": "A->B", "fraction": 0.5, "from": 0, "to": 10**6}]
     trace.write_text(json.dumps({"format": "gridcoll-load/1", "loads": loads}))
