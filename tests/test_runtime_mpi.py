@@ -117,12 +117,16 @@ def test_every_builder_with_emulation(tmp_path):
 
 
 def test_every_builder_on_16_emulated_ranks(tmp_path):
+    """16 ranks in 4 interleaved clusters: every builder from 5 random roots (every root
+    is covered on 2, 5 and 7 ranks above)."""
     clusters = {f"c{i}": 4 for i in range(4)}
     placement = [f"c{r % 4}" for r in range(16)]
     grid = write_grid(tmp_path, fast_grid(clusters, placement))
     env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_EMULATE="1")
     args = ["--seed", "3", "--max-cases-per-builder", "1", "--sizes", "1,777,20000"]
-    check_matrix(mpirun(16, "bcast_matrix.py", *args, env=env, timeout=900), 16, emulated=True)
+    args += ["--roots", "5"]
+    out = check_matrix(mpirun(16, "bcast_matrix.py", *args, env=env, timeout=900), 16, True)
+    assert out["cases"] >= 5 * (len(out["builders"]) - 1)  # auto runs 1
 
 
 # -- the drop-in promise and mismatched arguments --------------------------------------

@@ -10,6 +10,10 @@ Rank 0 prints one JSON line: the number of cases and the failures (a failure on 
 rank is reported by it on stderr and makes the exit status 1).
 
 Usage: bcast_matrix.py [--seed S] [--sizes 1,17,4096 | random:K] [--max-cases-per-builder K]
+[--roots K]
+
+``--roots K`` runs each builder from K random roots only (default: every root), for
+runs on many ranks; the runs on fewer ranks cover every root.
 """
 
 import argparse
@@ -46,7 +50,7 @@ def params_for(builder, rng):
     return params
 
 
-def plan_cases(size, sizes, seed, per_builder):
+def plan_cases(size, sizes, seed, per_builder, nroots=None):
     """{(algo, params): [(root, dtype, nelems, form, case id)]}, the same on every rank.
 
     Every builder runs from every root; "auto" (which searches every builder's
@@ -60,7 +64,7 @@ def plan_cases(size, sizes, seed, per_builder):
         name = builder if isinstance(builder, str) else builder.name
         params = None if isinstance(builder, str) else params_for(builder, rng)
         roots = [int(r) for r in rng.permutation(size)]
-        count = min(per_builder, 3) if name == "auto" else max(per_builder, size)
+        count = min(per_builder, 3) if name == "auto" else max(per_builder, nroots or size)
         todo = []
         for i in range(count):
             root = roots[i % size]
@@ -101,6 +105,7 @@ def main():
     ap.add_argument("--seed", type=int, default=1)
     ap.add_argument("--sizes", default="1,3,17,1000,4099,65536,100003")
     ap.add_argument("--max-cases-per-builder", type=int, default=4)
+    ap.add_argument("--roots", type=int, default=None)
     args = ap.parse_args()
     world = MPI.COMM_WORLD
     if args.sizes.startswith("random:"):  # 1 byte, then K random sizes up to 200 kB
@@ -109,7 +114,7 @@ def main():
         sizes = [1] + [int(x) for x in rng.integers(2, 200_000, k)]
     else:
         sizes = [int(s) for s in args.sizes.split(",")]
-    plan = plan_cases(world.Get_size(), sizes, args.seed, args.max_cases_per_builder)
+    plan = plan_cases(world.Get_size(), sizes, args.seed, args.max_cases_per_builder, args.roots)
     failures, ncases, emulated = [], 0, []
     for (name, params), todo in plan.items():
         comm = gridcoll.Comm(world, algo=name, params=json.loads(params), timeout=30)
