@@ -42,6 +42,10 @@ def _uleb(value: int) -> bytes:
             return bytes(out)
 
 
+def _uleb_len(value: int) -> int:
+    return max(1, (value.bit_length() + 6) // 7)
+
+
 def _read_uleb(data: bytes, pos: int) -> tuple[int, int]:
     value = shift = 0
     while True:
@@ -100,6 +104,10 @@ class NodeSet:
         return lo_i > 0 and v < self.ranges[lo_i - 1][1]
 
     def __or__(self, other: NodeSet) -> NodeSet:
+        if not other.ranges:
+            return self
+        if not self.ranges:
+            return other
         return NodeSet(self.ranges + other.ranges)
 
     def __and__(self, other: NodeSet) -> NodeSet:
@@ -160,7 +168,11 @@ class NodeSet:
     @property
     def nbytes(self) -> int:
         """The size of :meth:`encode`'s output, for the link model."""
-        return len(self.encode())
+        size, prev = _uleb_len(len(self.ranges)), 0
+        for lo, hi in self.ranges:
+            size += _uleb_len(lo - prev) + _uleb_len(hi - lo)
+            prev = hi
+        return size
 
     def __repr__(self) -> str:
         parts = [str(lo) if hi == lo + 1 else f"{lo}-{hi - 1}" for lo, hi in self.ranges]

@@ -110,6 +110,7 @@ from gridcoll.dynamic.trees import (
     bandwidth_better,
     bandwidth_offer,
     bandwidth_summary,
+    chained,
     child_order,
     choose_tree,
     latency_better,
@@ -545,6 +546,9 @@ class Process:
         default_timeout_s: the reduction timeout while no distance is known.
         give_up_factor: the root vnode's owner reports missing data after this many
             timeouts.
+        chain_probes: after the extra probes, at most this many more while this
+            process is a LAN gateway behind another remote LAN in some latency tree
+            (:func:`~gridcoll.dynamic.trees.chained`: Property I, seen locally).
     """
 
     def __init__(
@@ -557,6 +561,7 @@ class Process:
         send_overhead_s: float = 0.0,
         default_timeout_s: float = 1.0,
         give_up_factor: float = 10.0,
+        chain_probes: int = 30,
     ) -> None:
         if extra_probes < 0:
             raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
@@ -566,6 +571,7 @@ class Process:
         self.send_overhead_s = send_overhead_s
         self.default_timeout_s = default_timeout_s
         self.give_up_factor = give_up_factor
+        self.chain_probes = chain_probes
         self.state = State.IDLE
         self.error: str | None = None
         self.table: VNodeTable | None = None
@@ -575,6 +581,7 @@ class Process:
         self.probes_made = 0
         self._founders = founder_vnodes
         self._extra_left = extra_probes
+        self._chain_left = chain_probes
         self._lan_rtt = math.inf
         self._probing: int | None = None
         self._probe_result: ProbeResult | None = None
@@ -703,7 +710,7 @@ class Process:
             if pid == self.pid:
                 tree.dist, tree.est = 0.0, math.inf
             self.trees[kind, pid] = tree
-        self._extra_left = self.extra_probes  # a new tree: probe again (sec. IV-A)
+        self._extra_left, self._chain_left = self.extra_probes, self.chain_probes  # a new tree: probe again (sec. IV-A)
         return True
 
     def _learn_members(self, src: int, members: Iterable[int]) -> None:
@@ -810,7 +817,7 @@ class Process:
             if tree.parent == pid:
                 tree.disconnect()
                 self._down.add(key)
-                self._extra_left = self.extra_probes
+                self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
             if tree.children.pop(pid, None) is not None:
                 self._up.add(key)
                 self._down.add(key)
@@ -892,7 +899,17 @@ class Process:
             return False
         if self._extra_left > 0:
             return True
-        return any(t.parent is None and t.root != self.pid for t in self.trees.values())
+        if any(t.parent is None and t.root != self.pid for t in self.trees.values()):
+            return True
+        return self._chain_left > 0 and self._chained()
+
+    def _chained(self) -> bool:
+        """A latency tree where we are a LAN's gateway behind another remote LAN."""
+        return any(
+            chained(rtt_parent=t.rtt, dist=t.dist, lan_rtt=self._lan_rtt)
+            for (kind, _), t in self.trees.items()
+            if kind == "latency"
+        )
 
     def _maybe_probe(self) -> None:
         if self._probing is not None or not self._wants_probe():
@@ -938,6 +955,8 @@ class Process:
                     self._judge(tree, result.peer, pos, result.rtt_s, result.bw_Bps)
         if complete and self._extra_left > 0:
             self._extra_left -= 1
+        elif complete and self._chain_left > 0:
+            self._chain_left -= 1
 
     def _judge(self, tree: _Tree, cand: int, pos: Position, rtt: float, bw: float) -> None:
         if tree.parent == cand or self.pid in pos.path:
@@ -1013,7 +1032,7 @@ class Process:
             if self.pid in path:  # crossing moves made a cycle: leave it (sec. IV-B repair)
                 self._batch_child(src, ChildItem(pos.kind, pos.root, attach=False))
                 tree.disconnect()
-                self._extra_left = self.extra_probes
+                self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
             else:
                 self._position_from(tree, pos.dist, pos.est, pos.nchildren, path)
             self._down.add(key)

@@ -57,6 +57,8 @@ class Network:
     delivered: list[tuple[int, Hashable, frozenset[int]]] = field(default_factory=list)
     done: list[tuple[int, ReduceDone]] = field(default_factory=list)
     messages: int = 0
+    _busy: list[tuple[int, int]] = field(default_factory=list)
+    _busy_at: dict[tuple[int, int], int] = field(default_factory=dict)
 
     def feed(self, pid: int, event: Event) -> None:
         """Feed one event to process ``pid`` and carry out its actions."""
@@ -65,7 +67,11 @@ class Network:
     def apply(self, pid: int, actions: Iterable[Action]) -> None:
         for a in actions:
             if isinstance(a, Send):
-                self.channels.setdefault((pid, a.dst), deque()).append(a.message)
+                key = (pid, a.dst)
+                self.channels.setdefault(key, deque()).append(a.message)
+                if key not in self._busy_at:
+                    self._busy_at[key] = len(self._busy)
+                    self._busy.append(key)
             elif isinstance(a, Probe):
                 self.probes.append((pid, a.peer))
             elif isinstance(a, SetTimer):
@@ -78,7 +84,7 @@ class Network:
 
     def step(self) -> bool:
         """Carry out one pending thing; False if nothing is pending."""
-        busy = [k for k, q in self.channels.items() if q]
+        busy = self._busy
         if self.timers and (not busy and not self.probes or self.rng.random() < self.timer_chance):
             return self._fire_timer()
         if not busy and not self.probes:
@@ -86,7 +92,14 @@ class Network:
         pick = self.rng.randrange(len(busy) + len(self.probes))
         if pick < len(busy):
             src, dst = busy[pick]
-            message = self.channels[src, dst].popleft()
+            queue = self.channels[src, dst]
+            message = queue.popleft()
+            if not queue:  # swap-remove from the busy list
+                last = busy.pop()
+                del self._busy_at[src, dst]
+                if last != (src, dst):
+                    busy[pick] = last
+                    self._busy_at[last] = pick
             self.messages += 1
             self.feed(dst, Received(src, message))
         else:
@@ -110,7 +123,7 @@ class Network:
         raise RuntimeError(f"the network did not go quiet within {max_steps} steps")
 
     def pending(self) -> bool:
-        return bool(self.probes or self.timers or any(self.channels.values()))
+        return bool(self.probes or self.timers or self._busy)
 
 
 def grid_measure(grid: Grid, rng: random.Random, jitter: float = 0.05) -> Measure:

@@ -21,26 +21,39 @@ RTTs involved:
 * ``via = dist_cand + RTT_p,cand + o * n_children(cand)`` is p's distance through cand,
   the forwarding overhead counted as the paper's future work asks (sec. VI): cand sends
   to its existing children first, each costing a send overhead ``o``.
+* ``slack(x) = NOISE_SLACK * x + LAN_HOPS * lan_rtt``, ``lan_rtt`` the smallest RTT p
+  ever measured: what measurement noise on an RTT ``x`` (our probes' noise is a few
+  percent) and a few LAN hops can account for. A chained route through a third LAN is
+  longer than the direct one by a whole wide-area RTT less a triangle's slack (2 ms
+  or more on DAS-2's 3-8 ms RTTs), well above ``slack``.
 * **Rule N (nearer class, Property I).** If cand is in a strictly nearer latency class
   than p's parent (``NEAR_RATIO * RTT_p,cand < RTT_p,parent``: a LAN neighbour against
-  a remote parent), p moves when ``via < dist_p + NEAR_TOLERANCE * RTT_p,parent``. A
-  LAN neighbour whose own route to the root is no worse than p's (up to half a
-  wide-area RTT: the measurement noise and a few LAN hops) is preferred to the remote
-  parent; one whose route is chained through another LAN (worse by a whole wide-area
-  RTT) is not. Each move replaces a wide-area edge by a LAN edge and the move cannot
-  be undone by rule N (the parent is now in the nearest class), so the wide-area
-  edges into a LAN fall to one per LAN once every process has probed one LAN member
-  outside its own subtree.
-* **Rule S (shortcut, no chained WAN latencies).** If p's parent is remote
-  (``RTT_p,parent > NEAR_RATIO * lan_rtt``, ``lan_rtt`` the smallest RTT p ever
-  measured), p moves when ``via < dist_p - SHORTCUT_MARGIN * RTT_p,parent``: a LAN's
-  gateway hanging below a LAN that is itself remote from the root moves straight
-  below the root's LAN when that saves at least half a wide-area RTT, even if the
-  single hop is longer (which condition I alone forbids).
+  a remote parent), p moves when ``via < dist_p + slack(RTT_p,parent)``. A LAN
+  neighbour whose own route to the root is as good as p's, up to the noise and a few
+  LAN hops, is preferred to the remote parent (the paper's condition II alone
+  refuses it half the time, on noise); one whose route is chained through another
+  LAN is not. Each such move replaces a wide-area edge by a LAN edge and cannot be
+  undone by rule N, so the wide-area edges into a LAN fall to one once each of its
+  processes has probed a LAN member outside its own subtree.
+* **Rule S (shortcut, no chained WAN latencies).** If p's parent or cand is remote
+  (RTT above ``NEAR_RATIO * lan_rtt``), p moves when
+  ``via < dist_p - slack(max(RTT_p,cand, RTT_p,parent))``. A LAN's gateway hanging
+  below a LAN that is itself remote from the root moves straight below the root's LAN
+  when that is clearly shorter, even if the single hop is longer (which condition I
+  alone forbids); and any member of a LAN whose whole subtree hangs on a chained route
+  may become the LAN's new, direct gateway, after which rule N pulls the rest of its
+  LAN below it. A LAN already reached directly is never split up: there the saving is
+  at most a few LAN hops and the noise, which ``slack`` covers.
 * **Rule P (the paper's, Property II).** ``RTT_p,cand < RTT_p,parent`` and
-  ``dist_cand < dist_p``. Inside a LAN this is the only rule that fires (rule S needs a
-  remote parent; rule N a candidate twice as near), so the LAN part of the tree keeps
-  the paper's random shape, neither a chain nor a star (sec. IV-B's argument).
+  ``dist_cand < dist_p``, and also ``via < dist_p + slack(RTT_p,parent)``. The last
+  clause never binds inside a LAN (there ``via`` exceeds ``dist_cand`` by one LAN
+  RTT), but between LANs it refuses the paper's move onto a remote parent with a
+  smaller RTT that is itself behind another remote LAN (on DAS-2, a Leiden process
+  would otherwise swap a direct 5 ms edge to VU for a 4 ms edge to a UvA process that
+  is 3 ms from VU: chained, and 2 ms longer). Inside a LAN only rule P fires (rule S
+  needs a remote parent or candidate; rule N a candidate twice as near), so the LAN
+  part of the tree keeps the paper's random shape, neither a chain nor a star
+  (sec. IV-B's argument: Property II).
 
 Bandwidth-aware tree (sec. IV-C)
 --------------------------------
@@ -66,13 +79,14 @@ from dataclasses import dataclass
 __all__ = [
     "BW_HYSTERESIS",
     "NEAR_RATIO",
-    "NEAR_TOLERANCE",
-    "SHORTCUT_MARGIN",
+    "LAN_HOPS",
+    "NOISE_SLACK",
     "Edge",
     "Summary",
     "bandwidth_better",
     "bandwidth_offer",
     "bandwidth_summary",
+    "chained",
     "child_order",
     "choose_tree",
     "latency_better",
@@ -82,11 +96,11 @@ __all__ = [
 NEAR_RATIO = 2.0
 """A candidate is in a nearer latency class when its RTT is this many times smaller."""
 
-NEAR_TOLERANCE = 0.5
-"""Rule N: a nearer candidate may lengthen p's route by this fraction of RTT_p,parent."""
+NOISE_SLACK = 0.1
+"""``slack``: the relative measurement noise a distance comparison forgives."""
 
-SHORTCUT_MARGIN = 0.5
-"""Rule S: a remote-parented p moves when this fraction of RTT_p,parent is saved."""
+LAN_HOPS = 8
+"""``slack``: the LAN hops a distance comparison forgives (in units of ``lan_rtt``)."""
 
 BW_HYSTERESIS = 0.05
 """Bandwidth tree: a candidate must offer this much more (relative) to be taken."""
@@ -112,11 +126,27 @@ def latency_better(
     if not math.isfinite(dist) or not math.isfinite(rtt_parent):
         return True  # any parent connected to the tree beats none (sec. IV-B)
     via = cand_dist + rtt_cand + overhead * cand_children
-    if NEAR_RATIO * rtt_cand < rtt_parent and via < dist + NEAR_TOLERANCE * rtt_parent:
+    lan = lan_rtt if math.isfinite(lan_rtt) else 0.0
+
+    def slack(x: float) -> float:
+        return NOISE_SLACK * x + LAN_HOPS * lan
+
+    if NEAR_RATIO * rtt_cand < rtt_parent and via < dist + slack(rtt_parent):
         return True  # rule N
-    if rtt_parent > NEAR_RATIO * lan_rtt and via < dist - SHORTCUT_MARGIN * rtt_parent:
+    remote = max(rtt_cand, rtt_parent)
+    if remote > NEAR_RATIO * lan and via < dist - slack(remote):
         return True  # rule S
-    return rtt_cand < rtt_parent and cand_dist < dist  # rule P (the paper's I and II)
+    # rule P: the paper's I and II, but never onto a route longer by more than slack
+    return rtt_cand < rtt_parent and cand_dist < dist and via < dist + slack(rtt_parent)
+
+
+def chained(*, rtt_parent: float, dist: float, lan_rtt: float) -> bool:
+    """True if p's parent is remote and is itself further than ``slack`` from the root:
+    p is the gateway of a LAN reached through another remote LAN (Property I broken,
+    as p can see it alone). The protocol keeps probing while this holds."""
+    if not (math.isfinite(rtt_parent) and math.isfinite(dist) and math.isfinite(lan_rtt)):
+        return False
+    return rtt_parent > NEAR_RATIO * lan_rtt and dist - rtt_parent > NOISE_SLACK * rtt_parent + LAN_HOPS * lan_rtt
 
 
 def bandwidth_offer(est_cand: float, bw: float, n_children: int) -> float:
