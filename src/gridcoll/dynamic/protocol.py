@@ -302,8 +302,17 @@ class Leaving:
 
 @dataclass(frozen=True, slots=True)
 class LeaveAck:
+    """``linger``: the acker may still send to the leaver (it had not asked the leaver
+    to ack its own Leaving) and will not leave before the leaver's Gone."""
+
     members: frozenset[int]
     round: int = 0
+    linger: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Gone:
+    """The leaver is LEFT: the last message it sends, to the ackers that linger."""
 
 
 Message = (
@@ -319,6 +328,7 @@ Message = (
     | Update
     | Leaving
     | LeaveAck
+    | Gone
 )
 
 
@@ -597,6 +607,8 @@ class Process:
         self._child_batch: dict[int, list[ChildItem]] = {}
         self._early: list[tuple[int, Message]] = []
         self._round = 0
+        self._lingering: set[int] = set()
+        self._gone_to: set[int] = set()
 
     # -- the API ----------------------------------------------------------------------
     def handle(self, event: Event) -> list[Action]:
@@ -677,6 +689,7 @@ class Process:
             Update: self._on_update,
             Leaving: self._on_leaving,
             LeaveAck: self._on_leave_ack,
+            Gone: self._on_gone,
         }.get(type(m))
         if handler is None:
             raise RemoteProtocolError(f"unknown message {m!r} from {src}")
@@ -792,18 +805,35 @@ class Process:
     def _on_leaving(self, src: int, m: Leaving) -> None:
         self._learn_routes(m.entries)
         self._remove_member(src)
-        self._send(src, LeaveAck(frozenset(self.members), m.round))
+        # Unless we asked src to ack our own Leaving (then its ack covers us), src may
+        # still forward to us on stale pointers: we stay until its Gone.
+        linger = src not in self._awaiting and src not in self._acked
+        if linger:
+            self._lingering.add(src)
+        self._send(src, LeaveAck(frozenset(self.members), m.round, linger))
 
     def _on_leave_ack(self, src: int, m: LeaveAck) -> None:
         if self.state is not State.LEAVING:
             raise RemoteProtocolError(f"LeaveAck from {src} in state {self.state.name}")
+        if m.linger:
+            self._gone_to.add(src)
         if m.round != self._round:
             return  # an ack of an earlier round; the current one is still to come
         self._awaiting.discard(src)
         self._acked.add(src)
         for pid in sorted(m.members - self.departed):
             self._ask_to_ack(pid)
-        if not self._awaiting:
+        self._maybe_left()
+
+    def _on_gone(self, src: int, m: Gone) -> None:
+        self._lingering.discard(src)
+        self._maybe_left()
+
+    def _maybe_left(self) -> None:
+        """LEAVING -> LEFT once every member acked and every leaver we acked is gone."""
+        if self.state is State.LEAVING and not self._awaiting and not self._lingering:
+            for pid in sorted(self._gone_to):
+                self._send(pid, Gone())
             self.state = State.LEFT
 
     def _remove_member(self, pid: int) -> None:
@@ -850,6 +880,7 @@ class Process:
             # Members that acked our Leaving may point at us for these vnodes: they must
             # learn the new owner before we may leave, so ask every member again.
             self._acked.clear()
+            self._awaiting.clear()  # departed ones will not hear this round
             self._round += 1
             for other in self._others():
                 self._ask_to_ack(other, again=True)

@@ -1,10 +1,12 @@
 """An instant, in-memory driver for the protocol core, and the stable trees of a grid.
 
 :class:`Network` moves the actions of a set of :class:`~gridcoll.dynamic.protocol.Process`
-objects with no notion of time: each step delivers the head of one non-empty channel
+objects as if the network took no time: each step delivers the head of one non-empty channel
 (FIFO per ordered pair, the channel drawn at random across pairs) or answers one
-probe, drawn from one seeded ``random.Random``; timers fire only when nothing else is
-pending (or, with ``timer_chance``, early at random, to exercise the timeouts).
+probe, drawn from one seeded ``random.Random``. A virtual clock ``now`` only moves
+when nothing else is pending: then the timer due first fires (with ``timer_chance``,
+a timer that ``early`` accepts may also fire early at random, to exercise the
+timeouts).
 Probe results come from a ``measure(p, q) -> (rtt_s, bw_Bps)`` callback.
 
 :func:`stable_trees` runs the founders of a grid to quiescence with
@@ -51,9 +53,11 @@ class Network:
     measure: Measure
     rng: random.Random
     timer_chance: float = 0.0
+    early: Callable[[Hashable], bool] = lambda timer: True
     channels: dict[tuple[int, int], deque] = field(default_factory=dict)
     probes: list[tuple[int, int]] = field(default_factory=list)
-    timers: dict[tuple[int, Hashable], None] = field(default_factory=dict)
+    timers: dict[tuple[int, Hashable], float] = field(default_factory=dict)
+    now: float = 0.0
     delivered: list[tuple[int, Hashable, frozenset[int]]] = field(default_factory=list)
     done: list[tuple[int, ReduceDone]] = field(default_factory=list)
     messages: int = 0
@@ -75,8 +79,7 @@ class Network:
             elif isinstance(a, Probe):
                 self.probes.append((pid, a.peer))
             elif isinstance(a, SetTimer):
-                self.timers.pop((pid, a.timer), None)
-                self.timers[pid, a.timer] = None
+                self.timers[pid, a.timer] = self.now + a.delay_s
             elif isinstance(a, Deliver):
                 self.delivered.append((pid, a.op_id, a.vnodes))
             elif isinstance(a, ReduceDone):
@@ -85,8 +88,14 @@ class Network:
     def step(self) -> bool:
         """Carry out one pending thing; False if nothing is pending."""
         busy = self._busy
-        if self.timers and (not busy and not self.probes or self.rng.random() < self.timer_chance):
-            return self._fire_timer()
+        if self.timers and not busy and not self.probes:  # idle: the clock jumps
+            key = min(self.timers, key=lambda k: (self.timers[k], repr(k)))
+            self.now = max(self.now, self.timers[key])
+            return self._fire_timer([key])
+        if self.timer_chance and self.rng.random() < self.timer_chance:
+            early = [k for k in self.timers if self.early(k[1])]
+            if early:
+                return self._fire_timer(early)
         if not busy and not self.probes:
             return False
         pick = self.rng.randrange(len(busy) + len(self.probes))
@@ -108,8 +117,7 @@ class Network:
             self.feed(pid, ProbeResult(peer, rtt, bw))
         return True
 
-    def _fire_timer(self) -> bool:
-        keys = list(self.timers)
+    def _fire_timer(self, keys: list[tuple[int, Hashable]]) -> bool:
         pid, timer = keys[self.rng.randrange(len(keys))]
         del self.timers[pid, timer]
         self.feed(pid, TimerExpired(timer))
@@ -121,6 +129,10 @@ class Network:
             if not self.step():
                 return n
         raise RuntimeError(f"the network did not go quiet within {max_steps} steps")
+
+    def busy(self) -> bool:
+        """True while a message or a probe is pending (timers aside)."""
+        return bool(self._busy or self.probes)
 
     def pending(self) -> bool:
         return bool(self.probes or self.timers or self._busy)
