@@ -54,6 +54,16 @@ def _owner(net: Network, v: int) -> int | None:
     return owners[0] if len(owners) == 1 else None
 
 
+def _call(net: Network, op: int, root: int, size: int, called: set, only: int | None = None) -> None:
+    """The application's collective call on every ACTIVE process not called yet: each
+    passes the data of every vnode (``1 << v``), the core counts the owners'."""
+    values = {v: 1 << v for v in range(size)}
+    for p, proc in sorted(net.processes.items()):
+        if proc.state is State.ACTIVE and (op, p) not in called and only in (None, p):
+            called.add((op, p))
+            net.feed(p, ReduceRequested(op, root, values, add))
+
+
 def _steps(net: Network, rng: random.Random, n: int) -> None:
     """Up to n steps, but none once only timers are left: time does not jump ahead
     while the scenario is still issuing calls."""
@@ -72,6 +82,7 @@ def _churn_run(seed: int, nfounders: int, nops: int) -> tuple[Network, dict, dic
     _steps(net, rng, rng.randrange(0, 400))
     size, next_pid = nfounders, nfounders
     bcasts, reduces = {}, {}
+    called: set[tuple[int, int]] = set()
     for i in range(nops):
         act = rng.choice(["bcast", "bcast", "reduce", "join", "leave", "migrate"])
         active = _active(net)
@@ -87,10 +98,8 @@ def _churn_run(seed: int, nfounders: int, nops: int) -> tuple[Network, dict, dic
             owner = _owner(net, root)
             if owner is not None and net.processes[owner].state is State.ACTIVE:
                 reduces[i] = root
-                values = {v: 1 << v for v in range(size)}
-                for p in active:  # the collective call, everywhere, in random order
-                    if net.processes[p].state is State.ACTIVE:
-                        net.feed(p, ReduceRequested(i, root, values, add))
+                for p in rng.sample(active, len(active)):  # the call, in random order
+                    _call(net, i, root, size, called, only=p)
                     _steps(net, rng, rng.randrange(0, 5))
         elif act == "join":
             pid, next_pid = next_pid, next_pid + 1
@@ -99,13 +108,20 @@ def _churn_run(seed: int, nfounders: int, nops: int) -> tuple[Network, dict, dic
         elif act == "leave" and len(active) > 1:
             net.feed(rng.choice(active), LeaveRequested())
         elif act == "migrate" and len(active) > 1:
-            src, dst = rng.sample(active, 2)
+            src = rng.choice(active)
+            known = [q for q in active if q != src and q in net.processes[src].members]
             mine = sorted(net.processes[src].owned)
-            if mine:
+            if mine and known:
+                dst = rng.choice(known)
                 give = frozenset(rng.sample(mine, rng.randrange(1, len(mine) + 1)))
                 net.feed(src, MigrateRequested(give, dst))
         _steps(net, rng, rng.randrange(0, 60))
-    net.run()
+        for op, root in reduces.items():  # processes that joined since call it too
+            _call(net, op, root, size, called)
+    while net.pending():
+        net.run()
+        for op, root in reduces.items():
+            _call(net, op, root, size, called)
     return net, bcasts, reduces, size
 
 

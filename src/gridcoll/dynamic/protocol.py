@@ -29,7 +29,7 @@ States and transitions (``TRANSITIONS`` is the table)
 -----------------------------------------------------
 ``IDLE --Start--> ACTIVE`` (founder); ``IDLE --JoinRequested--> JOINING --Welcome-->
 ACTIVE``; ``ACTIVE --LeaveRequested--> LEAVING --last LeaveAck--> LEFT``; any state
-``--exception--> ERROR``.
+``--exception--> ERROR``. A LEFT process only forwards stragglers (below).
 
 Theory of operation
 -------------------
@@ -42,7 +42,19 @@ owned are forwarding pointers) to every member, and stays LEAVING, forwarding wh
 reaches it, until every member it knows of has acknowledged. An ack lists the acker's
 members, so a member the leaver did not know of is asked too. Since channels are FIFO,
 everything a member sent to the leaver before its ack reaches the leaver before the
-ack: nothing is ever sent to a LEFT process.
+ack, and a member that processed a Leaving never again points at the leaver. If a
+LEAVING process is handed vnodes (by someone who had not yet heard it leave), it
+passes them on and asks every member to ack again (a new round), so no member keeps
+a pointer to it for them.
+
+*Stragglers.* One gap remains: a leaver L that processed another leaver X's Leaving
+no longer hears of X's later changes, so if X is handed vnodes while leaving, L may
+still forward a message to X on a stale pointer after X is LEFT. A LEFT process
+therefore still takes messages: it forwards broadcasts, partial sums and vnodes along
+its own pointers (which only point forward in a vnode's history), answers Leaving and
+InfoRequest, drops the rest, and counts them in ``stragglers``. A real deployment must
+keep a left endpoint forwarding for a grace period; closing the gap needs termination
+detection among concurrent leavers (the runtime issue).
 
 *Vnodes.* :mod:`gridcoll.dynamic.vnodes`: ownership, epochs, forwarding pointers. The
 broadcast ids delivered to a vnode and the reductions it contributed to travel with it.
@@ -302,17 +314,8 @@ class Leaving:
 
 @dataclass(frozen=True, slots=True)
 class LeaveAck:
-    """``linger``: the acker may still send to the leaver (it had not asked the leaver
-    to ack its own Leaving) and will not leave before the leaver's Gone."""
-
     members: frozenset[int]
     round: int = 0
-    linger: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class Gone:
-    """The leaver is LEFT: the last message it sends, to the ackers that linger."""
 
 
 Message = (
@@ -328,7 +331,6 @@ Message = (
     | Update
     | Leaving
     | LeaveAck
-    | Gone
 )
 
 
@@ -485,7 +487,7 @@ _ACCEPTS: dict[State, tuple[type, ...]] = {
         ReduceRequested,
     ),
     State.LEAVING: (Received, TimerExpired, ProbeResult),
-    State.LEFT: (TimerExpired, ProbeResult),
+    State.LEFT: (Received, TimerExpired, ProbeResult),
 }
 """Events each state takes; anything else raises LocalProtocolError (and so ERROR)."""
 
@@ -589,6 +591,7 @@ class Process:
         self.departed: set[int] = set()
         self.trees: dict[tuple[str, int], _Tree] = {}
         self.probes_made = 0
+        self.stragglers = 0
         self._founders = founder_vnodes
         self._extra_left = extra_probes
         self._chain_left = chain_probes
@@ -607,8 +610,6 @@ class Process:
         self._child_batch: dict[int, list[ChildItem]] = {}
         self._early: list[tuple[int, Message]] = []
         self._round = 0
-        self._lingering: set[int] = set()
-        self._gone_to: set[int] = set()
 
     # -- the API ----------------------------------------------------------------------
     def handle(self, event: Event) -> list[Action]:
@@ -652,8 +653,9 @@ class Process:
     def _dispatch(self, event: Event) -> None:
         if isinstance(event, Received):
             if self.state is State.LEFT:
-                raise RemoteProtocolError(f"{event.message!r} from {event.src} after leaving")
-            self._receive(event.src, event.message)
+                self._straggler(event.src, event.message)
+            else:
+                self._receive(event.src, event.message)
         elif isinstance(event, ProbeResult):
             self._on_probe_result(event)
         elif isinstance(event, TimerExpired):
@@ -689,11 +691,22 @@ class Process:
             Update: self._on_update,
             Leaving: self._on_leaving,
             LeaveAck: self._on_leave_ack,
-            Gone: self._on_gone,
         }.get(type(m))
         if handler is None:
             raise RemoteProtocolError(f"unknown message {m!r} from {src}")
         handler(src, m)
+
+    def _straggler(self, src: int, m: Message) -> None:
+        """A message reaching a LEFT process (module doc, "Stragglers"): forward data
+        along our pointers, answer what a sender waits for, drop the rest."""
+        self.stragglers += 1
+        if isinstance(m, Bcast | Partial | Handover):
+            self._receive(src, m)
+        elif isinstance(m, Leaving):
+            self._learn_routes(m.entries)
+            self._send(src, LeaveAck(frozenset(self.members), m.round))
+        elif isinstance(m, InfoRequest):
+            self._on_info_request(src, m)
 
     def _send(self, dst: int, m: Message) -> None:
         if dst == self.pid:
@@ -805,18 +818,11 @@ class Process:
     def _on_leaving(self, src: int, m: Leaving) -> None:
         self._learn_routes(m.entries)
         self._remove_member(src)
-        # Unless we asked src to ack our own Leaving (then its ack covers us), src may
-        # still forward to us on stale pointers: we stay until its Gone.
-        linger = src not in self._awaiting and src not in self._acked
-        if linger:
-            self._lingering.add(src)
-        self._send(src, LeaveAck(frozenset(self.members), m.round, linger))
+        self._send(src, LeaveAck(frozenset(self.members), m.round))
 
     def _on_leave_ack(self, src: int, m: LeaveAck) -> None:
         if self.state is not State.LEAVING:
             raise RemoteProtocolError(f"LeaveAck from {src} in state {self.state.name}")
-        if m.linger:
-            self._gone_to.add(src)
         if m.round != self._round:
             return  # an ack of an earlier round; the current one is still to come
         self._awaiting.discard(src)
@@ -825,15 +831,9 @@ class Process:
             self._ask_to_ack(pid)
         self._maybe_left()
 
-    def _on_gone(self, src: int, m: Gone) -> None:
-        self._lingering.discard(src)
-        self._maybe_left()
-
     def _maybe_left(self) -> None:
-        """LEAVING -> LEFT once every member acked and every leaver we acked is gone."""
-        if self.state is State.LEAVING and not self._awaiting and not self._lingering:
-            for pid in sorted(self._gone_to):
-                self._send(pid, Gone())
+        """LEAVING -> LEFT once every member we know of acked the current round."""
+        if self.state is State.LEAVING and not self._awaiting:
             self.state = State.LEFT
 
     def _remove_member(self, pid: int) -> None:

@@ -78,6 +78,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "BW_HYSTERESIS",
+    "CHAIN_RATIO",
     "NEAR_RATIO",
     "LAN_HOPS",
     "NOISE_SLACK",
@@ -102,8 +103,19 @@ NOISE_SLACK = 0.1
 LAN_HOPS = 8
 """``slack``: the LAN hops a distance comparison forgives (in units of ``lan_rtt``)."""
 
+CHAIN_RATIO = 10.0
+""":func:`chained`: a parent hop within this factor of the parent's own distance is
+taken as remote when no LAN peer has been measured."""
+
 BW_HYSTERESIS = 0.05
 """Bandwidth tree: a candidate must offer this much more (relative) to be taken."""
+
+
+def _lan(lan_rtt: float, remote: float) -> float:
+    """``lan_rtt`` if it is a LAN RTT below ``remote``; 0 if p has not measured any
+    peer clearly nearer than ``remote`` (its smallest RTT is then a remote one, and
+    forgiving "LAN hops" of that size would forgive whole wide-area hops)."""
+    return lan_rtt if math.isfinite(lan_rtt) and NEAR_RATIO * lan_rtt < remote else 0.0
 
 
 def latency_better(
@@ -126,7 +138,7 @@ def latency_better(
     if not math.isfinite(dist) or not math.isfinite(rtt_parent):
         return True  # any parent connected to the tree beats none (sec. IV-B)
     via = cand_dist + rtt_cand + overhead * cand_children
-    lan = lan_rtt if math.isfinite(lan_rtt) else 0.0
+    lan = _lan(lan_rtt, max(rtt_cand, rtt_parent))
 
     def slack(x: float) -> float:
         return NOISE_SLACK * x + LAN_HOPS * lan
@@ -144,9 +156,16 @@ def chained(*, rtt_parent: float, dist: float, lan_rtt: float) -> bool:
     """True if p's parent is remote and is itself further than ``slack`` from the root:
     p is the gateway of a LAN reached through another remote LAN (Property I broken,
     as p can see it alone). The protocol keeps probing while this holds."""
-    if not (math.isfinite(rtt_parent) and math.isfinite(dist) and math.isfinite(lan_rtt)):
+    if not (math.isfinite(rtt_parent) and math.isfinite(dist)):
         return False
-    return rtt_parent > NEAR_RATIO * lan_rtt and dist - rtt_parent > NOISE_SLACK * rtt_parent + LAN_HOPS * lan_rtt
+    lan = _lan(lan_rtt, rtt_parent)
+    above = dist - rtt_parent  # the parent's own distance to the root
+    if above <= NOISE_SLACK * rtt_parent + LAN_HOPS * lan:
+        return False
+    # The parent is remote: clearly further than the nearest peer measured, or, when
+    # no LAN peer has been measured yet (lan_rtt is then itself a remote RTT), a hop
+    # comparable to the parent's own distance (a LAN hop is far below a WAN distance).
+    return rtt_parent > NEAR_RATIO * lan or CHAIN_RATIO * rtt_parent >= above
 
 
 def bandwidth_offer(est_cand: float, bw: float, n_children: int) -> float:
