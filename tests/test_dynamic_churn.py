@@ -54,7 +54,9 @@ def _owner(net: Network, v: int) -> int | None:
     return owners[0] if len(owners) == 1 else None
 
 
-def _call(net: Network, op: int, root: int, size: int, called: set, only: int | None = None) -> None:
+def _call(
+    net: Network, op: int, root: int, size: int, called: set, only: int | None = None
+) -> None:
     """The application's collective call on every ACTIVE process not called yet: each
     passes the data of every vnode (``1 << v``), the core counts the owners'."""
     values = {v: 1 << v for v in range(size)}
@@ -92,7 +94,9 @@ def _churn_run(seed: int, nfounders: int, nops: int) -> tuple[Network, dict, dic
             if owner is not None and net.processes[owner].state is State.ACTIVE:
                 bcasts[i] = root
                 kind = rng.choice([None, "latency", "bandwidth"])
-                net.feed(owner, BcastRequested(i, root, 1 + rng.randrange(1 << 20), payload=i, kind=kind))
+                net.feed(
+                    owner, BcastRequested(i, root, 1 + rng.randrange(1 << 20), payload=i, kind=kind)
+                )
         elif act == "reduce":
             root = rng.randrange(size)
             owner = _owner(net, root)
@@ -103,7 +107,9 @@ def _churn_run(seed: int, nfounders: int, nops: int) -> tuple[Network, dict, dic
                     _steps(net, rng, rng.randrange(0, 5))
         elif act == "join":
             pid, next_pid = next_pid, next_pid + 1
-            net.processes[pid] = Process(pid, rng=random.Random(f"{seed}:{pid}"), extra_probes=3, **_PARAMS)
+            net.processes[pid] = Process(
+                pid, rng=random.Random(f"{seed}:{pid}"), extra_probes=3, **_PARAMS
+            )
             net.feed(pid, JoinRequested(rng.choice(active)))
         elif act == "leave" and len(active) > 1:
             net.feed(rng.choice(active), LeaveRequested())
@@ -134,9 +140,9 @@ def _check(net: Network, bcasts: dict, reduces: dict, size: int) -> None:
             assert got[op, v] == 1, (op, v, got[op, v])
     assert set(op for op, _ in got) <= set(bcasts)
     done = Counter(d.op_id for _, d in net.done)
-    for op, root in reduces.items():
+    for op in reduces:
         assert done[op] == 1, (op, done[op])
-        (pid, d), = [(p, d) for p, d in net.done if d.op_id == op]
+        (d,) = [d for _, d in net.done if d.op_id == op]
         assert d.missing == frozenset(), d
         assert d.value == (1 << size) - 1  # each vnode's 1 << v counted once
     # Every vnode is owned by exactly one live process at the end.
@@ -161,7 +167,12 @@ def test_a_churn_run_really_churns() -> None:
         net, bcasts, reduces, size = _churn_run(seed, 4, 10)
         _check(net, bcasts, reduces, size)
         states.update(p.state for p in net.processes.values())
-        moved += sum(1 for p in net.processes.values() for s in (p.table.owned.values() if p.table else ()) if s.epoch)
+        moved += sum(
+            1
+            for p in net.processes.values()
+            for s in (p.table.owned.values() if p.table else ())
+            if s.epoch
+        )
         ops += len(bcasts) + len(reduces)
     assert states[State.LEFT] > 5 and len(states) == 2
     assert moved > 20 and ops > 100

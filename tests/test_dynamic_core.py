@@ -50,7 +50,6 @@ from gridcoll.dynamic.trees import (
     latency_summary,
 )
 
-
 # -- node sets ----------------------------------------------------------------------------
 small_sets = st.frozensets(st.integers(0, 200), max_size=60)
 
@@ -110,8 +109,22 @@ def test_latency_rule_p_is_the_papers_inside_a_lan_and_refuses_chaining() -> Non
     kw = {"rtt_parent": 5e-3, "dist": 5e-3, "lan_rtt": LAN}
     assert not latency_better(rtt_cand=4e-3, cand_dist=3e-3, cand_children=0, **kw)
     # No parent yet: anything connected; an unconnected candidate never.
-    assert latency_better(rtt_cand=WAN, cand_dist=WAN, cand_children=9, rtt_parent=math.inf, dist=math.inf, lan_rtt=LAN)
-    assert not latency_better(rtt_cand=LAN, cand_dist=math.inf, cand_children=0, rtt_parent=math.inf, dist=math.inf, lan_rtt=LAN)
+    assert latency_better(
+        rtt_cand=WAN,
+        cand_dist=WAN,
+        cand_children=9,
+        rtt_parent=math.inf,
+        dist=math.inf,
+        lan_rtt=LAN,
+    )
+    assert not latency_better(
+        rtt_cand=LAN,
+        cand_dist=math.inf,
+        cand_children=0,
+        rtt_parent=math.inf,
+        dist=math.inf,
+        lan_rtt=LAN,
+    )
 
 
 def test_forwarding_overhead_counts() -> None:
@@ -157,7 +170,9 @@ def _founders(n: int, vnodes_each: int = 1, **kw) -> dict[int, Process]:
 
 
 def _sends(actions, kind=None) -> list[Send]:
-    return [a for a in actions if isinstance(a, Send) and (kind is None or isinstance(a.message, kind))]
+    return [
+        a for a in actions if isinstance(a, Send) and (kind is None or isinstance(a.message, kind))
+    ]
 
 
 def _two_lans(p: int, q: int) -> tuple[float, float]:
@@ -297,7 +312,10 @@ def test_join_receives_vnodes_and_broadcasts_reach_it() -> None:
     assert joiner.parent("latency", 0) is not None  # it found parents in every tree
     net.feed(0, BcastRequested("b", 0, 1))
     net.run()
-    assert sorted((p, v) for p, op, vs in net.delivered for v in vs if v in (6, 7)) == [(9, 6), (9, 7)]
+    assert sorted((p, v) for p, op, vs in net.delivered for v in vs if v in (6, 7)) == [
+        (9, 6),
+        (9, 7),
+    ]
 
 
 def test_leave_gives_vnodes_away_and_ends_left() -> None:

@@ -223,8 +223,8 @@ class ChildItem:
     kind: str
     root: int
     attach: bool
-    reach: NodeSet = NodeSet()
-    summary: Summary = Summary()
+    reach: NodeSet = field(default_factory=NodeSet)
+    summary: Summary = field(default_factory=Summary)
     rtt: float = math.inf
     bw: float = 0.0
 
@@ -349,7 +349,9 @@ def message_bytes(m: Message) -> int:
     if isinstance(m, Welcome):
         return HEADER_BYTES + 4 * len(m.members) + 12 * len(m.route)
     if isinstance(m, Handover):
-        return HEADER_BYTES + sum(8 + 8 * (len(s.delivered) + len(s.contributed)) for _, s in m.states)
+        return HEADER_BYTES + sum(
+            8 + 8 * (len(s.delivered) + len(s.contributed)) for _, s in m.states
+        )
     if isinstance(m, Update | Leaving):
         return HEADER_BYTES + 12 * len(m.entries) + 4 * len(getattr(m, "members", ()))
     if isinstance(m, LeaveAck):
@@ -533,7 +535,7 @@ class _Reduce:
     op: Callable[[object, object], object]
     values: dict[int, object] = field(default_factory=dict)
     value: object = None
-    covered: NodeSet = NodeSet()
+    covered: NodeSet = field(default_factory=NodeSet)
     expired: bool = False
 
 
@@ -736,7 +738,10 @@ class Process:
             if pid == self.pid:
                 tree.dist, tree.est = 0.0, math.inf
             self.trees[kind, pid] = tree
-        self._extra_left, self._chain_left = self.extra_probes, self.chain_probes  # a new tree: probe again (sec. IV-A)
+        self._extra_left, self._chain_left = (
+            self.extra_probes,
+            self.chain_probes,
+        )  # a new tree: probe again (sec. IV-A)
         return True
 
     def _learn_members(self, src: int, members: Iterable[int]) -> None:
@@ -808,7 +813,7 @@ class Process:
             self._ask_to_ack(p)
 
     def _ask_to_ack(self, pid: int, again: bool = False) -> None:
-        if not again and (pid in self._acked or pid in self._awaiting) or pid == self.pid:
+        if (not again and (pid in self._acked or pid in self._awaiting)) or pid == self.pid:
             return
         self._awaiting.add(pid)
         table = self._table()
@@ -1018,7 +1023,7 @@ class Process:
         if tree.parent is not None:
             self._batch_child(tree.parent, ChildItem(tree.kind, tree.root, attach=False))
         tree.parent, tree.rtt, tree.bw = cand, rtt, bw
-        self._position_from(tree, pos.dist, pos.est, pos.nchildren + 1, pos.path + (cand,))
+        self._position_from(tree, pos.dist, pos.est, pos.nchildren + 1, (*pos.path, cand))
         tree.sent_up = None  # the new parent must hear from us
         self._up.add(key)
         self._down.add(key)
@@ -1059,7 +1064,7 @@ class Process:
             tree = self.trees.get(key)
             if tree is None or tree.parent != src:
                 continue  # stale: we moved away meanwhile
-            path = pos.path + (src,)
+            path = (*pos.path, src)
             if self.pid in path:  # crossing moves made a cycle: leave it (sec. IV-B repair)
                 self._batch_child(src, ChildItem(pos.kind, pos.root, attach=False))
                 tree.disconnect()
@@ -1131,7 +1136,15 @@ class Process:
         if kind not in KINDS:
             raise LocalProtocolError(f"tree kind must be one of {KINDS}, got {kind!r}")
         m = Bcast(
-            event.op_id, event.root, kind, self.pid, table.everything, True, 0, event.nbytes, event.payload
+            event.op_id,
+            event.root,
+            kind,
+            self.pid,
+            table.everything,
+            True,
+            0,
+            event.nbytes,
+            event.payload,
         )
         self._spread(m)
 
@@ -1156,23 +1169,56 @@ class Process:
             self._out.append(Deliver(m.op_id, frozenset(mine), m.payload))
         rest = m.targets - mine
         tree = self.trees.get((m.kind, m.tree_root))
-        if m.via_tree and tree is not None and self.state is State.ACTIVE and m.hops <= len(self.members):
+        if (
+            m.via_tree
+            and tree is not None
+            and self.state is State.ACTIVE
+            and m.hops <= len(self.members)
+        ):
             for c in self._ordered_children(tree):
                 sub = rest & tree.children[c].reach
                 if sub:
-                    self._send(c, Bcast(m.op_id, m.root, m.kind, m.tree_root, sub, True, m.hops + 1, m.nbytes, m.payload))
+                    self._send(
+                        c,
+                        Bcast(
+                            m.op_id,
+                            m.root,
+                            m.kind,
+                            m.tree_root,
+                            sub,
+                            True,
+                            m.hops + 1,
+                            m.nbytes,
+                            m.payload,
+                        ),
+                    )
                     rest = rest - sub
         by_owner: dict[int, list[int]] = {}
         for v in rest:
             by_owner.setdefault(table.owner(v), []).append(v)
         for owner, vs in sorted(by_owner.items()):
             sub = NodeSet.of(vs)
-            self._send(owner, Bcast(m.op_id, m.root, m.kind, m.tree_root, sub, False, m.hops + 1, m.nbytes, m.payload))
+            self._send(
+                owner,
+                Bcast(
+                    m.op_id,
+                    m.root,
+                    m.kind,
+                    m.tree_root,
+                    sub,
+                    False,
+                    m.hops + 1,
+                    m.nbytes,
+                    m.payload,
+                ),
+            )
 
     # -- reduction (sec. IV-E) --------------------------------------------------------------
     def timeout(self) -> float:
         """This process's largest estimated distance to any root (sec. IV-E)."""
-        dists = [t.dist for (k, _), t in self.trees.items() if k == "latency" and 0 < t.dist < math.inf]
+        dists = [
+            t.dist for (k, _), t in self.trees.items() if k == "latency" and 0 < t.dist < math.inf
+        ]
         return max(dists) if dists else self.default_timeout_s
 
     def _reduce_state(self, op_id: Hashable, root: int, op: Callable) -> _Reduce:
@@ -1202,17 +1248,26 @@ class Process:
             self._merge_root(r.op_id, r.root, r.op, value, covered)
         elif not r.expired and self.state is State.ACTIVE:
             if not r.covered.isdisjoint(covered):
-                raise RemoteProtocolError(f"reduction {r.op_id!r} counted {r.covered & covered} twice")
+                raise RemoteProtocolError(
+                    f"reduction {r.op_id!r} counted {r.covered & covered} twice"
+                )
             r.value = _combine(r.op, r.value, r.covered, value, covered)
             r.covered = r.covered | covered
         else:
             self._send_up(r, value, covered, hops, force_p2p=self.state is not State.ACTIVE)
 
-    def _send_up(self, r: _Reduce, value: object, covered: NodeSet, hops: int, force_p2p: bool) -> None:
+    def _send_up(
+        self, r: _Reduce, value: object, covered: NodeSet, hops: int, force_p2p: bool
+    ) -> None:
         table = self._table()
         owner = table.owner(r.root)
         tree = self.trees.get(("latency", owner))
-        if not force_p2p and tree is not None and tree.parent is not None and hops <= len(self.members):
+        if (
+            not force_p2p
+            and tree is not None
+            and tree.parent is not None
+            and hops <= len(self.members)
+        ):
             self._send(tree.parent, Partial(r.op_id, r.root, r.op, value, covered, True, hops + 1))
         else:
             self._send(owner, Partial(r.op_id, r.root, r.op, value, covered, False, hops + 1))
@@ -1231,16 +1286,27 @@ class Process:
             r = self._reduce_state(m.op_id, m.root, m.op)
             self._absorb(r, m.value, m.covered, m.hops)
         else:
-            self._send(table.owner(m.root), Partial(m.op_id, m.root, m.op, m.value, m.covered, False, m.hops + 1))
+            self._send(
+                table.owner(m.root),
+                Partial(m.op_id, m.root, m.op, m.value, m.covered, False, m.hops + 1),
+            )
 
     def _merge_root(
-        self, op_id: Hashable, root: int, op: Callable, value: object, covered: NodeSet, done: bool = False
+        self,
+        op_id: Hashable,
+        root: int,
+        op: Callable,
+        value: object,
+        covered: NodeSet,
+        done: bool = False,
     ) -> None:
         s = self._sums.get(op_id)
         if s is None:
             s = RootSum(op_id, root, op, None, NodeSet(), done)
             r = self._reduces.get(op_id)
-            self._out.append(SetTimer(("reduce-give-up", op_id), self.give_up_factor * self.timeout()))
+            self._out.append(
+                SetTimer(("reduce-give-up", op_id), self.give_up_factor * self.timeout())
+            )
             if r is not None and r.covered:  # what we held as an inner node
                 value = _combine(op, value, covered, r.value, r.covered)
                 covered, r.value, r.covered = covered | r.covered, None, NodeSet()

@@ -168,23 +168,42 @@ def founders(n: int, *, seed: int, extra_probes: int = 10, **kwargs) -> dict[int
     """``n`` founder processes with one vnode each (vnode i on process i)."""
     mapping = {p: (p,) for p in range(n)}
     return {
-        p: Process(p, rng=random.Random(f"{seed}:{p}"), extra_probes=extra_probes, founder_vnodes=mapping, **kwargs)
+        p: Process(
+            p,
+            rng=random.Random(f"{seed}:{p}"),
+            extra_probes=extra_probes,
+            founder_vnodes=mapping,
+            **kwargs,
+        )
         for p in range(n)
     }
 
 
-def stable_trees(grid: Grid, *, seed: int = 0, extra_probes: int = 10, jitter: float = 0.05) -> StableTrees:
+def stable_trees(
+    grid: Grid, *, seed: int = 0, extra_probes: int = 10, jitter: float = 0.05
+) -> StableTrees:
     """Run the core on ``grid`` (one process and one vnode per rank) until the probing
     stops, and return the trees it built (see the module doc)."""
     procs = founders(grid.nranks, seed=seed, extra_probes=extra_probes)
-    net = Network(procs, grid_measure(grid, random.Random(f"{seed}:measure"), jitter), random.Random(seed))
+    net = Network(
+        procs, grid_measure(grid, random.Random(f"{seed}:measure"), jitter), random.Random(seed)
+    )
     for p in procs:
         net.feed(p, Start())
     net.run()
     trees = {}
     for kind in ("latency", "bandwidth"):
         trees[kind] = {
-            r: {p: procs[p].parent(kind, r) for p in procs if p != r and procs[p].parent(kind, r) is not None}
+            r: {
+                p: procs[p].parent(kind, r)
+                for p in procs
+                if p != r and procs[p].parent(kind, r) is not None
+            }
             for r in procs
         }
-    return StableTrees(trees["latency"], trees["bandwidth"], sum(p.probes_made for p in procs.values()), net.messages)
+    return StableTrees(
+        trees["latency"],
+        trees["bandwidth"],
+        sum(p.probes_made for p in procs.values()),
+        net.messages,
+    )

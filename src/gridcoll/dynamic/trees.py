@@ -79,8 +79,8 @@ from dataclasses import dataclass
 __all__ = [
     "BW_HYSTERESIS",
     "CHAIN_RATIO",
-    "NEAR_RATIO",
     "LAN_HOPS",
+    "NEAR_RATIO",
     "NOISE_SLACK",
     "Edge",
     "Summary",
@@ -146,7 +146,7 @@ def latency_better(
     if NEAR_RATIO * rtt_cand < rtt_parent and via < dist + slack(rtt_parent):
         return True  # rule N
     remote = max(rtt_cand, rtt_parent)
-    if remote > NEAR_RATIO * lan and via < dist - slack(remote):
+    if remote > NEAR_RATIO * lan_rtt and via < dist - slack(remote):
         return True  # rule S
     # rule P: the paper's I and II, but never onto a route longer by more than slack
     return rtt_cand < rtt_parent and cand_dist < dist and via < dist + slack(rtt_parent)
@@ -165,7 +165,7 @@ def chained(*, rtt_parent: float, dist: float, lan_rtt: float) -> bool:
     # The parent is remote: clearly further than the nearest peer measured, or, when
     # no LAN peer has been measured yet (lan_rtt is then itself a remote RTT), a hop
     # comparable to the parent's own distance (a LAN hop is far below a WAN distance).
-    return rtt_parent > NEAR_RATIO * lan or CHAIN_RATIO * rtt_parent >= above
+    return rtt_parent > NEAR_RATIO * lan_rtt or CHAIN_RATIO * rtt_parent >= above
 
 
 def bandwidth_offer(est_cand: float, bw: float, n_children: int) -> float:
@@ -182,7 +182,9 @@ def bandwidth_better(offer: float, current: float) -> bool:
 
 def child_order(children: Sequence[int], descendants: Sequence[int]) -> list[int]:
     """Children most-descendants-first, ties by id (sec. VI: overlap more communication)."""
-    return [c for _, c in sorted(zip(descendants, children, strict=True), key=lambda t: (-t[0], t[1]))]
+    return [
+        c for _, c in sorted(zip(descendants, children, strict=True), key=lambda t: (-t[0], t[1]))
+    ]
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,9 +30,8 @@ it travels) + 2 hops.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Hashable
 
 from gridcoll.dynamic.nodesets import NodeSet
 
@@ -69,7 +68,9 @@ class VNodeTable:
                 route[v] = (pid, 0)
         size = len(route)
         if set(route) != set(range(size)):
-            raise ValueError(f"founder vnodes must be 0 .. {size - 1} exactly, got {sorted(route)!r}")
+            raise ValueError(
+                f"founder vnodes must be 0 .. {size - 1} exactly, got {sorted(route)!r}"
+            )
         table = cls(me, size, route=route)
         table.owned = {v: VNodeState() for v, (pid, _) in route.items() if pid == me}
         return table
