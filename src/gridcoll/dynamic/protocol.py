@@ -52,7 +52,9 @@ no longer hears of X's later changes, so if X is handed vnodes while leaving, L 
 still forward a message to X on a stale pointer after X is LEFT. A LEFT process
 therefore still takes messages: it forwards broadcasts, partial sums and vnodes along
 its own pointers (which only point forward in a vnode's history), answers Leaving and
-InfoRequest, drops the rest, and counts them in ``stragglers``. A real deployment must
+InfoRequest, refuses a JoinRequest with the members it knew (JoinRefused: the joiner
+asks one of them; they left later than it or not at all, so this ends), drops the
+rest, and counts them in ``stragglers``. A real deployment must
 keep a left endpoint forwarding for a grace period; closing the gap needs termination
 detection among concurrent leavers (the runtime issue).
 
@@ -269,6 +271,13 @@ class JoinRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class JoinRefused:
+    """A LEFT contact's answer to a JoinRequest: the members it knew, to try instead."""
+
+    members: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
 class Welcome:
     size: int
     members: frozenset[int]
@@ -326,6 +335,7 @@ Message = (
     | Bcast
     | Partial
     | JoinRequest
+    | JoinRefused
     | Welcome
     | Handover
     | Update
@@ -677,6 +687,11 @@ class Process:
             self._on_reduce_requested(event)
 
     def _receive(self, src: int, m: Message) -> None:
+        if self.state is State.JOINING and isinstance(m, JoinRefused):
+            if not m.members:
+                raise RemoteProtocolError(f"contact {src} has left and knows no member")
+            self._send(self.rng.choice(sorted(m.members)), JoinRequest())
+            return
         if self.state is State.JOINING and not isinstance(m, Welcome):
             self._early.append((src, m))  # gossip may overtake the Welcome
             return
@@ -709,6 +724,8 @@ class Process:
             self._send(src, LeaveAck(frozenset(self.members), m.round))
         elif isinstance(m, InfoRequest):
             self._on_info_request(src, m)
+        elif isinstance(m, JoinRequest):  # members it knew left later: no cycle
+            self._send(src, JoinRefused(frozenset(self.members - {self.pid})))
 
     def _send(self, dst: int, m: Message) -> None:
         if dst == self.pid:
