@@ -1091,10 +1091,8 @@ class Process:
             self._down.add(key)
 
     def _reach(self, tree: _Tree) -> NodeSet:
-        reach = self._table().mine()
-        for child in tree.children.values():
-            reach = reach | child.reach
-        return reach
+        ranges = [r for c in tree.children.values() for r in c.reach.ranges]
+        return NodeSet(tuple(ranges) + self._table().mine().ranges)  # one normalisation
 
     def _summary(self, tree: _Tree) -> Summary:
         edges = [Edge(c.rtt, c.bw, c.summary) for c in tree.children.values()]
