@@ -18,7 +18,7 @@ Rules
    1-byte ping-pong and a 128 KiB download, sec. IV-A) and feeds :class:`ProbeResult`
    (``rtt_s = inf`` if the peer is unreachable); and feeds :class:`TimerExpired` after
    each :class:`SetTimer`'s delay. A later :class:`SetTimer` with the same key
-   replaces the earlier.
+   replaces the earlier. It keeps delivering to LEFT processes (see "Stragglers").
 2. Process ids are never reused: a machine that comes back joins under a new id.
 3. Founders are given the whole vnode mapping and are fed :class:`Start`; other
    processes start IDLE and are fed :class:`JoinRequested`.
