@@ -347,3 +347,20 @@ def test_founders_helper_gives_one_vnode_each() -> None:
     for p in procs.values():
         p.handle(Start())
     assert [sorted(p.owned) for p in procs.values()] == [[0], [1], [2]]
+
+
+def test_stable_trees_report_reach_sets_and_the_model_picks_a_tree() -> None:
+    net = _converged(8)
+    root = net.processes[0]
+    for kind in ("latency", "bandwidth"):
+        tree = root.trees[kind, 0]
+        reach = NodeSet()
+        for child in tree.children.values():
+            assert reach.isdisjoint(child.reach)
+            reach = reach | child.reach
+        assert reach == NodeSet.span(1, 8)
+        assert sum(1 + c.summary.descendants for c in tree.children.values()) == 7
+    assert root.choose_kind(1) == "latency"
+    # a forced tree is honoured
+    out = root.handle(BcastRequested("b", 0, 1, kind="bandwidth"))
+    assert {s.message.kind for s in _sends(out, Bcast)} == {"bandwidth"}
