@@ -1085,7 +1085,7 @@ class Process:
             if self.pid in path:  # crossing moves made a cycle: leave it (sec. IV-B repair)
                 self._batch_child(src, ChildItem(pos.kind, pos.root, attach=False))
                 tree.disconnect()
-                self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
+                self._extra_left = self.extra_probes  # (the chain budget is per membership change)
             else:
                 self._position_from(tree, pos.dist, pos.est, pos.nchildren, path)
             self._down.add(key)
