@@ -66,8 +66,11 @@ parent, what it measured to the parent, its distance (latency) or estimated rate
 (bandwidth), its ancestors, and for each child the vnodes the child reaches and a
 :class:`~gridcoll.dynamic.trees.Summary` of its subtree. A process probes one peer at
 a time (Probe to the driver, InfoRequest to the peer, whose Info carries its place in
-every tree, sec. IV-B) until it has a parent in every tree, then ``extra_probes`` more;
-the rules are :mod:`gridcoll.dynamic.trees`. Moving sends a detach to the old parent
+every tree, sec. IV-B) until it has a parent in every tree, then ``extra_probes`` more,
+then up to ``chain_probes`` more while it sees itself as a LAN gateway behind another
+remote LAN (:func:`~gridcoll.dynamic.trees.chained`; that budget is renewed only by
+membership changes); the rules are :mod:`gridcoll.dynamic.trees`. Losing a parent
+(its leave, or a cycle) renews the extra probes, as the paper's repair does. Moving sends a detach to the old parent
 and an attach to the new one. Positions flow down (a parent's distance, rate, child
 count and ancestors), reach sets and summaries flow up. A process that finds itself
 among its own ancestors (two crossing moves made a cycle) drops its parent and probes
