@@ -70,9 +70,10 @@ every tree, sec. IV-B) until it has a parent in every tree, then ``extra_probes`
 then up to ``chain_probes`` more while it sees itself as a LAN gateway behind another
 remote LAN (:func:`~gridcoll.dynamic.trees.chained`; that budget is renewed only by
 membership changes); the rules are :mod:`gridcoll.dynamic.trees`. Losing a parent
-(its leave, or a cycle) renews the extra probes, as the paper's repair does. Moving sends a detach to the old parent
-and an attach to the new one. Positions flow down (a parent's distance, rate, child
-count and ancestors), reach sets and summaries flow up. A process that finds itself
+(its leave, or a cycle) renews the extra probes, as the paper's repair does. Moving
+sends a detach to the old parent and an attach to the new one. Positions flow down
+(a parent's distance, rate, child count and ancestors), reach sets and summaries
+flow up. A process that finds itself
 among its own ancestors (two crossing moves made a cycle) drops its parent and probes
 again. A new member (a new tree) or a lost parent restarts the probing.
 
@@ -122,6 +123,7 @@ from enum import Enum
 
 from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.trees import (
+    NEAR_RATIO,
     Edge,
     Summary,
     bandwidth_better,
@@ -1034,7 +1036,8 @@ class Process:
             if pos.est <= 0:
                 return
             offer = bandwidth_offer(pos.est, bw, pos.nchildren + 1)
-            if tree.parent is not None and not bandwidth_better(offer, tree.est):
+            nearer = bw > NEAR_RATIO * tree.bw
+            if tree.parent is not None and not bandwidth_better(offer, tree.est, nearer=nearer):
                 return
         self._move(tree, cand, pos, rtt, bw)
 

@@ -175,8 +175,15 @@ def bandwidth_offer(est_cand: float, bw: float, n_children: int) -> float:
     return min(est_cand, bw / n_children)
 
 
-def bandwidth_better(offer: float, current: float) -> bool:
-    """True if an offered rate beats the current ``est_p,parent`` by the hysteresis."""
+def bandwidth_better(offer: float, current: float, *, nearer: bool = False) -> bool:
+    """True if an offered rate beats the current ``est_p,parent`` by the hysteresis, or,
+    for a candidate in a nearer bandwidth class (``nearer``: its point-to-point
+    bandwidth ``NEAR_RATIO`` times the parent's), if it is no worse than the noise
+    (``NOISE_SLACK``). Below a wide-area bottleneck a LAN neighbour offers the same
+    rate as the remote parent, and taking it spares the wide-area link a branch
+    (sec. IV-C, property II: few branches)."""
+    if nearer:
+        return offer > current * (1 - NOISE_SLACK)
     return offer > current * (1 + BW_HYSTERESIS)
 
 
