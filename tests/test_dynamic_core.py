@@ -144,6 +144,9 @@ def test_bandwidth_rule() -> None:
     assert bandwidth_offer(30.0, 100.0, 2) == 30.0
     assert bandwidth_offer(80.0, 100.0, 4) == 25.0
     assert bandwidth_better(106.0, 100.0) and not bandwidth_better(104.0, 100.0)
+    # a LAN neighbour below the same WAN bottleneck: same rate, taken (fewer branches)
+    assert bandwidth_better(97.0, 100.0, nearer=True)
+    assert not bandwidth_better(85.0, 100.0, nearer=True)
     with pytest.raises(ValueError):
         bandwidth_offer(1.0, 1.0, 0)
 
