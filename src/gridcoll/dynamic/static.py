@@ -13,7 +13,8 @@ Probe results come from a ``measure(p, q) -> (rtt_s, bw_Bps)`` callback.
 :func:`grid_measure` (the grid's P-LogP figures: ``RTT = r_pq(1) + r_qp(1)``,
 ``bw = 128 KiB / r_qp(128 KiB)``, each with a seeded relative noise of up to ``jitter``)
 and returns every root's latency and bandwidth parents: the trees the core converges
-to, as ``algorithms.phoenix`` uses them.
+to. It simulates every message, O(P^3) of them: seconds for 36 processes, minutes for
+136, so ``algorithms.phoenix`` does not use it yet.
 """
 
 from __future__ import annotations
