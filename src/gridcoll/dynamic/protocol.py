@@ -1,0 +1,1365 @@
+"""One process of seed 004's dynamic collectives, as a sans-I/O state machine.
+
+Saito, Taura and Chikayama (seed 004) let processes join and leave a computation while
+broadcasts and reductions go on: messages are addressed to virtual nodes (sec. III),
+each process measures the network with random probes and keeps, for every root, a
+latency-aware and a bandwidth-aware spanning tree (sec. IV-A to IV-C); a broadcast
+carries per child the set of virtual nodes to reach through it and falls back to
+point-to-point messages (sec. IV-D); a reduction waits for its children only until a
+timeout (sec. IV-E). :class:`Process` is that protocol for one process, written in the
+style of h11: it is fed events and returns actions, and does no I/O, reads no clock
+and draws random numbers only from the ``random.Random`` it is given.
+
+Rules
+-----
+1. This module does not know how messages travel. A *driver* moves each
+   :class:`Send` to ``dst`` and feeds it there as :class:`Received`, FIFO per ordered
+   pair of processes and in any order across pairs; performs each :class:`Probe` (a
+   1-byte ping-pong and a 128 KiB download, sec. IV-A) and feeds :class:`ProbeResult`
+   (``rtt_s = inf`` if the peer is unreachable); and feeds :class:`TimerExpired` after
+   each :class:`SetTimer`'s delay. A later :class:`SetTimer` with the same key
+   replaces the earlier. It keeps delivering to LEFT processes (see "Stragglers").
+2. Process ids are never reused: a machine that comes back joins under a new id.
+3. Founders are given the whole vnode mapping and are fed :class:`Start`; other
+   processes start IDLE and are fed :class:`JoinRequested`.
+4. Any exception inside :meth:`Process.handle` puts the process in ``ERROR`` with the
+   reason in ``error``; every later event raises :class:`LocalProtocolError`.
+
+States and transitions (``TRANSITIONS`` is the table)
+-----------------------------------------------------
+``IDLE --Start--> ACTIVE`` (founder); ``IDLE --JoinRequested--> JOINING --Welcome-->
+ACTIVE``; ``ACTIVE --LeaveRequested--> LEAVING --last LeaveAck--> LEFT``; any state
+``--exception--> ERROR``. A LEFT process only forwards stragglers (below).
+
+Theory of operation
+-------------------
+*Membership.* A joiner asks a member (JoinRequest); the member answers Welcome (the
+members and its routing table), hands it half of its vnodes (Handover) and tells every
+member (Update). Whoever learns of a new member sends it its own member list, so
+membership spreads to a fixed point even when joins cross. A leaver hands all its vnodes
+to an heir, sends Leaving (with its routing table, whose entries for the vnodes it ever
+owned are forwarding pointers) to every member, and stays LEAVING, forwarding what still
+reaches it, until every member it knows of has acknowledged. An ack lists the acker's
+members, so a member the leaver did not know of is asked too. Since channels are FIFO,
+everything a member sent to the leaver before its ack reaches the leaver before the
+ack, and a member that processed a Leaving never again points at the leaver. If a
+LEAVING process is handed vnodes (by someone who had not yet heard it leave), it
+passes them on and asks every member to ack again (a new round), so no member keeps
+a pointer to it for them.
+
+*Stragglers.* One gap remains: a leaver L that processed another leaver X's Leaving
+no longer hears of X's later changes, so if X is handed vnodes while leaving, L may
+still forward a message to X on a stale pointer after X is LEFT. A LEFT process
+therefore still takes messages: it forwards broadcasts, partial sums and vnodes along
+its own pointers (which only point forward in a vnode's history), answers Leaving and
+InfoRequest, refuses a JoinRequest with the members it knew (JoinRefused: the joiner
+asks one of them; they left later than it or not at all, so this ends), drops the
+rest, and counts them in ``stragglers``. A real deployment must
+keep a left endpoint forwarding for a grace period; closing the gap needs termination
+detection among concurrent leavers (the runtime issue).
+
+*Vnodes.* :mod:`gridcoll.dynamic.vnodes`: ownership, epochs, forwarding pointers. The
+broadcast ids delivered to a vnode and the reductions it contributed to travel with it.
+
+*Trees.* For each member ``r`` and each kind (latency, bandwidth) a process keeps its
+parent, what it measured to the parent, its distance (latency) or estimated rate
+(bandwidth), its ancestors, and for each child the vnodes the child reaches and a
+:class:`~gridcoll.dynamic.trees.Summary` of its subtree. A process probes one peer at
+a time (Probe to the driver, InfoRequest to the peer, whose Info carries its place in
+every tree, sec. IV-B) until it has a parent in every tree, then ``extra_probes`` more,
+then up to ``chain_probes`` more while it sees itself as a LAN gateway behind another
+remote LAN (:func:`~gridcoll.dynamic.trees.chained`; that budget is renewed only by
+membership changes); the rules are :mod:`gridcoll.dynamic.trees`. Losing a parent
+(its leave, or a cycle) renews the extra probes, as the paper's repair does. Moving
+sends a detach to the old parent and an attach to the new one. Positions flow down
+(a parent's distance, rate, child count and ancestors), reach sets and summaries
+flow up. A process that finds itself
+among its own ancestors (two crossing moves made a cycle) drops its parent and probes
+again. A new member (a new tree) or a lost parent restarts the probing.
+
+*Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
+predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`) and treats
+the whole namespace as its target set. A process given a target set (I) delivers the
+vnodes it owns, (II) sends each child, most descendants first, the targets the child
+reaches, (III) sends the rest point-to-point to their owners by its routing table.
+Point-to-point messages are never forwarded along a tree; tree messages that have
+made more hops than there are members go point-to-point (a transient cycle).
+
+Invariant B: for each broadcast, the target sets of the messages in flight and the
+vnodes already delivered partition the namespace. Each step splits a set and
+drops nothing, so every vnode gets the broadcast exactly once, whatever the trees look
+like, as long as point-to-point messages reach the owner (the routing invariant of
+:mod:`~gridcoll.dynamic.vnodes`). A second delivery to a vnode raises.
+
+*Reduction (sec. IV-E).* ``values`` gives the application's data per vnode. A vnode's
+data is counted by the process that owns it while the reduction is known there, once:
+the set of reductions a vnode contributed to travels with it, and data kept for a vnode
+not owned is counted if the vnode arrives. Partial results carry the set of vnodes
+they cover. A process adds its own and its children's partials until its timeout (its
+largest distance to any root, sec. IV-E), then sends the sum to its parent in the
+latency tree of the process that owns the root vnode; later data is forwarded as it
+arrives. Partials reaching a process that has no parent, or after too many hops, go
+point-to-point to the root vnode. The owner of the root vnode sums, and emits
+:class:`ReduceDone` when the covered set is the namespace, or at its give-up timer
+(``give_up_factor`` times its timeout) with the missing vnodes; data arriving after
+that is dropped. If the root vnode moves, its partial sum moves with it.
+
+Invariant R: the covered sets of the partial sums in flight or held are disjoint, so
+a vnode is counted at most once; a second count raises.
+
+References
+----------
+H. Saito, K. Taura, T. Chikayama, *Collective operations for wide-area message passing
+systems using adaptive spanning trees* (seed 004), sec. III, IV and VI.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+
+from gridcoll.dynamic.nodesets import NodeSet
+from gridcoll.dynamic.trees import (
+    NEAR_RATIO,
+    Edge,
+    Summary,
+    bandwidth_better,
+    bandwidth_offer,
+    bandwidth_summary,
+    chained,
+    child_order,
+    choose_tree,
+    latency_better,
+    latency_summary,
+)
+from gridcoll.dynamic.vnodes import VNodeState, VNodeTable
+from gridcoll.errors import GridcollError
+
+__all__ = [
+    "HEADER_BYTES",
+    "KINDS",
+    "PROBE_BYTES",
+    "TRANSITIONS",
+    "Action",
+    "BcastRequested",
+    "Deliver",
+    "Event",
+    "JoinRequested",
+    "LeaveRequested",
+    "LocalProtocolError",
+    "Message",
+    "MigrateRequested",
+    "Probe",
+    "ProbeResult",
+    "Process",
+    "ProtocolError",
+    "Received",
+    "ReduceDone",
+    "ReduceRequested",
+    "RemoteProtocolError",
+    "Send",
+    "SetTimer",
+    "Start",
+    "State",
+    "TimerExpired",
+]
+
+PROBE_BYTES = 128 * 1024
+"""The bandwidth probe: a 128-kilobyte download (sec. IV-A)."""
+
+HEADER_BYTES = 16
+"""Fixed header of every protocol message (type, op id, root, hops), for the link model."""
+
+KINDS = ("latency", "bandwidth")
+"""The two tree kinds, one of each per root (sec. IV-A)."""
+
+
+class ProtocolError(GridcollError):
+    """A process was used against the protocol's rules."""
+
+
+class LocalProtocolError(ProtocolError):
+    """This process was fed an event it cannot take (or is in ERROR)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """A message broke an invariant (e.g. a second delivery to a vnode)."""
+
+
+class State(Enum):
+    IDLE = "idle"
+    JOINING = "joining"
+    ACTIVE = "active"
+    LEAVING = "leaving"
+    LEFT = "left"
+    ERROR = "error"
+
+
+# -- messages (process to process) --------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class InfoRequest:
+    """Asks a probed peer for its place in every tree (sec. IV-B: sent with the probe)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """A process's place in one tree: distance, rate, child count, ancestors."""
+
+    kind: str
+    root: int
+    dist: float
+    est: float
+    nchildren: int
+    path: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Info:
+    positions: tuple[Position, ...]
+    members: frozenset[int]
+    leaving: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ChildItem:
+    """Child to parent: attach (with the vnodes it reaches and its subtree) or detach."""
+
+    kind: str
+    root: int
+    attach: bool
+    reach: NodeSet = field(default_factory=NodeSet)
+    summary: Summary = field(default_factory=Summary)
+    rtt: float = math.inf
+    bw: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class ChildUpdates:
+    items: tuple[ChildItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ParentUpdates:
+    items: tuple[Position, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Bcast:
+    op_id: Hashable
+    root: int
+    kind: str
+    tree_root: int
+    targets: NodeSet
+    via_tree: bool
+    hops: int
+    nbytes: int
+    payload: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Partial:
+    op_id: Hashable
+    root: int
+    op: Callable[[object, object], object]
+    value: object
+    covered: NodeSet
+    via_tree: bool
+    hops: int
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequest:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRefused:
+    """A LEFT contact's answer to a JoinRequest: the members it knew, to try instead."""
+
+    members: frozenset[int]
+
+
+@dataclass(frozen=True, slots=True)
+class Welcome:
+    size: int
+    members: frozenset[int]
+    route: tuple[tuple[int, int, int], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RootSum:
+    """A reduction's partial sum at the root vnode, moved with it."""
+
+    op_id: Hashable
+    root: int
+    op: Callable[[object, object], object]
+    value: object
+    covered: NodeSet
+    done: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Handover:
+    """Vnodes changing owner, with the root sums of the reductions rooted at them and the
+    application data of reductions they have not contributed to yet."""
+
+    states: tuple[tuple[int, VNodeState], ...]
+    sums: tuple[RootSum, ...]
+    from_leaving: bool
+    values: tuple[tuple[Hashable, int, Callable[[object, object], object], int, object], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Update:
+    """Gossip: members, and routing entries ``(vnode, owner, epoch)``."""
+
+    members: frozenset[int]
+    entries: tuple[tuple[int, int, int], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Leaving:
+    entries: tuple[tuple[int, int, int], ...]
+    round: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveAck:
+    members: frozenset[int]
+    round: int = 0
+
+
+Message = (
+    InfoRequest
+    | Info
+    | ChildUpdates
+    | ParentUpdates
+    | Bcast
+    | Partial
+    | JoinRequest
+    | JoinRefused
+    | Welcome
+    | Handover
+    | Update
+    | Leaving
+    | LeaveAck
+)
+
+
+def message_bytes(m: Message) -> int:
+    """The wire size the link model charges (payload plus header)."""
+    if isinstance(m, Bcast):
+        return HEADER_BYTES + m.targets.nbytes + m.nbytes
+    if isinstance(m, Partial):
+        return HEADER_BYTES + m.covered.nbytes + 8
+    if isinstance(m, Info):
+        return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.positions) + 4 * len(m.members)
+    if isinstance(m, ParentUpdates):
+        return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.items)
+    if isinstance(m, ChildUpdates):
+        return HEADER_BYTES + sum(32 + i.reach.nbytes for i in m.items)
+    if isinstance(m, Welcome):
+        return HEADER_BYTES + 4 * len(m.members) + 12 * len(m.route)
+    if isinstance(m, Handover):
+        return HEADER_BYTES + sum(
+            8 + 8 * (len(s.delivered) + len(s.contributed)) for _, s in m.states
+        )
+    if isinstance(m, Update | Leaving):
+        return HEADER_BYTES + 12 * len(m.entries) + 4 * len(getattr(m, "members", ()))
+    if isinstance(m, LeaveAck):
+        return HEADER_BYTES + 4 * len(m.members)
+    return HEADER_BYTES
+
+
+# -- events (fed in) -------------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Start:
+    """A founder begins (probing)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Received:
+    src: int
+    message: Message
+
+
+@dataclass(frozen=True, slots=True)
+class TimerExpired:
+    timer: Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class ProbeResult:
+    peer: int
+    rtt_s: float
+    bw_Bps: float
+
+
+@dataclass(frozen=True, slots=True)
+class JoinRequested:
+    contact: int
+
+
+@dataclass(frozen=True, slots=True)
+class LeaveRequested:
+    heir: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class MigrateRequested:
+    """Give the listed vnodes this process owns to ``dst`` (the others are ignored)."""
+
+    vnodes: frozenset[int]
+    dst: int
+
+
+@dataclass(frozen=True, slots=True)
+class BcastRequested:
+    op_id: Hashable
+    root: int
+    nbytes: int
+    payload: object = None
+    kind: str | None = None  # force a tree; None: the model chooses
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceRequested:
+    op_id: Hashable
+    root: int
+    values: Mapping[int, object]
+    op: Callable[[object, object], object]
+
+
+Event = (
+    Start
+    | Received
+    | TimerExpired
+    | ProbeResult
+    | JoinRequested
+    | LeaveRequested
+    | MigrateRequested
+    | BcastRequested
+    | ReduceRequested
+)
+
+
+# -- actions (returned) ----------------------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class Send:
+    dst: int
+    message: Message
+    nbytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    peer: int
+    nbytes: int = PROBE_BYTES
+
+
+@dataclass(frozen=True, slots=True)
+class Deliver:
+    op_id: Hashable
+    vnodes: frozenset[int]
+    payload: object
+
+
+@dataclass(frozen=True, slots=True)
+class SetTimer:
+    timer: Hashable
+    delay_s: float
+
+
+@dataclass(frozen=True, slots=True)
+class ReduceDone:
+    op_id: Hashable
+    value: object
+    missing: frozenset[int]
+
+
+Action = Send | Probe | Deliver | SetTimer | ReduceDone
+
+TRANSITIONS: dict[State, dict[type, State]] = {
+    State.IDLE: {Start: State.ACTIVE, JoinRequested: State.JOINING},
+    State.JOINING: {Welcome: State.ACTIVE},
+    State.ACTIVE: {LeaveRequested: State.LEAVING},
+    State.LEAVING: {LeaveAck: State.LEFT},
+}
+"""State -> event or message type -> next state (the LEAVING -> LEFT move happens on
+the last ack only). Events not listed leave the state alone or are refused."""
+
+_ACCEPTS: dict[State, tuple[type, ...]] = {
+    State.IDLE: (Start, JoinRequested),
+    State.JOINING: (Received, ProbeResult, TimerExpired),
+    State.ACTIVE: (
+        Received,
+        TimerExpired,
+        ProbeResult,
+        LeaveRequested,
+        MigrateRequested,
+        BcastRequested,
+        ReduceRequested,
+    ),
+    State.LEAVING: (Received, TimerExpired, ProbeResult),
+    State.LEFT: (Received, TimerExpired, ProbeResult),
+}
+"""Events each state takes; anything else raises LocalProtocolError (and so ERROR)."""
+
+
+# -- per-process bookkeeping -------------------------------------------------------------
+@dataclass
+class _Child:
+    reach: NodeSet
+    summary: Summary
+    rtt: float
+    bw: float
+
+
+@dataclass
+class _Tree:
+    kind: str
+    root: int
+    parent: int | None = None
+    rtt: float = math.inf
+    bw: float = 0.0
+    dist: float = math.inf
+    est: float = 0.0
+    path: tuple[int, ...] = ()
+    children: dict[int, _Child] = field(default_factory=dict)
+    sent_up: tuple[NodeSet, Summary] | None = None
+    sent_down: tuple[float, float, int, tuple[int, ...]] | None = None
+
+    def connected(self) -> bool:
+        return self.dist < math.inf if self.kind == "latency" else self.est > 0
+
+    def position(self, me: int) -> Position:
+        return Position(self.kind, self.root, self.dist, self.est, len(self.children), self.path)
+
+    def disconnect(self) -> None:
+        self.parent, self.rtt, self.bw = None, math.inf, 0.0
+        self.dist, self.est, self.path = math.inf, 0.0, ()
+
+
+@dataclass
+class _Reduce:
+    op_id: Hashable
+    root: int
+    op: Callable[[object, object], object]
+    values: dict[int, object] = field(default_factory=dict)
+    value: object = None
+    covered: NodeSet = field(default_factory=NodeSet)
+    expired: bool = False
+
+
+def _combine(op: Callable, a: object, a_cov: NodeSet, b: object, b_cov: NodeSet) -> object:
+    if not a_cov:
+        return b
+    if not b_cov:
+        return a
+    return op(a, b)
+
+
+class Process:
+    """One process of the protocol (see the module doc).
+
+    Args:
+        pid: this process's id.
+        rng: the only source of randomness (which peer to probe, which heir).
+        extra_probes: probes after a parent is found in every tree (sec. IV-A: 10).
+        founder_vnodes: for a founder, every founder's vnodes (pid -> vnodes, covering
+            ``0 .. size - 1``); None for a process that will join.
+        send_overhead_s: the per-child send overhead ``o`` counted in the latency tree.
+        default_timeout_s: the reduction timeout while no distance is known.
+        give_up_factor: the root vnode's owner reports missing data after this many
+            timeouts.
+        chain_probes: after the extra probes, at most this many more while this
+            process is a LAN gateway behind another remote LAN in some latency tree
+            (:func:`~gridcoll.dynamic.trees.chained`: Property I, seen locally).
+    """
+
+    def __init__(
+        self,
+        pid: int,
+        *,
+        rng: random.Random,
+        extra_probes: int = 10,
+        founder_vnodes: Mapping[int, Iterable[int]] | None = None,
+        send_overhead_s: float = 0.0,
+        default_timeout_s: float = 1.0,
+        give_up_factor: float = 10.0,
+        chain_probes: int = 30,
+    ) -> None:
+        if extra_probes < 0:
+            raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
+        self.pid = pid
+        self.rng = rng
+        self.extra_probes = extra_probes
+        self.send_overhead_s = send_overhead_s
+        self.default_timeout_s = default_timeout_s
+        self.give_up_factor = give_up_factor
+        self.chain_probes = chain_probes
+        self.state = State.IDLE
+        self.error: str | None = None
+        self.table: VNodeTable | None = None
+        self.members: set[int] = {pid}
+        self.departed: set[int] = set()
+        self.trees: dict[tuple[str, int], _Tree] = {}
+        self.probes_made = 0
+        self.stragglers = 0
+        self._founders = founder_vnodes
+        self._extra_left = extra_probes
+        self._chain_left = chain_probes
+        self._lan_rtt = math.inf
+        self._probing: int | None = None
+        self._probe_result: ProbeResult | None = None
+        self._probe_info: Info | None = None
+        self._reduces: dict[Hashable, _Reduce] = {}
+        self._sums: dict[Hashable, RootSum] = {}
+        self._awaiting: set[int] = set()
+        self._acked: set[int] = set()
+        self._out: list[Action] = []
+        self._up: set[tuple[str, int]] = set()
+        self._down: set[tuple[str, int]] = set()
+        self._new_children: dict[tuple[str, int], set[int]] = {}
+        self._child_batch: dict[int, list[ChildItem]] = {}
+        self._early: list[tuple[int, Message]] = []
+        self._round = 0
+
+    # -- the API ----------------------------------------------------------------------
+    def handle(self, event: Event) -> list[Action]:
+        """Feed one event; return the actions it causes, in order.
+
+        Raises:
+            LocalProtocolError: if the process is in ERROR, or the event is not one its
+                state takes (the process then goes to ERROR).
+        """
+        if self.state is State.ERROR:
+            raise LocalProtocolError(f"process {self.pid} is in ERROR: {self.error}")
+        self._out = []
+        try:
+            if not isinstance(event, _ACCEPTS[self.state]):
+                raise LocalProtocolError(
+                    f"process {self.pid} in state {self.state.name} cannot take {event!r}"
+                )
+            self._dispatch(event)
+            self._flush()
+        except Exception as err:
+            self.state = State.ERROR
+            self.error = f"{type(err).__name__}: {err}"
+            raise
+        return self._out
+
+    @property
+    def owned(self) -> frozenset[int]:
+        """The vnodes mapped to this process."""
+        return frozenset(self.table.owned) if self.table else frozenset()
+
+    def parent(self, kind: str, root: int) -> int | None:
+        """This process's parent in ``root``'s tree of ``kind`` (None at the root)."""
+        tree = self.trees.get((kind, root))
+        return tree.parent if tree else None
+
+    def probing(self) -> bool:
+        """True while this process still has probes to make."""
+        return self._probing is not None or self._wants_probe()
+
+    # -- dispatch ---------------------------------------------------------------------
+    def _dispatch(self, event: Event) -> None:
+        if isinstance(event, Received):
+            if self.state is State.LEFT:
+                self._straggler(event.src, event.message)
+            else:
+                self._receive(event.src, event.message)
+        elif isinstance(event, ProbeResult):
+            self._on_probe_result(event)
+        elif isinstance(event, TimerExpired):
+            self._on_timer(event.timer)
+        elif isinstance(event, Start):
+            self._on_start()
+        elif isinstance(event, JoinRequested):
+            self.state = State.JOINING
+            self._send(event.contact, JoinRequest())
+        elif isinstance(event, LeaveRequested):
+            self._on_leave(event.heir)
+        elif isinstance(event, MigrateRequested):
+            self._on_migrate(event)
+        elif isinstance(event, BcastRequested):
+            self._on_bcast_requested(event)
+        elif isinstance(event, ReduceRequested):
+            self._on_reduce_requested(event)
+
+    def _receive(self, src: int, m: Message) -> None:
+        if self.state is State.JOINING and isinstance(m, JoinRefused):
+            if not m.members:
+                raise RemoteProtocolError(f"contact {src} has left and knows no member")
+            self._send(self.rng.choice(sorted(m.members)), JoinRequest())
+            return
+        if self.state is State.JOINING and not isinstance(m, Welcome):
+            self._early.append((src, m))  # gossip may overtake the Welcome
+            return
+        handler = {
+            InfoRequest: self._on_info_request,
+            Info: self._on_info,
+            ChildUpdates: self._on_child_updates,
+            ParentUpdates: self._on_parent_updates,
+            Bcast: self._on_bcast,
+            Partial: self._on_partial,
+            JoinRequest: self._on_join_request,
+            Welcome: self._on_welcome,
+            Handover: self._on_handover,
+            Update: self._on_update,
+            Leaving: self._on_leaving,
+            LeaveAck: self._on_leave_ack,
+        }.get(type(m))
+        if handler is None:
+            raise RemoteProtocolError(f"unknown message {m!r} from {src}")
+        handler(src, m)
+
+    def _straggler(self, src: int, m: Message) -> None:
+        """A message reaching a LEFT process (module doc, "Stragglers"): forward data
+        along our pointers, answer what a sender waits for, drop the rest."""
+        self.stragglers += 1
+        if isinstance(m, Bcast | Partial | Handover):
+            self._receive(src, m)
+        elif isinstance(m, Leaving):
+            self._learn_routes(m.entries)
+            self._send(src, LeaveAck(frozenset(self.members), m.round))
+        elif isinstance(m, InfoRequest):
+            self._on_info_request(src, m)
+        elif isinstance(m, JoinRequest):  # members it knew left later: no cycle
+            self._send(src, JoinRefused(frozenset(self.members - {self.pid})))
+
+    def _send(self, dst: int, m: Message) -> None:
+        if dst == self.pid:
+            raise LocalProtocolError(f"process {self.pid} sending {m!r} to itself")
+        self._out.append(Send(dst, m, message_bytes(m)))
+
+    def _others(self) -> list[int]:
+        return sorted(self.members - {self.pid})
+
+    # -- membership -------------------------------------------------------------------
+    def _on_start(self) -> None:
+        if self._founders is None:
+            raise LocalProtocolError(f"process {self.pid} is not a founder; feed JoinRequested")
+        if self.pid not in self._founders:
+            raise LocalProtocolError(f"founder mapping does not name process {self.pid}")
+        self.table = VNodeTable.founded(self.pid, self._founders)
+        self.state = State.ACTIVE
+        for pid in self._founders:
+            self._add_member(pid)
+
+    def _add_member(self, pid: int) -> bool:
+        if pid in self.departed or (pid in self.members and (KINDS[0], pid) in self.trees):
+            return False
+        self.members.add(pid)
+        for kind in KINDS:
+            tree = _Tree(kind, pid)
+            if pid == self.pid:
+                tree.dist, tree.est = 0.0, math.inf
+            self.trees[kind, pid] = tree
+        self._extra_left, self._chain_left = (
+            self.extra_probes,
+            self.chain_probes,
+        )  # a new tree: probe again (sec. IV-A)
+        return True
+
+    def _learn_members(self, src: int, members: Iterable[int]) -> None:
+        new = [m for m in sorted(members) if m != self.pid and self._add_member(m)]
+        if self.state is State.LEAVING:
+            for m in new:
+                self._ask_to_ack(m)
+            return
+        for m in new:
+            if m != src:
+                self._send(m, Update(frozenset(self.members)))
+
+    def _on_join_request(self, src: int, m: JoinRequest) -> None:
+        if src in self.departed:
+            raise RemoteProtocolError(f"departed process {src} asked to join (ids are not reused)")
+        table = self._table()
+        self._add_member(src)
+        route = tuple((v, *table.route[v]) for v in range(table.size))
+        self._send(src, Welcome(table.size, frozenset(self.members), route))
+        mine = sorted(table.owned)
+        give = mine[len(mine) - len(mine) // 2 :] if self.state is State.ACTIVE else []
+        self._hand_over(give, src)
+        if self.state is State.LEAVING:
+            self._ask_to_ack(src)
+        for other in self._others():
+            if other != src:
+                self._send(other, Update(frozenset(self.members)))
+
+    def _on_welcome(self, src: int, m: Welcome) -> None:
+        if self.state is not State.JOINING:
+            raise RemoteProtocolError(f"Welcome from {src} in state {self.state.name}")
+        self.table = VNodeTable(self.pid, m.size)
+        for v, pid, epoch in m.route:
+            self.table.route[v] = (pid, epoch)
+        self.state = State.ACTIVE
+        self._add_member(self.pid)
+        self._learn_members(src, m.members)
+        early, self._early = self._early, []
+        for s, message in early:
+            self._receive(s, message)
+
+    def _on_update(self, src: int, m: Update) -> None:
+        self._learn_routes(m.entries)
+        self._learn_members(src, m.members)
+
+    def _learn_routes(self, entries: Iterable[tuple[int, int, int]]) -> None:
+        table = self._table()
+        for v, pid, epoch in entries:
+            if pid not in self.departed:
+                table.learn(v, pid, epoch)
+
+    def _on_leave(self, heir: int | None) -> None:
+        others = [p for p in self._others()]
+        if not others:
+            raise LocalProtocolError(f"process {self.pid} is the last member and cannot leave")
+        if heir is None:
+            heir = self.rng.choice(others)
+        elif heir not in others:
+            raise LocalProtocolError(f"heir {heir!r} is not another member")
+        self.state = State.LEAVING
+        self._hand_over(sorted(self._table().owned), heir)
+        for r in list(self._reduces.values()):
+            self._flush_reduce(r, force_p2p=True)
+        for key, tree in self.trees.items():
+            if tree.parent is not None:
+                self._batch_child(tree.parent, ChildItem(key[0], key[1], attach=False))
+        self._drop_children()
+        for p in others:
+            self._ask_to_ack(p)
+
+    def _ask_to_ack(self, pid: int, again: bool = False) -> None:
+        if (not again and (pid in self._acked or pid in self._awaiting)) or pid == self.pid:
+            return
+        self._awaiting.add(pid)
+        table = self._table()
+        entries = tuple((v, *table.route[v]) for v in sorted(table.route))
+        self._send(pid, Leaving(entries, self._round))
+
+    def _on_leaving(self, src: int, m: Leaving) -> None:
+        self._learn_routes(m.entries)
+        self._remove_member(src)
+        self._send(src, LeaveAck(frozenset(self.members), m.round))
+
+    def _on_leave_ack(self, src: int, m: LeaveAck) -> None:
+        if self.state is not State.LEAVING:
+            raise RemoteProtocolError(f"LeaveAck from {src} in state {self.state.name}")
+        if m.round != self._round:
+            return  # an ack of an earlier round; the current one is still to come
+        self._awaiting.discard(src)
+        self._acked.add(src)
+        for pid in sorted(m.members - self.departed):
+            self._ask_to_ack(pid)
+        self._maybe_left()
+
+    def _maybe_left(self) -> None:
+        """LEAVING -> LEFT once every member we know of acked the current round."""
+        if self.state is State.LEAVING and not self._awaiting:
+            self.state = State.LEFT
+
+    def _remove_member(self, pid: int) -> None:
+        self.departed.add(pid)
+        self.members.discard(pid)
+        if self._probing == pid:
+            self._probing, self._probe_result, self._probe_info = None, None, None
+        for kind in KINDS:
+            self.trees.pop((kind, pid), None)
+        for key, tree in self.trees.items():
+            if tree.parent == pid:
+                tree.disconnect()
+                self._down.add(key)
+                self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
+            if tree.children.pop(pid, None) is not None:
+                self._up.add(key)
+                self._down.add(key)
+
+    def _drop_children(self) -> None:
+        for tree in self.trees.values():
+            tree.children.clear()
+
+    # -- vnodes -------------------------------------------------------------------------
+    def _table(self) -> VNodeTable:
+        if self.table is None:
+            raise LocalProtocolError(f"process {self.pid} has no vnode table yet")
+        return self.table
+
+    def _hand_over(self, vnodes: list[int], to: int) -> None:
+        if not vnodes:
+            return
+        table = self._table()
+        states = table.give(vnodes, to)
+        sums = tuple(self._sums.pop(op) for op, s in list(self._sums.items()) if s.root in states)
+        values = tuple(
+            (r.op_id, r.root, r.op, v, r.values[v])
+            for r in self._reduces.values()
+            for v in states
+            if v in r.values and r.op_id not in states[v].contributed
+        )
+        self._send(to, Handover(tuple(states.items()), sums, self.state is State.LEAVING, values))
+        entries = tuple((v, to, s.epoch) for v, s in states.items())
+        if self.state is State.LEAVING and self._awaiting | self._acked:
+            # Members that acked our Leaving may point at us for these vnodes: they must
+            # learn the new owner before we may leave, so ask every member again.
+            self._acked.clear()
+            self._awaiting.clear()  # departed ones will not hear this round
+            self._round += 1
+            for other in self._others():
+                self._ask_to_ack(other, again=True)
+        else:
+            for other in self._others():
+                if other != to:
+                    self._send(other, Update(frozenset(), entries))
+        self._mark_all_up()
+
+    def _on_migrate(self, event: MigrateRequested) -> None:
+        if event.dst == self.pid:
+            return
+        if event.dst not in self.members:
+            raise LocalProtocolError(f"cannot migrate to {event.dst!r}: not a member")
+        give = sorted(set(event.vnodes) & set(self._table().owned))
+        self._hand_over(give, event.dst)
+
+    def _on_handover(self, src: int, m: Handover) -> None:
+        table = self._table()
+        states = dict(m.states)
+        table.take(states)
+        for op_id, root, op, v, value in m.values:
+            self._reduce_state(op_id, root, op).values.setdefault(v, value)
+        if self.state is not State.ACTIVE:  # leaving: pass them on at once
+            heirs = [p for p in self._others() if not (m.from_leaving and p == src)]
+            if not heirs:
+                raise LocalProtocolError(f"process {self.pid} is leaving and has no heir")
+            for s in m.sums:
+                self._sums[s.op_id] = s
+            self._hand_over(sorted(states), self.rng.choice(heirs))
+            return
+        for s in m.sums:
+            self._merge_root(s.op_id, s.root, s.op, s.value, s.covered, done=s.done)
+        for r in self._reduces.values():
+            if r.root in states and r.covered:  # our partial sum joins the root's
+                value, covered, r.value, r.covered = r.value, r.covered, None, NodeSet()
+                self._merge_root(r.op_id, r.root, r.op, value, covered)
+            self._contribute(r)
+        self._mark_all_up()
+
+    def _mark_all_up(self) -> None:
+        self._up.update(self.trees)
+
+    # -- probing and trees (sec. IV-A to IV-C) ----------------------------------------------
+    def _wants_probe(self) -> bool:
+        if self.state is not State.ACTIVE or len(self.members) < 2:
+            return False
+        if self._extra_left > 0:
+            return True
+        if any(t.parent is None and t.root != self.pid for t in self.trees.values()):
+            return True
+        return self._chain_left > 0 and self._chained()
+
+    def _chained(self) -> bool:
+        """A latency tree where we are a LAN's gateway behind another remote LAN."""
+        return any(
+            chained(rtt_parent=t.rtt, dist=t.dist, lan_rtt=self._lan_rtt)
+            for (kind, _), t in self.trees.items()
+            if kind == "latency"
+        )
+
+    def _maybe_probe(self) -> None:
+        if self._probing is not None or not self._wants_probe():
+            return
+        peer = self.rng.choice(self._others())
+        self._probing, self._probe_result, self._probe_info = peer, None, None
+        self.probes_made += 1
+        self._out.append(Probe(peer, PROBE_BYTES))
+        self._send(peer, InfoRequest())
+
+    def _on_probe_result(self, event: ProbeResult) -> None:
+        if event.peer != self._probing:
+            return  # a probe of a process that has left meanwhile
+        self._probe_result = event
+        self._decide()
+
+    def _on_info_request(self, src: int, m: InfoRequest) -> None:
+        positions = tuple(t.position(self.pid) for t in self.trees.values())
+        leaving = self.state is not State.ACTIVE
+        self._send(src, Info(positions, frozenset(self.members), leaving))
+
+    def _on_info(self, src: int, m: Info) -> None:
+        if src in self.departed:
+            return
+        if not m.leaving:
+            self._learn_members(src, m.members)
+        if src != self._probing:
+            return
+        self._probe_info = m
+        self._decide()
+
+    def _decide(self) -> None:
+        result, info = self._probe_result, self._probe_info
+        if result is None or info is None:
+            return
+        self._probing = None
+        complete = not any(t.parent is None and t.root != self.pid for t in self.trees.values())
+        if self.state is State.ACTIVE and not info.leaving and math.isfinite(result.rtt_s):
+            self._lan_rtt = min(self._lan_rtt, result.rtt_s)
+            for pos in info.positions:
+                tree = self.trees.get((pos.kind, pos.root))
+                if tree is not None and tree.root != self.pid:
+                    self._judge(tree, result.peer, pos, result.rtt_s, result.bw_Bps)
+        if complete and self._extra_left > 0:
+            self._extra_left -= 1
+        elif complete and self._chain_left > 0:
+            self._chain_left -= 1
+
+    def _judge(self, tree: _Tree, cand: int, pos: Position, rtt: float, bw: float) -> None:
+        if tree.parent == cand or self.pid in pos.path:
+            return
+        if pos.root != cand and not pos.path:
+            return  # cand is not connected to this tree
+        if tree.kind == "latency":
+            if not latency_better(
+                rtt_cand=rtt,
+                cand_dist=pos.dist,
+                cand_children=pos.nchildren,
+                rtt_parent=tree.rtt,
+                dist=tree.dist,
+                lan_rtt=self._lan_rtt,
+                overhead=self.send_overhead_s,
+            ):
+                return
+        else:
+            if pos.est <= 0:
+                return
+            offer = bandwidth_offer(pos.est, bw, pos.nchildren + 1)
+            nearer = bw > NEAR_RATIO * tree.bw
+            if tree.parent is not None and not bandwidth_better(offer, tree.est, nearer=nearer):
+                return
+        self._move(tree, cand, pos, rtt, bw)
+
+    def _move(self, tree: _Tree, cand: int, pos: Position, rtt: float, bw: float) -> None:
+        key = (tree.kind, tree.root)
+        if tree.parent is not None:
+            self._batch_child(tree.parent, ChildItem(tree.kind, tree.root, attach=False))
+        tree.parent, tree.rtt, tree.bw = cand, rtt, bw
+        self._position_from(tree, pos.dist, pos.est, pos.nchildren + 1, (*pos.path, cand))
+        tree.sent_up = None  # the new parent must hear from us
+        self._up.add(key)
+        self._down.add(key)
+
+    def _position_from(self, tree: _Tree, dist: float, est: float, n: int, path: tuple) -> None:
+        tree.dist = dist + tree.rtt + self.send_overhead_s * (n - 1)
+        tree.est = min(est, tree.bw / max(n, 1))
+        tree.path = path
+
+    def _batch_child(self, parent: int, item: ChildItem) -> None:
+        self._child_batch.setdefault(parent, []).append(item)
+
+    def _on_child_updates(self, src: int, m: ChildUpdates) -> None:
+        if self.state is not State.ACTIVE:
+            return  # leaving: the child will learn we left
+        for item in m.items:
+            key = (item.kind, item.root)
+            tree = self.trees.get(key)
+            if tree is None:
+                continue
+            if not item.attach:
+                if tree.children.pop(src, None) is not None:
+                    self._up.add(key)
+                    self._down.add(key)
+                continue
+            new = src not in tree.children
+            tree.children[src] = _Child(item.reach, item.summary, item.rtt, item.bw)
+            self._up.add(key)
+            if new:
+                self._down.add(key)
+                self._new_children.setdefault(key, set()).add(src)
+
+    def _on_parent_updates(self, src: int, m: ParentUpdates) -> None:
+        if self.state is not State.ACTIVE:
+            return
+        for pos in m.items:
+            key = (pos.kind, pos.root)
+            tree = self.trees.get(key)
+            if tree is None or tree.parent != src:
+                continue  # stale: we moved away meanwhile
+            path = (*pos.path, src)
+            if self.pid in path:  # crossing moves made a cycle: leave it (sec. IV-B repair)
+                self._batch_child(src, ChildItem(pos.kind, pos.root, attach=False))
+                tree.disconnect()
+                self._extra_left = self.extra_probes  # (the chain budget is per membership change)
+            else:
+                self._position_from(tree, pos.dist, pos.est, pos.nchildren, path)
+            self._down.add(key)
+
+    def _reach(self, tree: _Tree) -> NodeSet:
+        ranges = [r for c in tree.children.values() for r in c.reach.ranges]
+        return NodeSet(tuple(ranges) + self._table().mine().ranges)  # one normalisation
+
+    def _summary(self, tree: _Tree) -> Summary:
+        edges = [Edge(c.rtt, c.bw, c.summary) for c in tree.children.values()]
+        if tree.kind == "latency":
+            return latency_summary(edges, self.send_overhead_s)
+        return bandwidth_summary(edges)
+
+    def _ordered_children(self, tree: _Tree) -> list[int]:
+        kids = sorted(tree.children)
+        return child_order(kids, [tree.children[c].summary.descendants for c in kids])
+
+    def _flush(self) -> None:
+        """Send the tree updates this event caused (batched per neighbour), then probe."""
+        if self.state is State.ACTIVE:
+            for key in sorted(self._up, key=repr):
+                tree = self.trees.get(key)
+                if tree is None or tree.parent is None:
+                    continue
+                now = (self._reach(tree), self._summary(tree))
+                if now != tree.sent_up:
+                    tree.sent_up = now
+                    item = ChildItem(key[0], key[1], True, now[0], now[1], tree.rtt, tree.bw)
+                    self._batch_child(tree.parent, item)
+            down: dict[int, list[Position]] = {}
+            for key in sorted(self._down, key=repr):
+                tree = self.trees.get(key)
+                if tree is None:
+                    continue
+                pos = tree.position(self.pid)
+                now = (pos.dist, pos.est, pos.nchildren, pos.path)
+                new = self._new_children.get(key, set())
+                targets = tree.children if now != tree.sent_down else new
+                tree.sent_down = now
+                for c in sorted(targets):
+                    if c in tree.children:
+                        down.setdefault(c, []).append(pos)
+            for c, items in sorted(down.items()):
+                self._send(c, ParentUpdates(tuple(items)))
+        for parent, items in sorted(self._child_batch.items()):
+            if parent in self.members:
+                self._send(parent, ChildUpdates(tuple(items)))
+        self._up.clear()
+        self._down.clear()
+        self._new_children.clear()
+        self._child_batch.clear()
+        self._maybe_probe()
+
+    # -- broadcast (sec. IV-D) --------------------------------------------------------------
+    def _on_bcast_requested(self, event: BcastRequested) -> None:
+        table = self._table()
+        if event.root not in table.owned:
+            raise LocalProtocolError(f"root vnode {event.root!r} is not mapped to {self.pid}")
+        if event.nbytes < 0:
+            raise LocalProtocolError(f"nbytes must be >= 0, got {event.nbytes!r}")
+        kind = event.kind or self.choose_kind(event.nbytes)
+        if kind not in KINDS:
+            raise LocalProtocolError(f"tree kind must be one of {KINDS}, got {kind!r}")
+        m = Bcast(
+            event.op_id,
+            event.root,
+            kind,
+            self.pid,
+            table.everything,
+            True,
+            0,
+            event.nbytes,
+            event.payload,
+        )
+        self._spread(m)
+
+    def choose_kind(self, nbytes: int) -> str:
+        """The tree the model predicts faster for an ``nbytes`` broadcast from here."""
+        lat, bw = self.trees.get(("latency", self.pid)), self.trees.get(("bandwidth", self.pid))
+        if lat is None or bw is None:
+            return "latency"
+        return choose_tree(self._summary(lat), self._summary(bw), nbytes)
+
+    def _on_bcast(self, src: int, m: Bcast) -> None:
+        self._spread(m)
+
+    def _spread(self, m: Bcast) -> None:
+        """Rules I, II and III of sec. IV-D."""
+        table = self._table()
+        mine = m.targets & table.mine()
+        if mine:
+            for v in mine:
+                if not table.mark_delivered(v, m.op_id):
+                    raise RemoteProtocolError(f"broadcast {m.op_id!r} reached vnode {v} twice")
+            self._out.append(Deliver(m.op_id, frozenset(mine), m.payload))
+        rest = m.targets - mine
+        tree = self.trees.get((m.kind, m.tree_root))
+        if (
+            m.via_tree
+            and tree is not None
+            and self.state is State.ACTIVE
+            and m.hops <= len(self.members)
+        ):
+            for c in self._ordered_children(tree):
+                sub = rest & tree.children[c].reach
+                if sub:
+                    self._send(
+                        c,
+                        Bcast(
+                            m.op_id,
+                            m.root,
+                            m.kind,
+                            m.tree_root,
+                            sub,
+                            True,
+                            m.hops + 1,
+                            m.nbytes,
+                            m.payload,
+                        ),
+                    )
+                    rest = rest - sub
+        by_owner: dict[int, list[int]] = {}
+        for v in rest:
+            by_owner.setdefault(table.owner(v), []).append(v)
+        for owner, vs in sorted(by_owner.items()):
+            sub = NodeSet.of(vs)
+            self._send(
+                owner,
+                Bcast(
+                    m.op_id,
+                    m.root,
+                    m.kind,
+                    m.tree_root,
+                    sub,
+                    False,
+                    m.hops + 1,
+                    m.nbytes,
+                    m.payload,
+                ),
+            )
+
+    # -- reduction (sec. IV-E) --------------------------------------------------------------
+    def timeout(self) -> float:
+        """This process's largest estimated distance to any root (sec. IV-E)."""
+        dists = [
+            t.dist for (k, _), t in self.trees.items() if k == "latency" and 0 < t.dist < math.inf
+        ]
+        return max(dists) if dists else self.default_timeout_s
+
+    def _reduce_state(self, op_id: Hashable, root: int, op: Callable) -> _Reduce:
+        r = self._reduces.get(op_id)
+        if r is None:
+            r = self._reduces[op_id] = _Reduce(op_id, root, op)
+            self._out.append(SetTimer(("reduce", op_id), self.timeout()))
+        return r
+
+    def _on_reduce_requested(self, event: ReduceRequested) -> None:
+        r = self._reduce_state(event.op_id, event.root, event.op)
+        r.values.update(event.values)
+        self._contribute(r)
+
+    def _contribute(self, r: _Reduce) -> None:
+        table = self._table()
+        value, covered = None, []
+        for v in sorted(set(r.values) & set(table.owned)):
+            if table.mark_contributed(v, r.op_id):
+                value = r.values[v] if not covered else r.op(value, r.values[v])
+                covered.append(v)
+        if covered:
+            self._absorb(r, value, NodeSet.of(covered), hops=0)
+
+    def _absorb(self, r: _Reduce, value: object, covered: NodeSet, hops: int) -> None:
+        if r.root in self._table().owned:
+            self._merge_root(r.op_id, r.root, r.op, value, covered)
+        elif not r.expired and self.state is State.ACTIVE:
+            if not r.covered.isdisjoint(covered):
+                raise RemoteProtocolError(
+                    f"reduction {r.op_id!r} counted {r.covered & covered} twice"
+                )
+            r.value = _combine(r.op, r.value, r.covered, value, covered)
+            r.covered = r.covered | covered
+        else:
+            self._send_up(r, value, covered, hops, force_p2p=self.state is not State.ACTIVE)
+
+    def _send_up(
+        self, r: _Reduce, value: object, covered: NodeSet, hops: int, force_p2p: bool
+    ) -> None:
+        table = self._table()
+        owner = table.owner(r.root)
+        tree = self.trees.get(("latency", owner))
+        if (
+            not force_p2p
+            and tree is not None
+            and tree.parent is not None
+            and hops <= len(self.members)
+        ):
+            self._send(tree.parent, Partial(r.op_id, r.root, r.op, value, covered, True, hops + 1))
+        else:
+            self._send(owner, Partial(r.op_id, r.root, r.op, value, covered, False, hops + 1))
+
+    def _flush_reduce(self, r: _Reduce, force_p2p: bool = False) -> None:
+        r.expired = True
+        if r.covered:
+            value, covered, r.value, r.covered = r.value, r.covered, None, NodeSet()
+            self._send_up(r, value, covered, 0, force_p2p or self.state is not State.ACTIVE)
+
+    def _on_partial(self, src: int, m: Partial) -> None:
+        table = self._table()
+        if m.root in table.owned:
+            self._merge_root(m.op_id, m.root, m.op, m.value, m.covered)
+        elif m.via_tree and self.state is State.ACTIVE:
+            r = self._reduce_state(m.op_id, m.root, m.op)
+            self._absorb(r, m.value, m.covered, m.hops)
+        else:
+            self._send(
+                table.owner(m.root),
+                Partial(m.op_id, m.root, m.op, m.value, m.covered, False, m.hops + 1),
+            )
+
+    def _merge_root(
+        self,
+        op_id: Hashable,
+        root: int,
+        op: Callable,
+        value: object,
+        covered: NodeSet,
+        done: bool = False,
+    ) -> None:
+        s = self._sums.get(op_id)
+        if s is None:
+            s = RootSum(op_id, root, op, None, NodeSet(), done)
+            r = self._reduces.get(op_id)
+            self._out.append(
+                SetTimer(("reduce-give-up", op_id), self.give_up_factor * self.timeout())
+            )
+            if r is not None and r.covered:  # what we held as an inner node
+                value = _combine(op, value, covered, r.value, r.covered)
+                covered, r.value, r.covered = covered | r.covered, None, NodeSet()
+        if s.done or done:
+            self._sums[op_id] = RootSum(op_id, root, op, s.value, s.covered, True)
+            return  # data after ReduceDone is dropped (module doc)
+        if not s.covered.isdisjoint(covered):
+            raise RemoteProtocolError(f"reduction {op_id!r} counted {s.covered & covered} twice")
+        total = _combine(op, s.value, s.covered, value, covered)
+        s = self._sums[op_id] = RootSum(op_id, root, op, total, s.covered | covered, False)
+        if len(s.covered) == self._table().size:
+            self._sums[op_id] = RootSum(op_id, root, op, total, s.covered, True)
+            self._out.append(ReduceDone(op_id, total, frozenset()))
+
+    def _on_timer(self, timer: Hashable) -> None:
+        if not isinstance(timer, tuple) or len(timer) != 2:
+            raise LocalProtocolError(f"unknown timer {timer!r}")
+        kind, op_id = timer
+        if self.state in (State.LEFT,):
+            return
+        if kind == "reduce":
+            r = self._reduces.get(op_id)
+            if r is not None and not r.expired:
+                if r.root in self._table().owned:
+                    r.expired = True
+                else:
+                    self._flush_reduce(r)
+        elif kind == "reduce-give-up":
+            s = self._sums.get(op_id)
+            if s is not None and not s.done and s.root in self._table().owned:
+                self._sums[op_id] = RootSum(s.op_id, s.root, s.op, s.value, s.covered, True)
+                missing = frozenset(self._table().everything - s.covered)
+                self._out.append(ReduceDone(op_id, s.value, missing))
+        else:
+            raise LocalProtocolError(f"unknown timer {timer!r}")

@@ -1,0 +1,210 @@
+"""An instant, in-memory driver for the protocol core, and the stable trees of a grid.
+
+:class:`Network` moves the actions of a set of :class:`~gridcoll.dynamic.protocol.Process`
+objects as if the network took no time: each step delivers the head of one non-empty channel
+(FIFO per ordered pair, the channel drawn at random across pairs) or answers one
+probe, drawn from one seeded ``random.Random``. A virtual clock ``now`` only moves
+when nothing else is pending: then the timer due first fires (with ``timer_chance``,
+a timer that ``early`` accepts may also fire early at random, to exercise the
+timeouts).
+Probe results come from a ``measure(p, q) -> (rtt_s, bw_Bps)`` callback.
+
+:func:`stable_trees` runs the founders of a grid to quiescence with
+:func:`grid_measure` (the grid's P-LogP figures: ``RTT = r_pq(1) + r_qp(1)``,
+``bw = 128 KiB / r_qp(128 KiB)``, each with a seeded relative noise of up to ``jitter``)
+and returns every root's latency and bandwidth parents: the trees the core converges
+to. It simulates every message, O(P^3) of them: seconds for 36 processes, minutes for
+136, so ``algorithms.phoenix`` does not use it yet.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass, field
+
+from gridcoll.dynamic.protocol import (
+    PROBE_BYTES,
+    Action,
+    Deliver,
+    Event,
+    Probe,
+    ProbeResult,
+    Process,
+    Received,
+    ReduceDone,
+    Send,
+    SetTimer,
+    Start,
+    TimerExpired,
+)
+from gridcoll.network.grid import Grid
+
+__all__ = ["Network", "StableTrees", "grid_measure", "stable_trees"]
+
+Measure = Callable[[int, int], tuple[float, float]]
+
+
+@dataclass
+class Network:
+    """Processes by id, wired together in memory (see the module doc)."""
+
+    processes: dict[int, Process]
+    measure: Measure
+    rng: random.Random
+    timer_chance: float = 0.0
+    early: Callable[[Hashable], bool] = lambda timer: True
+    channels: dict[tuple[int, int], deque] = field(default_factory=dict)
+    probes: list[tuple[int, int]] = field(default_factory=list)
+    timers: dict[tuple[int, Hashable], float] = field(default_factory=dict)
+    now: float = 0.0
+    delivered: list[tuple[int, Hashable, frozenset[int]]] = field(default_factory=list)
+    done: list[tuple[int, ReduceDone]] = field(default_factory=list)
+    messages: int = 0
+    _busy: list[tuple[int, int]] = field(default_factory=list)
+    _busy_at: dict[tuple[int, int], int] = field(default_factory=dict)
+
+    def feed(self, pid: int, event: Event) -> None:
+        """Feed one event to process ``pid`` and carry out its actions."""
+        self.apply(pid, self.processes[pid].handle(event))
+
+    def apply(self, pid: int, actions: Iterable[Action]) -> None:
+        for a in actions:
+            if isinstance(a, Send):
+                key = (pid, a.dst)
+                self.channels.setdefault(key, deque()).append(a.message)
+                if key not in self._busy_at:
+                    self._busy_at[key] = len(self._busy)
+                    self._busy.append(key)
+            elif isinstance(a, Probe):
+                self.probes.append((pid, a.peer))
+            elif isinstance(a, SetTimer):
+                self.timers[pid, a.timer] = self.now + a.delay_s
+            elif isinstance(a, Deliver):
+                self.delivered.append((pid, a.op_id, a.vnodes))
+            elif isinstance(a, ReduceDone):
+                self.done.append((pid, a))
+
+    def step(self) -> bool:
+        """Carry out one pending thing; False if nothing is pending."""
+        busy = self._busy
+        if self.timers and not busy and not self.probes:  # idle: the clock jumps
+            key = min(self.timers, key=lambda k: (self.timers[k], repr(k)))
+            self.now = max(self.now, self.timers[key])
+            return self._fire_timer([key])
+        if self.timer_chance and self.rng.random() < self.timer_chance:
+            early = [k for k in self.timers if self.early(k[1])]
+            if early:
+                return self._fire_timer(early)
+        if not busy and not self.probes:
+            return False
+        pick = self.rng.randrange(len(busy) + len(self.probes))
+        if pick < len(busy):
+            src, dst = busy[pick]
+            queue = self.channels[src, dst]
+            message = queue.popleft()
+            if not queue:  # swap-remove from the busy list
+                last = busy.pop()
+                del self._busy_at[src, dst]
+                if last != (src, dst):
+                    busy[pick] = last
+                    self._busy_at[last] = pick
+            self.messages += 1
+            self.feed(dst, Received(src, message))
+        else:
+            pid, peer = self.probes.pop(pick - len(busy))
+            rtt, bw = self.measure(pid, peer)
+            self.feed(pid, ProbeResult(peer, rtt, bw))
+        return True
+
+    def _fire_timer(self, keys: list[tuple[int, Hashable]]) -> bool:
+        pid, timer = keys[self.rng.randrange(len(keys))]
+        del self.timers[pid, timer]
+        self.feed(pid, TimerExpired(timer))
+        return True
+
+    def run(self, max_steps: int = 10_000_000) -> int:
+        """Step until nothing is pending; the number of steps."""
+        for n in range(max_steps):
+            if not self.step():
+                return n
+        raise RuntimeError(f"the network did not go quiet within {max_steps} steps")
+
+    def busy(self) -> bool:
+        """True while a message or a probe is pending (timers aside)."""
+        return bool(self._busy or self.probes)
+
+    def pending(self) -> bool:
+        return bool(self.probes or self.timers or self._busy)
+
+
+def grid_measure(grid: Grid, rng: random.Random, jitter: float = 0.05) -> Measure:
+    """Probe results from a grid's P-LogP figures with seeded relative noise: RTTs
+    times ``1 + jitter U``, bandwidths times ``1 - jitter U``."""
+    base: dict[tuple[int, int], tuple[float, float]] = {}
+
+    def measure(p: int, q: int) -> tuple[float, float]:
+        key = (grid.cluster_of[p], grid.cluster_of[q])
+        if key not in base:
+            there, back = grid.plogp(p, q), grid.plogp(q, p)
+            base[key] = (there.r(1) + back.r(1), PROBE_BYTES / back.r(PROBE_BYTES))
+        rtt, bw = base[key]
+        return rtt * (1 + jitter * rng.random()), bw * (1 - jitter * rng.random())
+
+    return measure
+
+
+@dataclass(frozen=True)
+class StableTrees:
+    """Per root, each process's parent in the latency and the bandwidth tree."""
+
+    latency: dict[int, dict[int, int]]
+    bandwidth: dict[int, dict[int, int]]
+    probes: int
+    messages: int
+
+
+def founders(n: int, *, seed: int, extra_probes: int = 10, **kwargs) -> dict[int, Process]:
+    """``n`` founder processes with one vnode each (vnode i on process i)."""
+    mapping = {p: (p,) for p in range(n)}
+    return {
+        p: Process(
+            p,
+            rng=random.Random(f"{seed}:{p}"),
+            extra_probes=extra_probes,
+            founder_vnodes=mapping,
+            **kwargs,
+        )
+        for p in range(n)
+    }
+
+
+def stable_trees(
+    grid: Grid, *, seed: int = 0, extra_probes: int = 10, jitter: float = 0.05
+) -> StableTrees:
+    """Run the core on ``grid`` (one process and one vnode per rank) until the probing
+    stops, and return the trees it built (see the module doc)."""
+    procs = founders(grid.nranks, seed=seed, extra_probes=extra_probes)
+    net = Network(
+        procs, grid_measure(grid, random.Random(f"{seed}:measure"), jitter), random.Random(seed)
+    )
+    for p in procs:
+        net.feed(p, Start())
+    net.run()
+    trees = {}
+    for kind in ("latency", "bandwidth"):
+        trees[kind] = {
+            r: {
+                p: procs[p].parent(kind, r)
+                for p in procs
+                if p != r and procs[p].parent(kind, r) is not None
+            }
+            for r in procs
+        }
+    return StableTrees(
+        trees["latency"],
+        trees["bandwidth"],
+        sum(p.probes_made for p in procs.values()),
+        net.messages,
+    )

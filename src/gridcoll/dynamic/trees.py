@@ -1,0 +1,245 @@
+"""The spanning-tree rules of seed 004 as pure functions (sec. IV-B, IV-C, IV-D, VI).
+
+A process that probed a candidate ``cand`` (a 1-byte ping-pong for ``rtt``, a 128 KiB
+download for ``bw``) and learnt cand's place in a tree (its distance to the root, its
+estimated rate, its number of children) decides here, with no state of its own, whether
+cand is a better parent. :mod:`gridcoll.dynamic.protocol` keeps the state and calls
+these functions for each of its trees.
+
+Latency-aware tree (sec. IV-B) and how Property I is made to hold
+-------------------------------------------------------------------
+The paper moves p below cand when (I) ``RTT_p,cand < RTT_p,parent`` and
+(II) ``dist_cand < dist_p``. With noisy measurements and only 10 extra probes this
+leaves many wide-area edges: two processes of one LAN that both hang directly below
+a remote parent have equal distances up to the noise, so condition II holds between
+them only half the time, and a LAN whose first parent was chained through a third LAN
+keeps it because condition I forbids a move to a parent with a larger RTT even when it
+is much nearer the root. :func:`latency_better` therefore takes the paper's rule and
+adds two rules that compare routes, not single hops, with tolerances relative to the
+RTTs involved:
+
+* ``via = dist_cand + RTT_p,cand + o * n_children(cand)`` is p's distance through cand,
+  the forwarding overhead counted as the paper's future work asks (sec. VI): cand sends
+  to its existing children first, each costing a send overhead ``o``.
+* ``slack(x) = NOISE_SLACK * x + LAN_HOPS * lan_rtt``, ``lan_rtt`` the smallest RTT p
+  ever measured: what measurement noise on an RTT ``x`` (our probes' noise is a few
+  percent) and a few LAN hops can account for. A chained route through a third LAN is
+  longer than the direct one by a whole wide-area RTT less a triangle's slack (2 ms
+  or more on DAS-2's 3-8 ms RTTs), well above ``slack``.
+* **Rule N (nearer class, Property I).** If cand is in a strictly nearer latency class
+  than p's parent (``NEAR_RATIO * RTT_p,cand < RTT_p,parent``: a LAN neighbour against
+  a remote parent), p moves when ``via < dist_p + slack(RTT_p,parent)``. A LAN
+  neighbour whose own route to the root is as good as p's, up to the noise and a few
+  LAN hops, is preferred to the remote parent (the paper's condition II alone
+  refuses it half the time, on noise); one whose route is chained through another
+  LAN is not. Each such move replaces a wide-area edge by a LAN edge and cannot be
+  undone by rule N, so the wide-area edges into a LAN fall to one once each of its
+  processes has probed a LAN member outside its own subtree.
+* **Rule S (shortcut, no chained WAN latencies).** If p's parent or cand is remote
+  (RTT above ``NEAR_RATIO * lan_rtt``), p moves when
+  ``via < dist_p - slack(max(RTT_p,cand, RTT_p,parent))``. A LAN's gateway hanging
+  below a LAN that is itself remote from the root moves straight below the root's LAN
+  when that is clearly shorter, even if the single hop is longer (which condition I
+  alone forbids); and any member of a LAN whose whole subtree hangs on a chained route
+  may become the LAN's new, direct gateway, after which rule N pulls the rest of its
+  LAN below it. A LAN already reached directly is never split up: there the saving is
+  at most a few LAN hops and the noise, which ``slack`` covers.
+* **Rule P (the paper's, Property II).** ``RTT_p,cand < RTT_p,parent`` and
+  ``dist_cand < dist_p``, and also ``via < dist_p + slack(RTT_p,parent)``. The last
+  clause never binds inside a LAN (there ``via`` exceeds ``dist_cand`` by one LAN
+  RTT), but between LANs it refuses the paper's move onto a remote parent with a
+  smaller RTT that is itself behind another remote LAN (on DAS-2, a Leiden process
+  would otherwise swap a direct 5 ms edge to VU for a 4 ms edge to a UvA process that
+  is 3 ms from VU: chained, and 2 ms longer). Inside a LAN only rule P fires (rule S
+  needs a remote parent or candidate; rule N a candidate twice as near), so the LAN
+  part of the tree keeps the paper's random shape, neither a chain nor a star
+  (sec. IV-B's argument: Property II).
+
+Bandwidth-aware tree (sec. IV-C)
+--------------------------------
+``est_p,cand = min(est_cand, bw_p2p / n_children)`` with ``n_children`` counting p among
+cand's children; p moves when that beats ``est_p,parent`` by :data:`BW_HYSTERESIS`
+(a relative margin so measurement noise does not make processes flap).
+
+Model for the switch-over (sec. IV-D, "ultimately ... use the measured values")
+---------------------------------------------------------------------------------
+Each node summarises its subtree as ``T(m) = a + b m``, the predicted time for an
+``m``-byte message to reach its last descendant: :func:`latency_summary` (whole
+messages forwarded child after child) and :func:`bandwidth_summary` (pipelined, the
+rate the narrowest of ``bw / n_children`` along any path). The root broadcasts on the
+tree with the smaller prediction (:func:`choose_tree`).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+__all__ = [
+    "BW_HYSTERESIS",
+    "CHAIN_RATIO",
+    "LAN_HOPS",
+    "NEAR_RATIO",
+    "NOISE_SLACK",
+    "Edge",
+    "Summary",
+    "bandwidth_better",
+    "bandwidth_offer",
+    "bandwidth_summary",
+    "chained",
+    "child_order",
+    "choose_tree",
+    "latency_better",
+    "latency_summary",
+]
+
+NEAR_RATIO = 2.0
+"""A candidate is in a nearer latency class when its RTT is this many times smaller."""
+
+NOISE_SLACK = 0.1
+"""``slack``: the relative measurement noise a distance comparison forgives."""
+
+LAN_HOPS = 8
+"""``slack``: the LAN hops a distance comparison forgives (in units of ``lan_rtt``)."""
+
+CHAIN_RATIO = 10.0
+""":func:`chained`: a parent hop within this factor of the parent's own distance is
+taken as remote when no LAN peer has been measured."""
+
+BW_HYSTERESIS = 0.05
+"""Bandwidth tree: a candidate must offer this much more (relative) to be taken."""
+
+
+def _lan(lan_rtt: float, remote: float) -> float:
+    """``lan_rtt`` if it is a LAN RTT below ``remote``; 0 if p has not measured any
+    peer clearly nearer than ``remote`` (its smallest RTT is then a remote one, and
+    forgiving "LAN hops" of that size would forgive whole wide-area hops)."""
+    return lan_rtt if math.isfinite(lan_rtt) and NEAR_RATIO * lan_rtt < remote else 0.0
+
+
+def latency_better(
+    *,
+    rtt_cand: float,
+    cand_dist: float,
+    cand_children: int,
+    rtt_parent: float,
+    dist: float,
+    lan_rtt: float,
+    overhead: float = 0.0,
+) -> bool:
+    """True if p should move below cand in a latency-aware tree (rules P, N, S above).
+
+    ``cand_children`` counts cand's children without p; ``lan_rtt`` is the smallest RTT
+    p has measured; ``overhead`` the per-child send overhead ``o``.
+    """
+    if not math.isfinite(cand_dist) or not math.isfinite(rtt_cand):
+        return False
+    if not math.isfinite(dist) or not math.isfinite(rtt_parent):
+        return True  # any parent connected to the tree beats none (sec. IV-B)
+    via = cand_dist + rtt_cand + overhead * cand_children
+    lan = _lan(lan_rtt, max(rtt_cand, rtt_parent))
+
+    def slack(x: float) -> float:
+        return NOISE_SLACK * x + LAN_HOPS * lan
+
+    if NEAR_RATIO * rtt_cand < rtt_parent and via < dist + slack(rtt_parent):
+        return True  # rule N
+    remote = max(rtt_cand, rtt_parent)
+    if remote > NEAR_RATIO * lan_rtt and via < dist - slack(remote):
+        return True  # rule S
+    # rule P: the paper's I and II, but never onto a route longer by more than slack
+    return rtt_cand < rtt_parent and cand_dist < dist and via < dist + slack(rtt_parent)
+
+
+def chained(*, rtt_parent: float, dist: float, lan_rtt: float) -> bool:
+    """True if p's parent is remote and is itself further than ``slack`` from the root:
+    p is the gateway of a LAN reached through another remote LAN (Property I broken,
+    as p can see it alone). The protocol keeps probing while this holds."""
+    if not (math.isfinite(rtt_parent) and math.isfinite(dist)):
+        return False
+    lan = _lan(lan_rtt, rtt_parent)
+    above = dist - rtt_parent  # the parent's own distance to the root
+    if above <= NOISE_SLACK * rtt_parent + LAN_HOPS * lan:
+        return False
+    # The parent is remote: clearly further than the nearest peer measured, or, when
+    # no LAN peer has been measured yet (lan_rtt is then itself a remote RTT), a hop
+    # comparable to the parent's own distance (a LAN hop is far below a WAN distance).
+    return rtt_parent > NEAR_RATIO * lan_rtt or CHAIN_RATIO * rtt_parent >= above
+
+
+def bandwidth_offer(est_cand: float, bw: float, n_children: int) -> float:
+    """``est_p,cand = min(est_cand, bw / n_children)``, n_children counting p (sec. IV-C)."""
+    if n_children < 1:
+        raise ValueError(f"n_children counts p itself, so it is >= 1, got {n_children!r}")
+    return min(est_cand, bw / n_children)
+
+
+def bandwidth_better(offer: float, current: float, *, nearer: bool = False) -> bool:
+    """True if an offered rate beats the current ``est_p,parent`` by the hysteresis, or,
+    for a candidate in a nearer bandwidth class (``nearer``: its point-to-point
+    bandwidth ``NEAR_RATIO`` times the parent's), if it is no worse than the noise
+    (``NOISE_SLACK``). Below a wide-area bottleneck a LAN neighbour offers the same
+    rate as the remote parent, and taking it spares the wide-area link a branch
+    (sec. IV-C, property II: few branches)."""
+    if nearer:
+        return offer > current * (1 - NOISE_SLACK)
+    return offer > current * (1 + BW_HYSTERESIS)
+
+
+def child_order(children: Sequence[int], descendants: Sequence[int]) -> list[int]:
+    """Children most-descendants-first, ties by id (sec. VI: overlap more communication)."""
+    return [
+        c for _, c in sorted(zip(descendants, children, strict=True), key=lambda t: (-t[0], t[1]))
+    ]
+
+
+@dataclass(frozen=True, slots=True)
+class Summary:
+    """A subtree's predicted completion time ``a + b m`` for an m-byte message, and its
+    number of descendants."""
+
+    a: float = 0.0
+    b: float = 0.0
+    descendants: int = 0
+
+    def time(self, nbytes: int) -> float:
+        return self.a + self.b * nbytes
+
+
+@dataclass(frozen=True, slots=True)
+class Edge:
+    """What a parent knows of one child: the child's measured RTT and bandwidth to it
+    and the child's own summary."""
+
+    rtt: float
+    bw: float
+    below: Summary
+
+
+def latency_summary(edges: Sequence[Edge], overhead: float = 0.0) -> Summary:
+    """Store-and-forward: the i-th child (most descendants first) gets the message
+    after the i previous sends, each ``o + m / bw`` (sec. IV-D, VI)."""
+    order = sorted(edges, key=lambda e: -e.below.descendants)
+    a = b = 0.0
+    per_byte = 0.0
+    for i, e in enumerate(order):
+        per_byte += 1.0 / e.bw if e.bw > 0 else math.inf
+        a = max(a, (i + 1) * overhead + e.rtt / 2 + e.below.a)
+        b = max(b, per_byte + e.below.b)
+    return Summary(a, b, sum(1 + e.below.descendants for e in edges))
+
+
+def bandwidth_summary(edges: Sequence[Edge]) -> Summary:
+    """Pipelined: the rate is the narrowest ``bw / n_children`` on any path (sec. IV-C)."""
+    a = b = 0.0
+    k = len(edges)
+    for e in edges:
+        a = max(a, e.rtt / 2 + e.below.a)
+        b = max(b, (k / e.bw if e.bw > 0 else math.inf), e.below.b)
+    return Summary(a, b, sum(1 + e.below.descendants for e in edges))
+
+
+def choose_tree(latency: Summary, bandwidth: Summary, nbytes: int) -> str:
+    """``"latency"`` or ``"bandwidth"``: the tree the model predicts is faster."""
+    return "bandwidth" if bandwidth.time(nbytes) < latency.time(nbytes) else "latency"

@@ -1,0 +1,134 @@
+"""Virtual nodes: the namespace, who owns what, and the routing table (seed 004, sec. III).
+
+Messages are addressed to virtual nodes (vnodes), ``0 .. size - 1``, fixed when the
+computation is founded. Each vnode is mapped to exactly one process at any instant;
+a message to a vnode is delivered wherever it is mapped when the message arrives
+(fig. 2). A joining process receives vnodes from the member it contacts; a leaving
+process gives its vnodes away first.
+
+Every vnode carries an **epoch**, the number of times it has changed owner. A
+:class:`VNodeTable` is one process's view:
+
+* ``owned``: the vnodes mapped to this process, with their :class:`VNodeState`
+  (epoch, the broadcast ids already delivered to it, the reduction ids it has already
+  contributed to). That state travels with the vnode, so a vnode handed over while a
+  message for it is in flight is served by exactly one of the two processes.
+* ``route``: vnode -> (process, epoch), the owner this process last heard of. Entries
+  only ever name a process that owned the vnode at that epoch, and are only replaced
+  by newer epochs. A former owner's entry names the process it handed the vnode to,
+  so it works as a forwarding pointer.
+
+Routing invariant (why point-to-point forwarding terminates): a message for vnode v
+sent along ``route`` reaches a process that owned v at some epoch e. If it still owns
+v, it delivers. If it handed v over, its route entry has an epoch > e, so the next
+hop is strictly later in v's history. If it is a future owner whose handover has not
+arrived yet, it forwards along its older entry to the process that is handing v over,
+which sends it back *after* the handover (channels are FIFO per pair), and v is then
+owned. So every message reaches the current owner in at most (changes of owner while
+it travels) + 2 hops.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Mapping
+from dataclasses import dataclass, field
+
+from gridcoll.dynamic.nodesets import NodeSet
+
+__all__ = ["VNodeState", "VNodeTable"]
+
+
+@dataclass(frozen=True, slots=True)
+class VNodeState:
+    """What travels with a vnode when it changes owner."""
+
+    epoch: int = 0
+    delivered: frozenset[Hashable] = frozenset()
+    contributed: frozenset[Hashable] = frozenset()
+
+
+@dataclass
+class VNodeTable:
+    """One process's view of the vnode namespace (see the module doc)."""
+
+    me: int
+    size: int
+    owned: dict[int, VNodeState] = field(default_factory=dict)
+    route: dict[int, tuple[int, int]] = field(default_factory=dict)
+
+    @classmethod
+    def founded(cls, me: int, mapping: Mapping[int, Iterable[int]]) -> VNodeTable:
+        """The table of founder ``me`` given every founder's vnodes, which must cover
+        ``0 .. size - 1`` exactly once."""
+        route: dict[int, tuple[int, int]] = {}
+        for pid, vnodes in mapping.items():
+            for v in vnodes:
+                if v in route:
+                    raise ValueError(f"vnode {v!r} is mapped to {route[v][0]!r} and {pid!r}")
+                route[v] = (pid, 0)
+        size = len(route)
+        if set(route) != set(range(size)):
+            raise ValueError(
+                f"founder vnodes must be 0 .. {size - 1} exactly, got {sorted(route)!r}"
+            )
+        table = cls(me, size, route=route)
+        table.owned = {v: VNodeState() for v, (pid, _) in route.items() if pid == me}
+        return table
+
+    @property
+    def everything(self) -> NodeSet:
+        return NodeSet.span(0, self.size)
+
+    def mine(self) -> NodeSet:
+        return NodeSet.of(self.owned)
+
+    def owner(self, v: int) -> int:
+        """The process to send a message for v to (this one if v is owned here)."""
+        if v in self.owned:
+            return self.me
+        return self.route[v][0]
+
+    def learn(self, v: int, pid: int, epoch: int) -> bool:
+        """Take ``v -> pid`` at ``epoch`` if newer than what we know; True if taken."""
+        if v in self.owned or pid == self.me:
+            return False  # only a handover makes a vnode ours
+        old = self.route.get(v)
+        if old is None or epoch > old[1]:
+            self.route[v] = (pid, epoch)
+            return True
+        return False
+
+    def give(self, vnodes: Iterable[int], to: int) -> dict[int, VNodeState]:
+        """Hand ``vnodes`` (all owned) to ``to``: their states, epochs bumped; our route
+        entries become forwarding pointers."""
+        out = {}
+        for v in sorted(vnodes):
+            state = self.owned.pop(v)
+            state = VNodeState(state.epoch + 1, state.delivered, state.contributed)
+            self.route[v] = (to, state.epoch)
+            out[v] = state
+        return out
+
+    def take(self, states: Mapping[int, VNodeState]) -> None:
+        """Receive handed-over vnodes."""
+        for v, state in states.items():
+            if v in self.owned:
+                raise ValueError(f"vnode {v!r} handed to {self.me!r}, which already owns it")
+            self.owned[v] = state
+            self.route[v] = (self.me, state.epoch)
+
+    def mark_delivered(self, v: int, op_id: Hashable) -> bool:
+        """Record a broadcast delivered to owned v; False if it had been already."""
+        s = self.owned[v]
+        if op_id in s.delivered:
+            return False
+        self.owned[v] = VNodeState(s.epoch, s.delivered | {op_id}, s.contributed)
+        return True
+
+    def mark_contributed(self, v: int, op_id: Hashable) -> bool:
+        """Record owned v's contribution to a reduction; False if it had been already."""
+        s = self.owned[v]
+        if op_id in s.contributed:
+            return False
+        self.owned[v] = VNodeState(s.epoch, s.delivered, s.contributed | {op_id})
+        return True

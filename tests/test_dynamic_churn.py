@@ -1,0 +1,179 @@
+"""Exactly-once under churn: the protocol core driven by the in-memory network.
+
+Each run founds a few processes, lets the probing run part way, then interleaves
+broadcasts, reductions, joins, leaves and migrations with random deliveries (random
+order across pairs, FIFO per pair, timers firing early at random), and finally runs
+to quiescence. Every vnode must receive every broadcast exactly once and every
+reduction must count every vnode exactly once, and no process may end in ERROR.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from operator import add
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from gridcoll.dynamic.protocol import (
+    BcastRequested,
+    JoinRequested,
+    LeaveRequested,
+    MigrateRequested,
+    Process,
+    ReduceRequested,
+    Start,
+    State,
+)
+from gridcoll.dynamic.static import Network, founders
+
+
+def _measure(p: int, q: int) -> tuple[float, float]:
+    """Two LANs (even and odd ids): 0.1 ms inside, 5 ms between."""
+    rtt = 1e-4 if p % 2 == q % 2 else 5e-3
+    return rtt * (1 + 0.01 * ((p * 7 + q) % 5)), 1e8 if p % 2 == q % 2 else 1e6
+
+
+_PARAMS = {"default_timeout_s": 0.01, "give_up_factor": 1e6}
+"""Short inner timeouts (data is late and forwarded late), a root that never gives up
+(so ReduceDone must be complete; the give-up is tested in test_dynamic_core)."""
+
+
+def _early(timer: object) -> bool:
+    """Reduction timeouts may fire early; the root's give-up only when all is quiet."""
+    return timer[0] == "reduce"
+
+
+def _active(net: Network) -> list[int]:
+    return sorted(p for p, proc in net.processes.items() if proc.state is State.ACTIVE)
+
+
+def _owner(net: Network, v: int) -> int | None:
+    owners = [p for p, proc in net.processes.items() if v in proc.owned]
+    return owners[0] if len(owners) == 1 else None
+
+
+def _call(
+    net: Network, op: int, root: int, size: int, called: set, only: int | None = None
+) -> None:
+    """The application's collective call on every ACTIVE process not called yet: each
+    passes the data of every vnode (``1 << v``), the core counts the owners'."""
+    values = {v: 1 << v for v in range(size)}
+    for p, proc in sorted(net.processes.items()):
+        if proc.state is State.ACTIVE and (op, p) not in called and only in (None, p):
+            called.add((op, p))
+            net.feed(p, ReduceRequested(op, root, values, add))
+
+
+def _steps(net: Network, rng: random.Random, n: int) -> None:
+    """Up to n steps, but none once only timers are left: time does not jump ahead
+    while the scenario is still issuing calls."""
+    for _ in range(n):
+        if not net.busy():
+            return
+        net.step()
+
+
+def _churn_run(seed: int, nfounders: int, nops: int) -> tuple[Network, dict, dict, int]:
+    rng = random.Random(seed)
+    procs = founders(nfounders, seed=seed, extra_probes=3, **_PARAMS)
+    net = Network(procs, _measure, random.Random(seed + 1), timer_chance=0.02, early=_early)
+    for p in list(procs):
+        net.feed(p, Start())
+    _steps(net, rng, rng.randrange(0, 400))
+    size, next_pid = nfounders, nfounders
+    bcasts, reduces = {}, {}
+    called: set[tuple[int, int]] = set()
+    for i in range(nops):
+        act = rng.choice(["bcast", "bcast", "reduce", "join", "leave", "migrate"])
+        active = _active(net)
+        if act == "bcast":
+            root = rng.randrange(size)
+            owner = _owner(net, root)
+            if owner is not None and net.processes[owner].state is State.ACTIVE:
+                bcasts[i] = root
+                kind = rng.choice([None, "latency", "bandwidth"])
+                net.feed(
+                    owner, BcastRequested(i, root, 1 + rng.randrange(1 << 20), payload=i, kind=kind)
+                )
+        elif act == "reduce":
+            root = rng.randrange(size)
+            owner = _owner(net, root)
+            if owner is not None and net.processes[owner].state is State.ACTIVE:
+                reduces[i] = root
+                for p in rng.sample(active, len(active)):  # the call, in random order
+                    _call(net, i, root, size, called, only=p)
+                    _steps(net, rng, rng.randrange(0, 5))
+        elif act == "join":
+            pid, next_pid = next_pid, next_pid + 1
+            net.processes[pid] = Process(
+                pid, rng=random.Random(f"{seed}:{pid}"), extra_probes=3, **_PARAMS
+            )
+            net.feed(pid, JoinRequested(rng.choice(active)))
+        elif act == "leave" and len(active) > 1:
+            net.feed(rng.choice(active), LeaveRequested())
+        elif act == "migrate" and len(active) > 1:
+            src = rng.choice(active)
+            known = [q for q in active if q != src and q in net.processes[src].members]
+            mine = sorted(net.processes[src].owned)
+            if mine and known:
+                dst = rng.choice(known)
+                give = frozenset(rng.sample(mine, rng.randrange(1, len(mine) + 1)))
+                net.feed(src, MigrateRequested(give, dst))
+        _steps(net, rng, rng.randrange(0, 60))
+        for op, root in reduces.items():  # processes that joined since call it too
+            _call(net, op, root, size, called)
+    while True:  # to quiescence; a process that turns ACTIVE makes its calls at once
+        for op, root in reduces.items():
+            _call(net, op, root, size, called)
+        if not net.step():
+            break
+    return net, bcasts, reduces, size
+
+
+def _check(net: Network, bcasts: dict, reduces: dict, size: int) -> None:
+    errors = {p: proc.error for p, proc in net.processes.items() if proc.state is State.ERROR}
+    assert not errors
+    got = Counter((op, v) for _, op, vnodes in net.delivered for v in vnodes)
+    for op in bcasts:
+        for v in range(size):
+            assert got[op, v] == 1, (op, v, got[op, v])
+    assert set(op for op, _ in got) <= set(bcasts)
+    done = Counter(d.op_id for _, d in net.done)
+    for op in reduces:
+        assert done[op] == 1, (op, done[op])
+        (d,) = [d for _, d in net.done if d.op_id == op]
+        assert d.missing == frozenset(), d
+        assert d.value == (1 << size) - 1  # each vnode's 1 << v counted once
+    # Every vnode is owned by exactly one live process at the end.
+    for v in range(size):
+        owners = [p for p, proc in net.processes.items() if v in proc.owned]
+        assert len(owners) == 1 and net.processes[owners[0]].state is State.ACTIVE, (v, owners)
+    for proc in net.processes.values():
+        assert proc.state in (State.ACTIVE, State.LEFT)
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(0, 2**32 - 1), nfounders=st.integers(2, 8), nops=st.integers(1, 20))
+def test_exactly_once_under_churn(seed: int, nfounders: int, nops: int) -> None:
+    _check(*_churn_run(seed, nfounders, nops))
+
+
+def test_a_churn_run_really_churns() -> None:
+    """The scenario generator does join, leave and migrate during collectives (so the
+    property test above is not vacuous)."""
+    states, moved, ops = Counter(), 0, 0
+    for seed in range(30):
+        net, bcasts, reduces, size = _churn_run(seed, 4, 10)
+        _check(net, bcasts, reduces, size)
+        states.update(p.state for p in net.processes.values())
+        moved += sum(
+            1
+            for p in net.processes.values()
+            for s in (p.table.owned.values() if p.table else ())
+            if s.epoch
+        )
+        ops += len(bcasts) + len(reduces)
+    assert states[State.LEFT] > 5 and len(states) == 2
+    assert moved > 20 and ops > 100

@@ -1,0 +1,369 @@
+"""The protocol core driven event by event (as h11's tests drive its state machine),
+plus its pure parts: node sets and tree rules."""
+
+from __future__ import annotations
+
+import math
+import random
+from operator import add
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from gridcoll.dynamic.nodesets import NodeSet
+from gridcoll.dynamic.protocol import (
+    HEADER_BYTES,
+    Bcast,
+    BcastRequested,
+    ChildUpdates,
+    Deliver,
+    Info,
+    InfoRequest,
+    JoinRequested,
+    LeaveRequested,
+    LocalProtocolError,
+    MigrateRequested,
+    Probe,
+    ProbeResult,
+    Process,
+    Received,
+    ReduceDone,
+    ReduceRequested,
+    Send,
+    SetTimer,
+    Start,
+    State,
+    TimerExpired,
+)
+from gridcoll.dynamic.static import Network, founders
+from gridcoll.dynamic.trees import (
+    Edge,
+    Summary,
+    bandwidth_better,
+    bandwidth_offer,
+    bandwidth_summary,
+    chained,
+    child_order,
+    choose_tree,
+    latency_better,
+    latency_summary,
+)
+
+# -- node sets ----------------------------------------------------------------------------
+small_sets = st.frozensets(st.integers(0, 200), max_size=60)
+
+
+@given(a=small_sets, b=small_sets)
+def test_nodeset_matches_python_sets(a: frozenset, b: frozenset) -> None:
+    na, nb = NodeSet.of(a), NodeSet.of(b)
+    assert set(na) == a and len(na) == len(a)
+    assert set(na | nb) == a | b
+    assert set(na & nb) == a & b
+    assert set(na - nb) == a - b
+    assert na.isdisjoint(nb) == a.isdisjoint(b)
+    assert all((v in na) == (v in a) for v in range(-1, 202))
+    assert NodeSet.decode(na.encode()) == na
+    assert na.nbytes == len(na.encode())
+
+
+def test_nodeset_is_compressed_and_canonical() -> None:
+    assert NodeSet.span(0, 1000).ranges == ((0, 1000),)
+    assert NodeSet.span(0, 1000).nbytes == 4  # count, gap, length (two bytes)
+    assert NodeSet.of([3, 1, 2, 7]) == NodeSet(((1, 4), (7, 8)))
+    assert NodeSet.span(0, 5) - NodeSet.of([2]) == NodeSet(((0, 2), (3, 5)))
+    with pytest.raises(ValueError):
+        NodeSet.decode(b"\x01\x00")  # truncated
+    with pytest.raises(ValueError):
+        NodeSet.of([-1])
+
+
+# -- tree rules ---------------------------------------------------------------------------
+LAN, WAN = 1e-4, 5e-3
+
+
+def test_latency_rule_n_prefers_a_lan_neighbour_with_a_similar_route() -> None:
+    # p hangs directly below a remote parent; a LAN neighbour also direct, noise makes
+    # its distance a bit larger: the paper's condition II refuses, rule N accepts.
+    kw = {"rtt_parent": WAN, "dist": WAN, "lan_rtt": LAN}
+    assert latency_better(rtt_cand=LAN, cand_dist=WAN * 1.04, cand_children=0, **kw)
+    # ... but not a neighbour whose route is chained through a third LAN.
+    assert not latency_better(rtt_cand=LAN, cand_dist=2 * WAN, cand_children=0, **kw)
+
+
+def test_latency_rule_s_takes_the_shorter_route_despite_a_longer_hop() -> None:
+    # p's parent is 4 ms away but 3 ms from the root; a root-LAN process is 5 ms away.
+    kw = {"rtt_parent": 4e-3, "dist": 7e-3, "lan_rtt": LAN}
+    assert latency_better(rtt_cand=5e-3, cand_dist=LAN, cand_children=0, **kw)
+    # A LAN reached directly is not split up for a few LAN hops.
+    kw = {"rtt_parent": LAN, "dist": 5e-3 + 4 * LAN, "lan_rtt": LAN}
+    assert not latency_better(rtt_cand=5e-3, cand_dist=0.0, cand_children=0, **kw)
+
+
+def test_latency_rule_p_is_the_papers_inside_a_lan_and_refuses_chaining() -> None:
+    kw = {"rtt_parent": 1.2 * LAN, "dist": WAN + 3 * LAN, "lan_rtt": LAN}
+    assert latency_better(rtt_cand=LAN, cand_dist=WAN + LAN, cand_children=3, **kw)
+    assert not latency_better(rtt_cand=1.3 * LAN, cand_dist=WAN + LAN, cand_children=3, **kw)
+    assert not latency_better(rtt_cand=LAN, cand_dist=WAN + 4 * LAN, cand_children=3, **kw)
+    # DAS-2: a direct 5 ms edge is not swapped for a 4 ms edge behind a 3 ms one.
+    kw = {"rtt_parent": 5e-3, "dist": 5e-3, "lan_rtt": LAN}
+    assert not latency_better(rtt_cand=4e-3, cand_dist=3e-3, cand_children=0, **kw)
+    # No parent yet: anything connected; an unconnected candidate never.
+    assert latency_better(
+        rtt_cand=WAN,
+        cand_dist=WAN,
+        cand_children=9,
+        rtt_parent=math.inf,
+        dist=math.inf,
+        lan_rtt=LAN,
+    )
+    assert not latency_better(
+        rtt_cand=LAN,
+        cand_dist=math.inf,
+        cand_children=0,
+        rtt_parent=math.inf,
+        dist=math.inf,
+        lan_rtt=LAN,
+    )
+
+
+def test_forwarding_overhead_counts() -> None:
+    kw = {"rtt_cand": LAN, "cand_dist": WAN, "rtt_parent": WAN, "dist": WAN, "lan_rtt": LAN}
+    assert latency_better(cand_children=10, overhead=0.0, **kw)
+    assert not latency_better(cand_children=10, overhead=1e-3, **kw)
+
+
+def test_chained_sees_property_one_broken_locally() -> None:
+    assert chained(rtt_parent=4e-3, dist=7e-3, lan_rtt=LAN)
+    assert not chained(rtt_parent=5e-3, dist=5e-3 + LAN, lan_rtt=LAN)
+    assert not chained(rtt_parent=LAN, dist=7e-3, lan_rtt=LAN)
+
+
+def test_bandwidth_rule() -> None:
+    assert bandwidth_offer(math.inf, 100.0, 1) == 100.0
+    assert bandwidth_offer(30.0, 100.0, 2) == 30.0
+    assert bandwidth_offer(80.0, 100.0, 4) == 25.0
+    assert bandwidth_better(106.0, 100.0) and not bandwidth_better(104.0, 100.0)
+    # a LAN neighbour below the same WAN bottleneck: same rate, taken (fewer branches)
+    assert bandwidth_better(97.0, 100.0, nearer=True)
+    assert not bandwidth_better(85.0, 100.0, nearer=True)
+    with pytest.raises(ValueError):
+        bandwidth_offer(1.0, 1.0, 0)
+
+
+def test_children_most_descendants_first() -> None:
+    assert child_order([4, 7, 9, 2], [0, 5, 5, 1]) == [7, 9, 2, 4]
+
+
+def test_model_picks_latency_tree_for_short_and_bandwidth_tree_for_long() -> None:
+    leaf = Summary()
+    # latency tree: a star of 8 over a 1e7 B/s link; bandwidth tree: a chain at 1e7.
+    star = latency_summary([Edge(WAN, 1e7, leaf)] * 8)
+    chain = bandwidth_summary([Edge(WAN, 1e7, Summary(7 * WAN / 2, 1e-7, 6))])
+    assert star.descendants == 8 and chain.descendants == 7
+    assert star.a == pytest.approx(WAN / 2) and star.b == pytest.approx(8e-7)
+    assert choose_tree(star, chain, 1) == "latency"
+    assert choose_tree(star, chain, 1 << 22) == "bandwidth"
+
+
+# -- the state machine, event by event ----------------------------------------------------
+def _founders(n: int, vnodes_each: int = 1, **kw) -> dict[int, Process]:
+    mapping = {p: range(p * vnodes_each, (p + 1) * vnodes_each) for p in range(n)}
+    return {p: Process(p, rng=random.Random(p), founder_vnodes=mapping, **kw) for p in range(n)}
+
+
+def _sends(actions, kind=None) -> list[Send]:
+    return [
+        a for a in actions if isinstance(a, Send) and (kind is None or isinstance(a.message, kind))
+    ]
+
+
+def _two_lans(p: int, q: int) -> tuple[float, float]:
+    return (LAN, 1e8) if p % 2 == q % 2 else (WAN, 1e6)
+
+
+def _converged(n: int, vnodes_each: int = 1, seed: int = 0, **kw) -> Network:
+    procs = _founders(n, vnodes_each, **kw)
+    net = Network(procs, _two_lans, random.Random(seed))
+    for p in procs:
+        net.feed(p, Start())
+    net.run()
+    return net
+
+
+def test_error_state_is_sticky_and_says_why() -> None:
+    p = Process(0, rng=random.Random(0))
+    assert p.state is State.IDLE
+    with pytest.raises(LocalProtocolError):
+        p.handle(BcastRequested("op", 0, 1))
+    assert p.state is State.ERROR and "IDLE" in p.error
+    with pytest.raises(LocalProtocolError, match="ERROR"):
+        p.handle(JoinRequested(1))
+
+
+def test_start_needs_a_founder_mapping() -> None:
+    p = Process(0, rng=random.Random(0))
+    with pytest.raises(LocalProtocolError, match="not a founder"):
+        p.handle(Start())
+    assert p.state is State.ERROR
+
+
+def test_probe_info_and_attach_step_by_step() -> None:
+    a, b = _founders(2).values()
+    out = a.handle(Start())
+    assert a.state is State.ACTIVE and a.owned == {0}
+    assert Probe(1) in out and _sends(out, InfoRequest)[0].dst == 1
+    b.handle(Start())
+    (reply,) = _sends(b.handle(Received(0, InfoRequest())), Info)
+    assert reply.dst == 0
+    own = {(p.kind, p.root): p for p in reply.message.positions}
+    assert own["latency", 1].dist == 0 and own["bandwidth", 1].est == math.inf
+    assert a.handle(ProbeResult(1, WAN, 1e6)) == []  # waits for the Info
+    out = a.handle(Received(1, reply.message))
+    assert a.parent("latency", 1) == 1 and a.parent("bandwidth", 1) == 1
+    (attach,) = _sends(out, ChildUpdates)
+    assert attach.dst == 1 and {i.kind for i in attach.message.items} == {"latency", "bandwidth"}
+    assert all(i.attach and i.reach == NodeSet.of([0]) for i in attach.message.items)
+    assert a.trees["latency", 1].dist == WAN
+    assert a.trees["bandwidth", 1].est == 1e6
+    b.handle(Received(0, attach.message))
+    assert set(b.trees["latency", 1].children) == {0}
+
+
+def test_broadcast_headers_partition_the_namespace() -> None:
+    net = _converged(6)
+    root = net.processes[0]
+    out = root.handle(BcastRequested("b", 0, 1000, payload="x"))
+    delivers = [a for a in out if isinstance(a, Deliver)]
+    assert delivers == [Deliver("b", frozenset({0}), "x")]
+    sends = _sends(out, Bcast)
+    seen = NodeSet.of([0])
+    for s in sends:
+        assert s.message.targets.isdisjoint(seen)
+        seen = seen | s.message.targets
+        assert s.nbytes == 1000 + HEADER_BYTES + s.message.targets.nbytes
+    assert seen == NodeSet.span(0, 6)
+    # Stable trees: everything goes along the tree (rules I and II), nothing p2p.
+    assert all(s.message.via_tree for s in sends)
+    net.apply(0, out)
+    net.run()
+    got = sorted(v for _, op, vs in net.delivered if op == "b" for v in vs)
+    assert got == [0, 1, 2, 3, 4, 5]
+
+
+def test_vnode_handed_over_while_a_broadcast_is_in_flight() -> None:
+    net = _converged(4, vnodes_each=2)
+    root = net.processes[0]
+    net.apply(0, root.handle(BcastRequested("b", 0, 8, kind="latency")))
+    # Before anything is delivered, process 3 gives vnode 7 to process 2.
+    out = net.processes[3].handle(MigrateRequested(frozenset({7, 99}), 2))
+    assert net.processes[3].owned == {6}  # 99 is not its own: ignored
+    net.apply(3, out)
+    net.run()
+    got = [(p, v) for p, op, vs in net.delivered if op == "b" for v in vs]
+    assert sorted(v for _, v in got) == list(range(8))
+    assert (2, 7) in got  # delivered by the new owner, once
+    assert net.processes[2].table.owned[7].delivered == frozenset({"b"})
+
+
+def test_reduction_counts_every_vnode_once() -> None:
+    net = _converged(5, vnodes_each=2)
+    values = {v: 1 << v for v in range(10)}
+    for p in net.processes:
+        net.feed(p, ReduceRequested("r", 3, values, add))
+    net.run()
+    assert [(p, d) for p, d in net.done] == [(1, ReduceDone("r", 1023, frozenset()))]
+
+
+def test_reduction_timeout_then_late_data() -> None:
+    net = _converged(4)
+    values = {v: 10 + v for v in range(4)}
+    for p in (0, 1, 2):
+        out = net.processes[p].handle(ReduceRequested("r", 0, values, add))
+        assert SetTimer(("reduce", "r"), net.processes[p].timeout()) in out
+        net.apply(p, out)
+    while net.busy():
+        net.step()
+    for p in (1, 2):  # their timeouts pass: they forward what they have
+        net.feed(p, TimerExpired(("reduce", "r")))
+    while net.busy():
+        net.step()
+    assert net.done == []  # process 3's data is still missing
+    net.feed(3, ReduceRequested("r", 0, values, add))  # late: forwarded as it arrives
+    net.run()
+    assert [d for _, d in net.done] == [ReduceDone("r", 10 + 11 + 12 + 13, frozenset())]
+
+
+def test_root_gives_up_and_names_the_missing_vnodes() -> None:
+    net = _converged(4, give_up_factor=3.0)
+    values = {v: v for v in range(4)}
+    for p in (0, 1, 2):
+        net.feed(p, ReduceRequested("r", 1, values, add))
+    net.run()  # process 3 never calls
+    assert [d for _, d in net.done] == [ReduceDone("r", 0 + 1 + 2, frozenset({3}))]
+
+
+def test_join_receives_vnodes_and_broadcasts_reach_it() -> None:
+    net = _converged(3, vnodes_each=4)
+    net.processes[9] = joiner = Process(9, rng=random.Random(9))
+    net.feed(9, JoinRequested(contact=1))
+    assert joiner.state is State.JOINING
+    net.run()
+    assert joiner.state is State.ACTIVE and joiner.owned == {6, 7}
+    assert net.processes[1].owned == {4, 5}
+    assert all(9 in p.members for p in net.processes.values())
+    assert joiner.parent("latency", 0) is not None  # it found parents in every tree
+    net.feed(0, BcastRequested("b", 0, 1))
+    net.run()
+    assert sorted((p, v) for p, op, vs in net.delivered for v in vs if v in (6, 7)) == [
+        (9, 6),
+        (9, 7),
+    ]
+
+
+def test_leave_gives_vnodes_away_and_ends_left() -> None:
+    net = _converged(4, vnodes_each=2)
+    net.feed(2, LeaveRequested(heir=3))
+    assert net.processes[2].state is State.LEAVING and net.processes[2].owned == frozenset()
+    net.run()
+    assert net.processes[2].state is State.LEFT
+    assert net.processes[3].owned == {4, 5, 6, 7}
+    for p in (0, 1, 3):
+        assert 2 not in net.processes[p].members and 2 in net.processes[p].departed
+        assert all(t.parent != 2 for t in net.processes[p].trees.values())
+    net.feed(0, BcastRequested("b", 0, 1))
+    net.run()
+    assert sorted(v for p, op, vs in net.delivered for v in vs) == list(range(8))
+    with pytest.raises(LocalProtocolError):
+        net.processes[2].handle(BcastRequested("c", 4, 1))
+
+
+def test_the_last_member_cannot_leave() -> None:
+    net = _converged(1)
+    with pytest.raises(LocalProtocolError, match="last member"):
+        net.feed(0, LeaveRequested())
+    assert net.processes[0].state is State.ERROR
+
+
+def test_founders_helper_gives_one_vnode_each() -> None:
+    procs = founders(3, seed=1)
+    for p in procs.values():
+        p.handle(Start())
+    assert [sorted(p.owned) for p in procs.values()] == [[0], [1], [2]]
+
+
+def test_stable_trees_report_reach_sets_and_the_model_picks_a_tree() -> None:
+    net = _converged(8)
+    root = net.processes[0]
+    for kind in ("latency", "bandwidth"):
+        tree = root.trees[kind, 0]
+        reach = NodeSet()
+        for child in tree.children.values():
+            assert reach.isdisjoint(child.reach)
+            reach = reach | child.reach
+        assert reach == NodeSet.span(1, 8)
+        assert sum(1 + c.summary.descendants for c in tree.children.values()) == 7
+    assert root.choose_kind(1) == "latency"
+    # a forced tree is honoured
+    out = root.handle(BcastRequested("b", 0, 1, kind="bandwidth"))
+    assert {s.message.kind for s in _sends(out, Bcast)} == {"bandwidth"}
