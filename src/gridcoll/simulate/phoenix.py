@@ -96,6 +96,8 @@ class OpResult:
     """Deliveries beyond the first to a vnode."""
     value: Any = None
     """A reduction's result."""
+    arrival_s: Mapping[int, float] = field(default_factory=dict, repr=False)
+    """A broadcast's first delivery time at each vnode that got it."""
 
     @property
     def time_s(self) -> float | None:
@@ -149,6 +151,7 @@ class _Op:
     start_s: float
     end_s: float | None = None
     counts: Counter = field(default_factory=Counter)
+    first: dict = field(default_factory=dict)  # vnode -> first delivery time
     value: Any = None
     missing: frozenset = frozenset()
     on_done: Callable[[OpResult], None] | None = None
@@ -330,6 +333,8 @@ class PhoenixSim:
     def _deliver(self, at: float, action: Any) -> None:
         op = self._op(action.op_id)
         op.counts.update(action.vnodes)
+        for v in action.vnodes:
+            op.first.setdefault(v, at)
         if op.end_s is None and op.kind == "bcast" and self.vnodes <= op.counts.keys():
             op.end_s = at
             if op.on_done is not None:
@@ -364,7 +369,16 @@ class PhoenixSim:
             delivered = len(self.vnodes) - lost
             dup = 0
         return OpResult(
-            op.op_id, op.kind, op.nbytes, op.start_s, op.end_s, delivered, lost, dup, op.value
+            op.op_id,
+            op.kind,
+            op.nbytes,
+            op.start_s,
+            op.end_s,
+            delivered,
+            lost,
+            dup,
+            op.value,
+            dict(op.first),
         )
 
     # -- requests ----------------------------------------------------------------------
