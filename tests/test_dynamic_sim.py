@@ -88,27 +88,34 @@ def test_fair_grids_are_refused():
 
 # -- the driver with a scripted process ----------------------------------------------------
 class _Scripted:
-    """Founder 0 probes 1 and sets a timer; a broadcast request sends one message to
-    process 1, which delivers it; every event is logged."""
+    """On Start, founder 0 probes 1 and sets a timer twice (the second replaces the
+    first); a broadcast request sends one message to process 1, which delivers it;
+    every event is logged."""
 
     log: ClassVar[list] = []
+    clock: ClassVar[list] = []  # [the simulation], to time the events
 
     def __init__(self, pid, *, rng, extra_probes, founder_vnodes):
-        self.pid, self.vnodes, self.error = pid, frozenset(founder_vnodes), None
-
-    def start(self):
-        return [protocol.Probe(1, 128 * 1024), protocol.SetTimer("t", 0.5)] if self.pid == 0 else []
+        self.pid, self.error, self.sim = pid, None, _Scripted.clock[0]
+        self.owned = frozenset(founder_vnodes[pid])
 
     def handle(self, event):
         _Scripted.log.append((self.pid, event))
+        if isinstance(event, protocol.TimerExpired):
+            _Scripted.clock.append(self.sim.env.now)
+        if isinstance(event, protocol.Start):
+            if self.pid:
+                return []
+            timers = [protocol.SetTimer("t", 5.0), protocol.SetTimer("t", 0.5)]
+            return [protocol.Probe(1, 128 * 1024), *timers]
         if isinstance(event, protocol.BcastRequested):
             msg = ("bcast", event.op_id)
             return [
-                protocol.Deliver(event.op_id, self.vnodes, None),
+                protocol.Deliver(event.op_id, self.owned, None),
                 protocol.Send(1, msg, event.nbytes),
             ]
         if isinstance(event, protocol.Received):
-            return [protocol.Deliver(event.message[1], self.vnodes, None)]
+            return [protocol.Deliver(event.message[1], self.owned, None)]
         return []
 
 
@@ -117,17 +124,20 @@ def test_driver_times_sends_probes_and_timers_on_the_link_model():
 
     grid = get_grid("das2-spread:2,2")
     _Scripted.log = []
-    sim = PhoenixSim(grid, factory=_Scripted)
+    sim = PhoenixSim.__new__(PhoenixSim)
+    _Scripted.clock[:] = [sim]
+    sim.__init__(grid, factory=_Scripted)
     sim.settle(10.0)
     ((_, probe),) = [(p, e) for p, e in _Scripted.log if isinstance(e, protocol.ProbeResult)]
     rtt = grid.plogp(0, 1).g(1) + grid.plogp(0, 1).L + grid.plogp(1, 0).g(1) + grid.plogp(1, 0).L
     r = grid.plogp(1, 0).g(128 * 1024) + grid.plogp(1, 0).L
     assert probe.peer == 1 and abs(probe.rtt_s / rtt - 1) <= PROBE_JITTER + 1e-9
     assert abs(probe.bw_Bps / (128 * 1024 / r) - 1) <= PROBE_JITTER + 1e-9
-    sim.run()  # the timer
+    sim.run()  # the timer, once, at 0.5 s
     assert [(p, e.timer) for p, e in _Scripted.log if isinstance(e, protocol.TimerExpired)] == [
         (0, "t")
     ]
+    assert _Scripted.clock[1:] == [pytest.approx(0.5)]
     t0 = sim.env.now
     m = 1 << 20
     sim.bcast(t0, 0, m)
@@ -147,9 +157,9 @@ def test_every_vnode_gets_every_broadcast_once_while_half_leave_and_rejoin():
     t = sim.settle(60.0)
     for k in range(12):  # a broadcast every 20 ms from vnode 0, across the changes
         sim.bcast(t + 0.02 * k, 0, 4096)
-    for pid in (1, 5, 9):
+    for pid in (1, 5, 9):  # leave, and come back as new processes on their ranks
         sim.leave(t + 0.05, pid)
-        sim.join(t + 0.15, pid, 0)
+        assert sim.join(t + 0.15, pid, 0) >= 12
     sim.run(t + 60.0)
     run = sim.result()
     assert run.errors == ()

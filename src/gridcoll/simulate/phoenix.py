@@ -23,18 +23,24 @@ wide-area links, cut-through FIFO, P-LogP costs):
   latency included as in :mod:`gridcoll.algorithms.phoenix`); each measurement gets a
   seeded relative noise of up to :data:`PROBE_JITTER`, and ``ProbeResult`` is fed to
   the prober when the download arrives. Probes take the links' time but no CPU.
+  A later ``SetTimer`` with the same key replaces the earlier (the core's rule 1); a
+  probe of a process that is gone measures ``rtt = inf``.
+* **Processes and ranks.** A process runs on a rank of the grid (a machine); founders
+  ``0 .. n-1`` on ranks ``0 .. n-1``, given the whole vnode mapping and fed ``Start``.
+  Ids are never reused (the core's rule 2): a machine that comes back joins as a new
+  process on its old rank. Two processes of one rank talk without the wire.
 * **Requests.** Joins, leaves, broadcasts and reductions happen at given times
   (:meth:`PhoenixSim.join`, :meth:`~PhoenixSim.leave`, :meth:`~PhoenixSim.bcast`,
-  :meth:`~PhoenixSim.reduce`); a broadcast's request goes to the process holding its
-  root vnode, a reduction's to every process with the values of the vnodes it holds.
+  :meth:`~PhoenixSim.reduce`); a broadcast's request goes to the process owning its
+  root vnode then (``Process.owned``), a reduction's to every active process.
 * **The checker.** Every ``Deliver(op_id, vnodes, payload)`` is counted per
   ``(op, vnode)``. A broadcast is complete when every vnode of the namespace has it;
   ``lost`` counts the vnodes without it when the run ends, ``duplicated`` the
   deliveries beyond the first. A reduction is complete at its ``ReduceDone``.
 
-Rules: time never goes backwards (the engine refuses it); a process whose ``error``
-is set after a handling is recorded (``PhoenixRun.errors``) and gets no more events;
-nothing is dropped silently.
+Rules: time never goes backwards (the engine refuses it); a process whose ``handle``
+raises (the core then sits in ERROR, rule 4) is recorded in ``PhoenixRun.errors`` with
+its reason and gets no more events; nothing is dropped silently.
 
 References
 ----------
@@ -45,6 +51,7 @@ nodes, broadcast and reduction) and V (the experiments this driver runs).
 
 from __future__ import annotations
 
+import math
 import random
 from collections import Counter, deque
 from collections.abc import Callable, Mapping
@@ -73,7 +80,8 @@ PROBE_JITTER = 0.02
 never measure twice the same, and exact ties would freeze the trees' choices."""
 
 ProcessFactory = Callable[..., Any]
-"""``factory(pid, *, rng, extra_probes, founder_vnodes) -> Process``."""
+"""``factory(pid, *, rng, extra_probes, founder_vnodes) -> Process``; founders get the
+mapping ``{pid: vnodes}``, joiners None."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,9 +141,10 @@ class PhoenixRun:
 
 @dataclass(slots=True)
 class _Proc:
-    """The driver's side of one process: its CPU and its queue of pending events."""
+    """The driver's side of one process: its rank, CPU and queue of pending events."""
 
     pid: int
+    rank: int
     core: Any
     cpu: float = 0.0
     inbox: deque = field(default_factory=deque)  # (ready at, event, receive overhead)
@@ -176,9 +185,11 @@ class PhoenixSim:
     grid : Grid
         One rank per process; its links must be FIFO.
     founders : int, optional
-        Processes ``0 .. founders-1`` start as members, founder ``i`` holding vnode
-        ``i`` (seed 004, sec. V: "one virtual node was mapped to each processor");
-        default every rank. The others exist only once they join.
+        Processes ``0 .. founders-1`` start as members on ranks ``0 .. founders-1``,
+        founder ``i`` holding vnode ``i`` (seed 004, sec. V: "one virtual node was
+        mapped to each processor"); default every rank. Each is given the whole mapping
+        and fed ``Start``. Process ids are never reused: a process that joins later
+        gets the next id, on the rank :meth:`join` names.
     seed : int
         Seeds every process's ``random.Random`` and the probes' noise.
     extra_probes : int
@@ -208,29 +219,25 @@ class PhoenixSim:
         self.noise = random.Random(f"probe-noise-{seed}")
         self.vnodes = frozenset(range(n))
         """The namespace: every broadcast must reach each of these once."""
-        self.owner: dict[int, int] = {v: v for v in range(n)}
-        """vnode -> process, as far as the driver knows (founders, then joins/leaves
-        told by the core's state when it says; see :meth:`_holder`)."""
         self.procs: dict[int, _Proc] = {}
+        self.next_pid = n
+        self.timers: dict[tuple[int, Any], object] = {}  # (pid, timer) -> live token
         self.ops: list[_Op] = []
         self.errors: list[str] = []
         self.nprobes = 0
         self.nsent = 0
         self.probes_out = 0
         self.inflight = 0
+        mapping = {pid: (pid,) for pid in range(n)}
         for pid in range(n):
-            self._spawn(pid, frozenset({pid}))
+            proc = self._spawn(pid, pid, mapping)
+            self._feed(proc, 0.0, _p.Start(), 0.0)
 
     # -- processes ---------------------------------------------------------------------
-    def _spawn(self, pid: int, founder_vnodes: frozenset[int]) -> _Proc:
+    def _spawn(self, pid: int, rank: int, founders: Mapping | None) -> _Proc:
         rng = random.Random(f"process-{self.seed}-{pid}")
-        core = self.factory(
-            pid, rng=rng, extra_probes=self.extra_probes, founder_vnodes=founder_vnodes
-        )
-        proc = self.procs[pid] = _Proc(pid, core, cpu=self.env.now)
-        start = getattr(core, "start", None)
-        if callable(start):  # a core that acts before its first event (starts probing)
-            self._at(self.env.now, lambda: self._run_actions(proc, start()))
+        core = self.factory(pid, rng=rng, extra_probes=self.extra_probes, founder_vnodes=founders)
+        proc = self.procs[pid] = _Proc(pid, rank, core, cpu=self.env.now)
         return proc
 
     def _feed(self, proc: _Proc, ready: float, event: Any, overhead: float) -> None:
@@ -250,17 +257,15 @@ class PhoenixSim:
         proc.scheduled = False
         _, event, _ = proc.inbox.popleft()
         proc.cpu = self.env.now
-        self._run_actions(proc, proc.core.handle(event))
-
-    def _run_actions(self, proc: _Proc, actions: Any) -> None:
-        proc.cpu = max(proc.cpu, self.env.now)
+        try:
+            actions = proc.core.handle(event)
+        except Exception as err:  # the core is in ERROR and says why (rule 4)
+            proc.failed = True
+            why = getattr(proc.core, "error", None) or f"{type(err).__name__}: {err}"
+            self.errors.append(f"{proc.pid}: {why}")
+            return
         for action in actions:
             self._act(proc, action)
-        error = getattr(proc.core, "error", None)
-        if error is not None:
-            proc.failed = True
-            self.errors.append(f"{proc.pid}: {error}")
-            return
         self._wake(proc)
 
     def _act(self, proc: _Proc, action: Any) -> None:
@@ -269,12 +274,11 @@ class PhoenixSim:
             self._send(proc, action.dst, action.message, action.nbytes)
         elif kind is _p.Deliver:
             self._deliver(proc.cpu, action)
-        elif kind is _p.SetTimer:
-            timer = action.timer
+        elif kind is _p.SetTimer:  # a later SetTimer with the same key replaces it
+            key = (proc.pid, action.timer)
+            token = self.timers[key] = object()
             timeout = Timeout(self.env, max(0.0, proc.cpu - self.env.now) + action.delay_s)
-            timeout.callbacks.append(
-                lambda _e: self._feed(proc, self.env.now, _p.TimerExpired(timer), 0.0)
-            )
+            timeout.callbacks.append(lambda _e: self._expire(proc, key, token))
         elif kind is _p.Probe:
             self._probe(proc, action.peer, action.nbytes or PROBE_BYTES)
         elif kind is _p.ReduceDone:
@@ -282,40 +286,55 @@ class PhoenixSim:
         else:
             raise TypeError(f"process {proc.pid} returned {action!r}, not an action")
 
+    def _expire(self, proc: _Proc, key: tuple, token: object) -> None:
+        if self.timers.get(key) is token:
+            del self.timers[key]
+            self._feed(proc, self.env.now, _p.TimerExpired(key[1]), 0.0)
+
     # -- messages and probes -----------------------------------------------------------
     def _send(self, proc: _Proc, dst: int, message: Any, nbytes: int) -> None:
-        src = proc.pid
-        if dst == src:  # to itself: no wire, no overhead
-            self._feed(proc, proc.cpu, _p.Received(src, message), 0.0)
-            return
-        os_, or_ = self.links.overheads(src, dst, nbytes)
-        self.inflight += 1
+        target = self.procs.get(dst)
+        if target is None:
+            raise RuntimeError(f"process {proc.pid} sent to process {dst!r}, which never existed")
         self.nsent += 1
-        self.links.send(src, dst, nbytes, proc.cpu, self._arrived, (message, or_))
+        if target.rank == proc.rank:  # same machine (itself, or its successor): no wire
+            self._feed(target, proc.cpu, _p.Received(proc.pid, message), 0.0)
+            return
+        os_, or_ = self.links.overheads(proc.rank, target.rank, nbytes)
+        self.inflight += 1
+        payload = (proc.pid, target, message, or_)
+        self.links.send(proc.rank, target.rank, nbytes, proc.cpu, self._arrived, payload)
         proc.cpu += os_
 
     def _arrived(self, transfer: Transfer) -> None:
         self.inflight -= 1
-        message, or_ = transfer.payload
-        dst = self.procs.get(transfer.dst)
-        if dst is None:
-            raise RuntimeError(
-                f"process {transfer.src} sent to process {transfer.dst}, which never existed"
-            )
-        self._feed(dst, self.env.now, _p.Received(transfer.src, message), or_)
+        src, target, message, or_ = transfer.payload
+        self._feed(target, self.env.now, _p.Received(src, message), or_)
 
-    def _probe(self, proc: _Proc, peer: int, nbytes: int) -> None:
-        """A 1-byte ping-pong, then an ``nbytes`` download (module docstring)."""
+    def _reachable(self, pid: int) -> _Proc | None:
+        proc = self.procs.get(pid)
+        if proc is None or proc.failed or _state(proc.core) in ("LEFT", "ERROR", "IDLE"):
+            return None
+        return proc
+
+    def _probe(self, proc: _Proc, peer_pid: int, nbytes: int) -> None:
+        """A 1-byte ping-pong, then an ``nbytes`` download (module docstring); an
+        unreachable peer (gone, or never there) measures ``rtt = inf``."""
         self.nprobes += 1
+        target = self._reachable(peer_pid)
+        if target is None or target.rank == proc.rank:
+            rtt, bw = (math.inf, 0.0) if target is None else (1e-6, math.inf)
+            self._feed(proc, proc.cpu, _p.ProbeResult(peer_pid, rtt, bw), 0.0)
+            return
         self.probes_out += 1
         start = proc.cpu
-        p = proc.pid
+        p, peer = proc.rank, target.rank
 
         def download_done(t: Transfer) -> None:
             self.probes_out -= 1
             rtt = t.payload * self._jitter()
             bw = nbytes / (t.arrival_s - t.start_s) * self._jitter()
-            self._feed(proc, self.env.now, _p.ProbeResult(peer, rtt, bw), 0.0)
+            self._feed(proc, self.env.now, _p.ProbeResult(peer_pid, rtt, bw), 0.0)
 
         def pong_done(t: Transfer) -> None:
             rtt = self.env.now - start
@@ -386,13 +405,17 @@ class PhoenixSim:
         self.env.schedule_at(max(at, self.env.now), _Call(fn), NORMAL)
 
     def _holder(self, vnode: int) -> _Proc:
-        """The process holding ``vnode`` now: asked of the cores (``state.vnodes`` when
-        they expose it), else the driver's last known mapping."""
+        """The process that owns ``vnode`` now (``Process.owned``).
+
+        Raises
+        ------
+        RuntimeError
+            If no live process owns it (a vnode lost: the checker's business too).
+        """
         for proc in self.procs.values():
-            held = _held(proc.core)
-            if held is not None and vnode in held:
+            if not proc.failed and vnode in getattr(proc.core, "owned", ()):
                 return proc
-        return self.procs[self.owner[vnode]]
+        raise RuntimeError(f"no process owns vnode {vnode!r} at t={self.env.now!r}")
 
     def bcast(
         self,
@@ -426,7 +449,8 @@ class PhoenixSim:
         on_done: Callable[[OpResult], None] | None = None,
     ) -> int:
         """Request a reduction of ``values`` (vnode -> value) to vnode ``root`` at
-        ``at``: every process gets the values of the vnodes it holds then."""
+        ``at``: every active process is given the whole mapping and counts the vnodes it
+        owns (``nbytes`` is recorded; the core sizes its own messages)."""
         if root not in self.vnodes:
             raise ParameterError(f"root vnode {root!r} is not one of the {len(self.vnodes)}")
         op_id = len(self.ops)
@@ -434,44 +458,47 @@ class PhoenixSim:
 
         def request() -> None:
             self.ops[op_id].start_s = self.env.now
+            event = _p.ReduceRequested(op_id, root, dict(values), op)
             for proc in list(self.procs.values()):
-                held = _held(proc.core)
-                if held is None:
-                    held = {v for v, pid in self.owner.items() if pid == proc.pid}
-                mine = {v: values[v] for v in held if v in values}
-                if mine or proc.pid == self._holder(root).pid:
-                    event = _p.ReduceRequested(op_id, root, mine, op)
+                if not proc.failed and _state(proc.core) in ("ACTIVE", None):
                     self._feed(proc, self.env.now, event, 0.0)
 
         self._at(at, request)
         return op_id
 
-    def leave(self, at: float, pid: int) -> None:
-        """Process ``pid`` is asked to leave at ``at`` (it gives its vnodes away)."""
-        self._at(at, lambda: self._feed(self.procs[pid], self.env.now, _p.LeaveRequested(), 0.0))
+    def leave(self, at: float, pid: int, heir: int | None = None) -> None:
+        """Process ``pid`` is asked at ``at`` to leave, giving its vnodes to ``heir``
+        (None: the process picks one)."""
+        if pid not in self.procs:
+            raise ParameterError(f"no process {pid!r} to leave")
+        event = _p.LeaveRequested(heir)
+        self._at(at, lambda: self._feed(self.procs[pid], self.env.now, event, 0.0))
 
-    def join(self, at: float, pid: int, contact: int) -> None:
-        """Process ``pid`` joins at ``at`` by contacting process ``contact``: a new
-        process, or one that left (the same object, which may take its vnodes back)."""
-        if not 0 <= pid < self.grid.nranks:
-            raise ParameterError(f"pid {pid!r} is not a rank of grid {self.grid.name!r}")
-
-        def request() -> None:
-            proc = self.procs.get(pid)
-            if proc is None:
-                proc = self._spawn(pid, frozenset())
-            self._feed(proc, self.env.now, _p.JoinRequested(contact), 0.0)
-
-        self._at(at, request)
+    def join(self, at: float, rank: int, contact: int) -> int:
+        """A new process joins at ``at`` on ``rank`` by contacting process ``contact``;
+        returns its id (the next one: ids are never reused)."""
+        if not 0 <= rank < self.grid.nranks:
+            raise ParameterError(f"{rank!r} is not a rank of grid {self.grid.name!r}")
+        pid = self.next_pid
+        self.next_pid += 1
+        proc = self._spawn(pid, rank, None)
+        event = _p.JoinRequested(contact)
+        self._at(at, lambda: self._feed(proc, self.env.now, event, 0.0))
+        return pid
 
     # -- running -----------------------------------------------------------------------
     def quiet(self) -> bool:
-        """No message or probe in flight and no event waiting to be handled."""
-        return (
-            not self.inflight
-            and not self.probes_out
-            and not any(p.inbox for p in self.procs.values() if not p.failed)
-        )
+        """No message or probe in flight, no event waiting to be handled, and no
+        process with probes left to make (``Process.probing()``)."""
+        if self.inflight or self.probes_out:
+            return False
+        for p in self.procs.values():
+            if p.failed:
+                continue
+            probing = getattr(p.core, "probing", None)
+            if p.inbox or (callable(probing) and probing()):
+                return False
+        return True
 
     def settle(self, limit_s: float) -> float:
         """Run until :meth:`quiet` (the trees stable: probing done) or ``limit_s``;
@@ -499,10 +526,7 @@ class PhoenixSim:
         )
 
 
-def _held(core: Any) -> frozenset[int] | None:
-    """The vnodes a core says it holds (``core.state.vnodes`` or ``core.vnodes``)."""
-    for holder in (getattr(core, "state", None), core):
-        vnodes = getattr(holder, "vnodes", None)
-        if vnodes is not None and not callable(vnodes):
-            return frozenset(vnodes)
-    return None
+def _state(core: Any) -> str | None:
+    """The name of a core's ``state`` (``"ACTIVE"``...), None if it has none."""
+    state = getattr(core, "state", None)
+    return getattr(state, "name", None)
