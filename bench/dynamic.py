@@ -24,7 +24,7 @@ KiB, MiB = 1024, 1024 * 1024
 QUICK = {
     "latency": ("das2-spread:24,3", {}),
     "bandwidth": ("das2-spread:24,4", {"sizes": (32 * KiB, 4 * MiB)}),
-    "reduction": ("das2-spread:24,3", {"sizes": (8, 64 * KiB)}),
+    "reduction": ("das2-spread:24,3", {}),
     "transition": (
         "das2-spread:24,4",
         {"nbytes": 256 * KiB, "leave_s": 3.0, "rejoin_s": 6.0, "until_s": 9.0},
