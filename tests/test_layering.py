@@ -24,6 +24,7 @@ LAYERS = (
     "memo",
     "network",
     "schedule",
+    "dynamic",
     "algorithms",
     "models",
     "simulate",
