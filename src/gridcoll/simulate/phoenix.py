@@ -20,9 +20,11 @@ wide-area links, cut-through FIFO, P-LogP costs):
   links, a 1-byte ping and its 1-byte pong (``RTT``: from the ping's start to the
   pong's arrival) and then an ``nbytes`` download from the peer (default
   :data:`PROBE_BYTES`, 128 KiB as sec. IV-A; ``bw = nbytes / its transfer time``,
-  latency included as in :mod:`gridcoll.algorithms.phoenix`); each measurement gets a
-  seeded relative noise of up to :data:`PROBE_JITTER`, and ``ProbeResult`` is fed to
-  the prober when the download arrives. Probes take the links' time but no CPU.
+  latency included as in :mod:`gridcoll.algorithms.phoenix`); by default the values
+  reported are the unloaded model's (``measure="model"``, see :class:`PhoenixSim`),
+  each with a seeded relative noise of up to :data:`PROBE_JITTER`, and
+  ``ProbeResult`` is fed to the prober when the download arrives. Probes take the
+  links' time but no CPU.
   A later ``SetTimer`` with the same key replaces the earlier (the core's rule 1); a
   probe of a process that is gone measures ``rtt = inf``.
 * **Processes and ranks.** A process runs on a rank of the grid (a machine); founders
@@ -196,6 +198,14 @@ class PhoenixSim:
         The paper's extra probes per tree (sec. IV-A: 10).
     factory : callable, optional
         Builds a process; default :class:`gridcoll.dynamic.protocol.Process`.
+    measure : {"model", "links"}
+        What a probe measures. A probe always takes its messages' time on the links
+        (its result arrives when the download does). ``"model"`` (default) returns the
+        unloaded network's values, ``RTT = r_pq(1) + r_qp(1)`` and ``bw = nbytes /
+        r_qp(nbytes)`` (as :mod:`gridcoll.algorithms.phoenix`): on FIFO links a 1-byte
+        ping queued behind another probe's 128 KiB download would otherwise measure
+        that download (hundreds of ms on a DAS link), which packet-level sharing
+        does not do. ``"links"`` returns the times the probe's own messages took.
     """
 
     def __init__(
@@ -206,10 +216,14 @@ class PhoenixSim:
         seed: int = 0,
         extra_probes: int = 10,
         factory: ProcessFactory | None = None,
+        measure: str = "model",
     ):
         n = grid.nranks if founders is None else founders
         if not 1 <= n <= grid.nranks:
             raise ParameterError(f"founders must be in 1..{grid.nranks}, got {founders!r}")
+        if measure not in ("model", "links"):
+            raise ParameterError(f"measure must be 'model' or 'links', got {measure!r}")
+        self.measure = measure
         self.grid = grid
         self.env = Environment()
         self.links = LinkModel(grid, self.env)
@@ -332,9 +346,14 @@ class PhoenixSim:
 
         def download_done(t: Transfer) -> None:
             self.probes_out -= 1
-            rtt = t.payload * self._jitter()
-            bw = nbytes / (t.arrival_s - t.start_s) * self._jitter()
-            self._feed(proc, self.env.now, _p.ProbeResult(peer_pid, rtt, bw), 0.0)
+            if self.measure == "links":
+                rtt, took = t.payload, t.arrival_s - t.start_s
+            else:  # what the model gives an unloaded network
+                there, back = self.grid.plogp(p, peer), self.grid.plogp(peer, p)
+                rtt = there.L + there.g(1) + back.L + back.g(1)
+                took = back.L + back.g(nbytes)
+            result = _p.ProbeResult(peer_pid, rtt * self._jitter(), nbytes / took * self._jitter())
+            self._feed(proc, self.env.now, result, 0.0)
 
         def pong_done(t: Transfer) -> None:
             rtt = self.env.now - start
