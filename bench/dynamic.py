@@ -6,7 +6,7 @@ reduction on ``:128,3``, fig. 9 transition on ``:160,4``) and writes each experi
 whole result as a row, with the headline figures against issue 14's goals in the
 summary: latency within 1.3x MagPIe-like, bandwidth at least 95% of List, recovery at
 most 2 s, zero lost and duplicated deliveries. ``--quick``: 24-process grids, two
-sizes, a 256 KiB transition with changes at 3 s and 6 s.
+sizes, a 64 KiB transition with changes at 40 s and 60 s.
 
 Run: ``python bench/dynamic.py [--quick] [--out bench/results/dynamic.json]``.
 """
@@ -27,7 +27,7 @@ QUICK = {
     "reduction": ("das2-spread:24,3", {}),
     "transition": (
         "das2-spread:24,4",
-        {"nbytes": 256 * KiB, "leave_s": 3.0, "rejoin_s": 6.0, "until_s": 9.0},
+        {"nbytes": 64 * KiB, "leave_s": 40.0, "rejoin_s": 60.0, "until_s": 80.0},
     ),
 }
 """The CI-sized cases: (grid, keyword arguments) per experiment."""
