@@ -170,6 +170,8 @@ def _headline(result: dict) -> str:
     if exp == "bandwidth":
         return f"ours / List at the largest size: {result['ratio_to_list']:.3f} (goal >= 0.95)"
     rec = ", ".join("never" if r is None else f"{r:.2f} s" for r in result["recovery_s"])
+    if result["stable_s"] is None:
+        return f"no stable time: {result['note']}"
     return (
         f"stable {result['stable_s']:.3f} s; recovery after leave, rejoin: {rec} (goal <= 2 s); "
         f"delivered {result['delivered']}, lost {result['lost']}, duplicated "

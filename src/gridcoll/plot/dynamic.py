@@ -89,7 +89,7 @@ def plot_dynamic(result: dict, path: str | Path) -> Path:
             at = result["changes_s"][label]
             ax.axvline(at, color="grey", ls=":")
             ax.annotate(label, (at, 1), xycoords=("data", "axes fraction"), va="top")
-        if result["stable_s"] == result["stable_s"]:  # not NaN
+        if result["stable_s"] is not None:
             ax.axhline(result["stable_s"], color="grey", lw=0.8, ls="--", label="stable")
         ax.set_ylim(bottom=0)
         ax.set_xlabel("wall time at the broadcast's start (s)")

@@ -341,8 +341,17 @@ def transition(
     # Stable: the broadcasts of the second half before the leave (the first ones run
     # while the trees are still being built, as in fig. 9's first 11 s).
     before = sorted(op.time_s for op in ops if leave_s / 2 <= op.start_s and op.end_s <= leave_s)
-    stable = before[len(before) // 2] if before else float("nan")
-    recovery = recovery_times(ops, [leave_s, rejoin_s], stable)
+    stable = before[len(before) // 2] if before else None
+    recovery = (
+        recovery_times(ops, [leave_s, rejoin_s], stable) if stable is not None else [None, None]
+    )
+    note = None
+    if stable is None:
+        note = (
+            "no broadcast started after leave/2 and ended before the leave: the trees were "
+            "still being built, or one broadcast outlasts the window; move the changes "
+            "later or the size down (--times, --size)"
+        )
     return {
         "experiment": "transition",
         "grid": grid.name,
@@ -354,6 +363,7 @@ def transition(
             {"start_s": op.start_s, "end_s": op.end_s, "time_s": op.time_s} for op in run.ops
         ],
         "stable_s": stable,
+        "note": note,
         "recovery_s": recovery,
         "delivered": run.delivered,
         "lost": run.lost,
