@@ -235,3 +235,17 @@ def test_cli_refuses_misplaced_options(capsys):
 
     assert main(["dynamic", "--experiment", "latency", "--times", "1,2,3"]) == 2
     assert "--times" in capsys.readouterr().err
+
+
+def test_recovery_is_measured_to_the_first_broadcast_back_to_stable():
+    from gridcoll.simulate.phoenix import OpResult
+    from gridcoll.simulate.phoenix_experiments import recovery_times
+
+    def op(start, took):
+        return OpResult(0, "bcast", 1, start, start + took, 1, 0, 0)
+
+    # stable 1 s; the leave at 10 slows two broadcasts; the one across the rejoin at 20
+    # is the rejoin's business; after the rejoin it never settles
+    ops = [op(8, 1), op(9, 1), op(10, 3), op(13, 2), op(15, 1), op(16, 1.05), op(19.5, 4)]
+    ops += [op(23.5, 3), op(26.5, 3)]
+    assert recovery_times(ops, [10.0, 20.0], 1.0) == [pytest.approx(5.0), None]

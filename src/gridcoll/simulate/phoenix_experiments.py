@@ -273,11 +273,13 @@ def recovery_times(
     """For each change time: how long until broadcasts are back within
     :data:`RECOVERY_TOLERANCE` of ``stable_s``, from the change to the start of the
     first broadcast (started after it) that completes within the tolerance and is
-    followed only by such broadcasts until the next change; None if never."""
+    followed only by such broadcasts until the next change (broadcasts that end after
+    the next change are left out: that change slows them); None if never."""
     out: list[float | None] = []
     bounds = [*changes[1:], float("inf")]
     for change, nxt in zip(changes, bounds, strict=True):
-        window = [op for op in ops if change <= op.start_s < nxt and op.time_s is not None]
+        window = [op for op in ops if op.end_s is not None and change <= op.start_s]
+        window = [op for op in window if op.end_s <= nxt]  # not slowed by the next change
         back = None
         for op in reversed(window):
             if op.time_s > stable_s * (1 + RECOVERY_TOLERANCE):
