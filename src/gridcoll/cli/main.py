@@ -28,6 +28,7 @@ from gridcoll.cli import (
     compare,
     demo,
     discover,
+    dynamic,
     measure,
     mpirun,
     plan,
@@ -61,6 +62,7 @@ COMMANDS = [
     measure,
     discover,
     scenario,
+    dynamic,
 ]
 """The subcommand modules, in the order ``gridcoll --help`` lists them."""
 

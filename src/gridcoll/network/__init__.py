@@ -20,7 +20,16 @@ from gridcoll.network.grid import (
 from gridcoll.network.gridfile import grid_from_dict, grid_to_dict, load_grid, save_grid
 from gridcoll.network.load import Load, LoadTrace, read_load, seed001_trace
 from gridcoll.network.plogp import LogGP, PiecewiseLinear, PLogP, r_w, s_w
-from gridcoll.network.presets import PRESETS, das2, get_grid, lan, magpie, teragrid, transit_stub
+from gridcoll.network.presets import (
+    PRESETS,
+    das2,
+    das2_spread,
+    get_grid,
+    lan,
+    magpie,
+    teragrid,
+    transit_stub,
+)
 
 __all__ = [
     "PRESETS",
@@ -38,6 +47,7 @@ __all__ = [
     "capacity_graph",
     "collective_bound",
     "das2",
+    "das2_spread",
     "get_grid",
     "grid_from_dict",
     "grid_to_dict",

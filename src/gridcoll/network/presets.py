@@ -5,6 +5,9 @@
                         1 MB/s per pair link (seed 000, sec. 2).
 ``das2:N``              the four DAS clusters with seed 000's Table 2 latency and bandwidth
                         matrices (asymmetric), N ranks each.
+``das2-spread:P,C``     P ranks spread over the first C (2-4) DAS clusters as evenly as
+                        possible (the first clusters take the remainder): seed 004's
+                        set-ups, ``das2-spread:201,3``, ``:137,4``, ``:128,3``, ``:160,4``.
 ``teragrid``            seed 001's emulated TeraGrid: 4 sites, 8 clusters, 64 nodes.
 ``transit-stub:N,SEED`` N single-rank nodes on a random transit-stub WAN in the style of
                         seed 003 (GT-ITM; 10-1000 ms, 10 Kbps-10 Mbps).
@@ -33,6 +36,7 @@ from gridcoll.network.plogp import PLogP
 __all__ = [
     "PRESETS",
     "das2",
+    "das2_spread",
     "get_grid",
     "lan",
     "lan_plogp",
@@ -149,8 +153,37 @@ def das2(nranks: int) -> Grid:
     if nranks < 1:
         raise GridError(f"das2 needs N >= 1 ranks per cluster, got {nranks}")
     check_size(f"das2:{nranks}", 4, 4 * nranks)
+    return _das2_grid(f"das2:{nranks}", [nranks] * 4)
+
+
+def das2_spread(nranks: int, nclusters: int) -> Grid:
+    """``das2-spread:P,C``: P ranks over the first C of the four DAS clusters.
+
+    Seed 004 runs its experiments on "128 to 201 real processors distributed over 3 or
+    4 clusters" (sec. V) with RTTs of "several hundred microseconds within a cluster
+    and several milliseconds between clusters"; the paper does not give its clusters'
+    sizes or links, so these grids take :func:`das2`'s clusters and Table 2 links and
+    spread the ranks evenly: cluster ``i`` gets ``P // C`` ranks, plus one for
+    ``i < P % C``. Fig. 6 is ``das2-spread:201,3`` (67 each), fig. 7 ``:137,4``
+    (35, 34, 34, 34), fig. 8 ``:128,3`` (43, 43, 42), fig. 9 ``:160,4``.
+    """
+    if not 2 <= nclusters <= 4:
+        raise GridError(f"das2-spread needs C in 2..4 DAS clusters, got {nclusters}")
+    if nranks < nclusters:
+        raise GridError(
+            f"das2-spread needs P >= C (one rank per cluster at least), got {nranks},{nclusters}"
+        )
+    check_size(f"das2-spread:{nranks},{nclusters}", nclusters, nranks)
+    base, extra = divmod(nranks, nclusters)
+    sizes = [base + (i < extra) for i in range(nclusters)]
+    return _das2_grid(f"das2-spread:{nranks},{nclusters}", sizes)
+
+
+def _das2_grid(name: str, sizes: list[int]) -> Grid:
+    """The first ``len(sizes)`` DAS clusters with these ranks, Table 2's links."""
     lan = lan_plogp()
-    clusters = [Cluster(name, nranks, lan) for name in DAS2_SITES]
+    n = len(sizes)
+    clusters = [Cluster(site, size, lan) for site, size in zip(DAS2_SITES, sizes, strict=False)]
     wan = {
         (a, b): wan_plogp(
             DAS2_LATENCY_MS[a][b] * 1e-3,
@@ -159,11 +192,11 @@ def das2(nranks: int) -> Grid:
             eager_limit=128 * KiB,
             rendezvous_limit=256 * KiB,
         )
-        for a in range(4)
-        for b in range(4)
+        for a in range(n)
+        for b in range(n)
         if a != b
     }
-    return _pair_grid(f"das2:{nranks}", clusters, wan)
+    return _pair_grid(name, clusters, wan)
 
 
 TERAGRID_SITES = ("SDSC", "ANL", "NCSA", "PSC")
@@ -297,6 +330,7 @@ def lan(nranks: int) -> Grid:
 PRESETS = {
     "magpie": (magpie, 2, "magpie:C,N"),
     "das2": (das2, 1, "das2:N"),
+    "das2-spread": (das2_spread, 2, "das2-spread:P,C"),
     "teragrid": (teragrid, 0, "teragrid"),
     "transit-stub": (transit_stub, 2, "transit-stub:N,SEED"),
     "lan": (lan, 1, "lan:N"),

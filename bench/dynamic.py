@@ -1,0 +1,92 @@
+"""Seed 004's four experiments in simulation (issue 14): ``gridcoll dynamic`` for each.
+
+Runs :data:`gridcoll.simulate.phoenix_experiments.EXPERIMENTS` on the paper's set-ups
+(fig. 6 latency on ``das2-spread:201,3``, fig. 7 bandwidth on ``:137,4``, fig. 8
+reduction on ``:128,3``, fig. 9 transition on ``:160,4``) and writes each experiment's
+whole result as a row, with the headline figures against issue 14's goals in the
+summary: latency within 1.3x MagPIe-like, bandwidth at least 95% of List, recovery at
+most 2 s, zero lost and duplicated deliveries. ``--quick``: 24-process grids, two
+sizes, a 64 KiB transition with changes at 40 s and 60 s.
+
+Run: ``python bench/dynamic.py [--quick] [--out bench/results/dynamic.json]``.
+"""
+
+from __future__ import annotations
+
+import time
+
+from _common import Bench, console, table
+from gridcoll.network import get_grid
+from gridcoll.simulate.phoenix_experiments import DEFAULT_GRIDS, EXPERIMENTS
+
+KiB, MiB = 1024, 1024 * 1024
+
+QUICK = {
+    "latency": ("das2-spread:24,3", {}),
+    "bandwidth": ("das2-spread:24,4", {"sizes": (32 * KiB, 4 * MiB)}),
+    "reduction": ("das2-spread:24,3", {}),
+    "transition": (
+        "das2-spread:24,4",
+        {"nbytes": 64 * KiB, "leave_s": 40.0, "rejoin_s": 60.0, "until_s": 80.0},
+    ),
+}
+"""The CI-sized cases: (grid, keyword arguments) per experiment."""
+
+GOALS = {
+    "latency": ("ratio_to_magpie_like", lambda x: x <= 1.3, "<= 1.3 (seed 004: ~2)"),
+    "bandwidth": ("ratio_to_list", lambda x: x >= 0.95, ">= 0.95 (seed 004: 0.82)"),
+    "reduction": ("ratio_to_magpie_like", lambda x: x <= 1.3, "<= 1.3"),
+    "transition": (
+        "recovery_s",
+        lambda r: all(x is not None and x <= 2.0 for x in r),
+        "<= 2 s each (seed 004: ~8 s)",
+    ),
+}
+"""Experiment -> (headline field, issue 14's goal met?, the goal in words)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    bench = Bench("dynamic", "seed 004's experiments in simulation (figs. 6-9)", argv)
+    bench.parse()
+    summary = {}
+    for name, run in EXPERIMENTS.items():
+        spec, kwargs = QUICK[name] if bench.quick else (DEFAULT_GRIDS[name], {})
+        started = time.perf_counter()
+        result = run(get_grid(spec), **kwargs)
+        wall = time.perf_counter() - started
+        field, met, goal = GOALS[name]
+        value = result[field]
+        ok = met(value)
+        if name == "transition":
+            ok = ok and result["lost"] == 0 and result["duplicated"] == 0
+        bench.add(experiment=name, grid=spec, wall_s=wall, result=result)
+        summary[name] = {"grid": spec, field: value, "goal": goal, "met": ok, "wall_s": wall}
+        if name == "transition":
+            summary[name].update({k: result[k] for k in ("delivered", "lost", "duplicated")})
+    columns = [
+        ("experiment", "experiment", None),
+        ("grid", "grid", None),
+        ("headline", "headline", None),
+        ("goal", "goal", None),
+        ("met", "met", str),
+        ("wall (s)", "wall_s", lambda x: f"{x:.1f}"),
+    ]
+    rows = [
+        {
+            "experiment": name,
+            "grid": s["grid"],
+            "headline": str(s[GOALS[name][0]]),
+            "goal": s["goal"],
+            "met": s["met"],
+            "wall_s": s["wall_s"],
+        }
+        for name, s in summary.items()
+    ]
+    console().print(table("seed 004 in simulation", rows, columns))
+    path = bench.finish(summary=summary)
+    console().print(f"wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,179 @@
+"""``gridcoll dynamic``: seed 004's experiments (figs. 6-9) with processes that come and go.
+
+``--experiment latency|bandwidth|reduction|transition`` runs one of
+:data:`gridcoll.simulate.phoenix_experiments.EXPERIMENTS` in simulation (``--simulate``,
+the only mode so far): :mod:`gridcoll.dynamic`'s processes on the simulator's link
+model beside the paper's baselines (MPICH-like, MagPIe-like, List). ``--grid`` defaults
+to the paper's set-up for the experiment (``das2-spread:201,3``, ``:137,4``,
+``:128,3``, ``:160,4``). It prints a table and the headline (``--json``: one object,
+every series and ``ratio_to_magpie_like``, ``ratio_to_list`` or ``recovery_s``,
+``delivered``, ``lost``, ``duplicated``); ``--plot`` draws the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+
+from rich.table import Table
+
+from gridcoll.cli._common import console, load_grid_arg, print_json, progress_bar, size_arg
+from gridcoll.errors import ParameterError
+
+__all__ = ["add_parser", "run"]
+
+EXPERIMENT_NAMES = ("latency", "bandwidth", "reduction", "transition")
+
+
+def add_parser(subparsers: argparse._SubParsersAction) -> None:
+    """Add the ``dynamic`` subcommand."""
+    parser = subparsers.add_parser(
+        "dynamic",
+        help="seed 004's experiments: self-built trees, processes that join and leave",
+        description=(
+            "Run one of seed 004's experiments in simulation: the gridcoll.dynamic "
+            "protocol (random probes, latency- and bandwidth-aware trees, virtual "
+            "nodes) against MPICH-like, MagPIe-like and List."
+        ),
+    )
+    parser.add_argument(
+        "--experiment",
+        required=True,
+        choices=EXPERIMENT_NAMES,
+        help="fig. 6 latency, fig. 7 bandwidth, fig. 8 reduction, fig. 9 transition",
+    )
+    parser.add_argument(
+        "--grid",
+        default=None,
+        metavar="GRID",
+        help="a preset or a grid file (default: the paper's set-up for the experiment)",
+    )
+    parser.add_argument("--simulate", action="store_true", help="simulate (the default)")
+    parser.add_argument("--seed", type=int, default=0, help="seeds the processes (default 0)")
+    parser.add_argument(
+        "--sizes",
+        default=None,
+        metavar="S,S,...",
+        help="bandwidth and reduction: the message sizes (default: the paper's range)",
+    )
+    parser.add_argument(
+        "--size",
+        type=size_arg,
+        default=None,
+        metavar="SIZE",
+        help="transition: the broadcast size (default 4MiB)",
+    )
+    parser.add_argument(
+        "--times",
+        default=None,
+        metavar="LEAVE,REJOIN,END",
+        help="transition: when half the processes leave, rejoin, and the run ends "
+        "(default 60,90,120 seconds)",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.add_argument("--plot", metavar="FILE.png", help="draw the experiment's figure")
+    parser.set_defaults(func=run)
+
+
+def _options(args: argparse.Namespace) -> dict:
+    """The keyword arguments of the experiment function from the flags."""
+    kwargs: dict = {"seed": args.seed}
+    exp = args.experiment
+    if args.sizes is not None:
+        if exp not in ("bandwidth", "reduction"):
+            raise ParameterError(f"--sizes is for bandwidth and reduction, not {exp}")
+        sizes = [size_arg(s.strip()) for s in args.sizes.split(",") if s.strip()]
+        if not sizes or any(s < 1 for s in sizes):
+            raise ParameterError(f"--sizes needs positive sizes, got {args.sizes!r:.60}")
+        kwargs["sizes"] = sorted(set(sizes))
+    if (args.size is not None or args.times is not None) and exp != "transition":
+        raise ParameterError(f"--size and --times are for transition, not {exp}")
+    if args.size is not None:
+        kwargs["nbytes"] = args.size
+    if args.times is not None:
+        try:
+            leave, rejoin, end = (float(x) for x in args.times.split(","))
+        except ValueError:
+            raise ParameterError(
+                f"--times needs LEAVE,REJOIN,END in seconds, got {args.times!r:.60}"
+            ) from None
+        kwargs.update(leave_s=leave, rejoin_s=rejoin, until_s=end)
+    return kwargs
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the experiment; print the table (or the JSON); draw the plot."""
+    from gridcoll.simulate.phoenix_experiments import DEFAULT_GRIDS, EXPERIMENTS
+
+    if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
+        raise ParameterError(f"--plot needs a .png, .svg or .pdf file name, got {args.plot!r}")
+    kwargs = _options(args)
+    grid = load_grid_arg(args.grid or DEFAULT_GRIDS[args.experiment])
+    started = time.monotonic()
+    with progress_bar() as bar:
+        task = bar.add_task(f"{args.experiment} on {grid.name}", total=None)
+
+        def progress(done: int, total: int) -> None:
+            bar.update(task, completed=done, total=total)
+
+        result = EXPERIMENTS[args.experiment](grid, progress=progress, **kwargs)
+    result["mode"] = "simulate"
+    result["wall_s"] = time.monotonic() - started
+    if args.plot:
+        from gridcoll.plot.dynamic import plot_dynamic
+
+        result["plot"] = str(plot_dynamic(result, args.plot))
+    if args.json:
+        print_json(result)
+        return 0
+    out = console()
+    out.print(_table(result))
+    out.print(_headline(result), soft_wrap=True)
+    if args.plot:
+        out.print(f"figure written to {args.plot}")
+    return 0
+
+
+def _table(result: dict) -> Table:
+    exp = result["experiment"]
+    table = Table(title=f"seed 004, {exp}: {result['grid']} ({result['nprocs']} processes)")
+    if exp == "latency":
+        table.add_column("implementation")
+        table.add_column("last arrival (ms)", justify="right")
+        for name, ms in result["last_arrival_ms"].items():
+            table.add_row(name, f"{ms:.3f}")
+    elif exp in ("bandwidth", "reduction"):
+        key = "bandwidth_MBps" if exp == "bandwidth" else "time_s"
+        names = list(result["rows"][0][key])
+        table.add_column("bytes", justify="right")
+        for name in names:
+            table.add_column(f"{name} ({'MB/s' if exp == 'bandwidth' else 's'})", justify="right")
+        for row in result["rows"]:
+            table.add_row(str(row["nbytes"]), *(f"{row[key][n]:.4g}" for n in names))
+    else:
+        table.add_column("start (s)", justify="right")
+        table.add_column("completion (s)", justify="right")
+        for b in result["broadcasts"]:
+            done = "-" if b["time_s"] is None else f"{b['time_s']:.3f}"
+            table.add_row(f"{b['start_s']:.3f}", done)
+    return table
+
+
+def _headline(result: dict) -> str:
+    exp = result["experiment"]
+    if exp in ("latency", "reduction"):
+        return (
+            f"ours / MagPIe-like: {result['ratio_to_magpie_like']:.3f} "
+            "(goal <= 1.3; seed 004: about 2)"
+        )
+    if exp == "bandwidth":
+        return f"ours / List at the largest size: {result['ratio_to_list']:.3f} (goal >= 0.95)"
+    rec = ", ".join("never" if r is None else f"{r:.2f} s" for r in result["recovery_s"])
+    if result["stable_s"] is None:
+        return f"no stable time: {result['note']}"
+    return (
+        f"stable {result['stable_s']:.3f} s; recovery after leave, rejoin: {rec} (goal <= 2 s); "
+        f"delivered {result['delivered']}, lost {result['lost']}, duplicated "
+        f"{result['duplicated']}, incomplete {result['incomplete']}"
+    )

@@ -1,0 +1,385 @@
+"""Seed 004's four experiments (sec. V, figs. 6-9) in simulation, with its baselines.
+
+Each function runs one experiment on a grid and returns a plain ``dict`` (the JSON
+``gridcoll dynamic --json`` prints): every series and the headline figure. *Ours* is
+:class:`~gridcoll.simulate.phoenix.PhoenixSim` running :mod:`gridcoll.dynamic`; the
+baselines are gridcoll's builders replayed by :func:`~gridcoll.simulate.simulate`:
+
+* **MPICH-like** (topology-unaware): ``binomial`` for short broadcasts (MPICH's
+  short-message tree, fig. 6 a), ``mpich`` for long ones (its long-message algorithm,
+  fig. 7), ``binomial`` reduction (fig. 8);
+* **MagPIe-like** (static, topology-aware): ``magpie-original`` broadcast (flat WAN
+  tree to the coordinators, binomial LAN trees; the paper's long-message variant uses
+  MPICH's long algorithm inside clusters, which the LAN never makes the bottleneck of),
+  ``two-level`` reduction (LAN trees, then the coordinators' WAN tree), its
+  parameters the best of a few simulated;
+* **List**: ``list``, segments pipelined down the widest-bottleneck chain, its segment
+  size the best of 16 KiB-1 MiB simulated.
+
+Stable-state experiments (figs. 6-8) start once the processes have settled
+(:meth:`PhoenixSim.settle`: no probe or message left in flight). Bandwidth is the
+paper's: ``nbytes * P / time`` (sec. V-A.2).
+
+The ``progress`` argument of each function is called ``progress(done, total)``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from gridcoll.algorithms.registry import get_builder
+from gridcoll.errors import ParameterError
+from gridcoll.network.grid import Grid
+from gridcoll.simulate.executor import simulate
+from gridcoll.simulate.phoenix import OpResult, PhoenixSim
+
+__all__ = [
+    "DEFAULT_GRIDS",
+    "EXPERIMENTS",
+    "bandwidth",
+    "latency",
+    "recovery_times",
+    "reduction",
+    "transition",
+]
+
+DEFAULT_GRIDS = {
+    "latency": "das2-spread:201,3",
+    "bandwidth": "das2-spread:137,4",
+    "reduction": "das2-spread:128,3",
+    "transition": "das2-spread:160,4",
+}
+"""The paper's set-up per experiment (figs. 6, 7, 8, 9), as :func:`das2_spread` grids."""
+
+BANDWIDTH_SIZES = (*(32 * 1024 * 4**k for k in range(6)), 64 * 1024 * 1024)
+"""Fig. 7's range: 32 KiB to 64 MiB."""
+
+REDUCTION_SIZES = (8,)
+"""Fig. 8: one 64-bit integer per process. Only this size for now: the core charges
+a partial sum 8 bytes of data whatever the values (``dynamic.protocol.message_bytes``),
+so a larger array would be timed as 8 bytes; :func:`reduction` refuses other sizes."""
+
+TRANSITION = (60.0, 90.0, 120.0, 4 * 1024 * 1024)
+"""Fig. 9: half the processes leave at 60 s, rejoin at 90 s; run to 120 s; 4 MB."""
+
+RECOVERY_TOLERANCE = 0.10
+"""Issue 14: recovered once broadcasts are back within 10% of the stable time."""
+
+DRAIN_S = 600.0
+"""After the last request of fig. 9, how long the last broadcast may take to finish."""
+
+SETTLE_LIMIT_S = 600.0
+"""The longest the processes may take to settle before a stable-state experiment."""
+
+Progress = Callable[[int, int], None]
+
+
+def _noop(done: int, total: int) -> None:
+    pass
+
+
+def _arrivals(schedule_name: str, grid: Grid, nbytes: int, **params: Any) -> list[float]:
+    """Every non-root rank's first receive completion under a builder (record=True)."""
+    schedule = get_builder("bcast", schedule_name).build(grid, nbytes, 0, **params)
+    timeline = simulate(schedule, grid, record=True).timeline
+    first: dict[int, float] = {}
+    for msg in timeline.messages:
+        if msg.dst not in first or msg.recv_done < first[msg.dst]:
+            first[msg.dst] = msg.recv_done
+    return sorted(first.values())
+
+
+def _best(op: str, name: str, grid: Grid, nbytes: int, candidates: Sequence[dict]) -> float:
+    """The best simulated time of builder ``name`` over parameter ``candidates``."""
+    builder = get_builder(op, name)
+    return min(
+        simulate(builder.build(grid, nbytes, 0, **params), grid).total_s for params in candidates
+    )
+
+
+def _segments(nbytes: int) -> list[int]:
+    sizes = [s for s in (16 * 1024 * 4**k for k in range(4)) if s < nbytes]
+    return [*sizes, max(nbytes, 1)]
+
+
+def _settled(grid: Grid, seed: int, factory: Any) -> tuple[PhoenixSim, float]:
+    sim = PhoenixSim(grid, seed=seed, factory=factory)
+    t = sim.settle(SETTLE_LIMIT_S)
+    if sim.errors:
+        raise RuntimeError(f"processes failed while settling: {'; '.join(sim.errors[:3])}")
+    return sim, t
+
+
+def _ours_bcast(sim: PhoenixSim, at: float, nbytes: int) -> OpResult:
+    holder: list[OpResult] = []
+    sim.bcast(at, 0, nbytes, on_done=holder.append)
+    while not holder and sim.env.peek() < float("inf"):
+        sim.env.step()
+    result = sim.result().ops[-1]
+    if not holder or result.lost or result.duplicated or sim.errors:
+        raise RuntimeError(
+            f"the dynamic broadcast of {nbytes} B did not complete cleanly: {result!r}, "
+            f"errors {list(sim.errors[:3])}"
+        )
+    return holder[0]
+
+
+def latency(grid: Grid, *, seed: int = 0, factory: Any = None, progress: Progress = _noop) -> dict:
+    """Fig. 6: when a 1-byte broadcast from rank (vnode) 0 reaches each process.
+
+    Returns the arrival times (ms, sorted) of MPICH-like, MagPIe-like and ours, each
+    one's last arrival, and ``ratio_to_magpie_like`` = ours / MagPIe-like (issue 14's
+    goal: at most 1.3; the paper: about 2, 11 ms against 6 ms).
+    """
+    progress(0, 3)
+    series = {"mpich_like": _arrivals("binomial", grid, 1)}
+    progress(1, 3)
+    series["magpie_like"] = _arrivals("magpie-original", grid, 1)
+    progress(2, 3)
+    sim, t0 = _settled(grid, seed, factory)
+    op = _ours_bcast(sim, t0, 1)
+    series["ours"] = sorted(t - op.start_s for v, t in op.arrival_s.items() if v != 0)
+    progress(3, 3)
+    last = {name: max(times) for name, times in series.items()}
+    return {
+        "experiment": "latency",
+        "grid": grid.name,
+        "nprocs": grid.nranks,
+        "settle_s": t0,
+        "last_arrival_ms": {k: v * 1e3 for k, v in last.items()},
+        "arrivals_ms": {k: [t * 1e3 for t in v] for k, v in series.items()},
+        "ratio_to_magpie_like": last["ours"] / last["magpie_like"],
+        "ratio_to_mpich_like": last["ours"] / last["mpich_like"],
+        "nprobes": sim.nprobes,
+    }
+
+
+def bandwidth(
+    grid: Grid,
+    *,
+    sizes: Sequence[int] = BANDWIDTH_SIZES,
+    seed: int = 0,
+    factory: Any = None,
+    progress: Progress = _noop,
+) -> dict:
+    """Fig. 7: broadcast bandwidth ``nbytes * P / time`` against the message size.
+
+    ``ratio_to_list`` is ours over List's at the largest size (issue 14's goal: at
+    least 0.95; the paper: 0.82).
+    """
+    P = grid.nranks
+    total = 4 * len(sizes)
+    done = 0
+    rows = []
+    sim, t0 = _settled(grid, seed, factory)
+    for m in sizes:
+        times = {"mpich_like": simulate(get_builder("bcast", "mpich").build(grid, m), grid).total_s}
+        progress(done := done + 1, total)
+        times["magpie_like"] = simulate(
+            get_builder("bcast", "magpie-original").build(grid, m), grid
+        ).total_s
+        progress(done := done + 1, total)
+        times["list"] = _best("bcast", "list", grid, m, [{"segment_size": s} for s in _segments(m)])
+        progress(done := done + 1, total)
+        times["ours"] = _ours_bcast(sim, sim.env.now, m).time_s
+        progress(done := done + 1, total)
+        rows.append(
+            {
+                "nbytes": m,
+                "time_s": times,
+                "bandwidth_MBps": {k: m * P / t / 1e6 for k, t in times.items()},
+            }
+        )
+    last = rows[-1]["bandwidth_MBps"]
+    return {
+        "experiment": "bandwidth",
+        "grid": grid.name,
+        "nprocs": P,
+        "settle_s": t0,
+        "rows": rows,
+        "ratio_to_list": last["ours"] / last["list"],
+        "ratio_to_list_by_size": {
+            str(r["nbytes"]): r["bandwidth_MBps"]["ours"] / r["bandwidth_MBps"]["list"]
+            for r in rows
+        },
+        "nprobes": sim.nprobes,
+    }
+
+
+def reduction(
+    grid: Grid,
+    *,
+    sizes: Sequence[int] = REDUCTION_SIZES,
+    seed: int = 0,
+    factory: Any = None,
+    progress: Progress = _noop,
+) -> dict:
+    """Fig. 8: the time to add every process's integers at rank (vnode) 0.
+
+    Each vnode ``v`` gives ``v + 1`` (the checker verifies the sum) as one 8-byte
+    integer (:data:`REDUCTION_SIZES`); ``ratio_to_magpie_like`` is ours over
+    MagPIe-like at the smallest size, per size in ``ratio_by_size``.
+    """
+    if any(m != 8 for m in sizes):
+        raise ParameterError(
+            f"reduction sizes other than 8 bytes ({list(sizes)!r}) are not modelled yet: "
+            "the dynamic core sends every partial sum as 8 bytes of data"
+        )
+    nclusters = len(grid.clusters)
+    total = 3 * len(sizes)
+    done = 0
+    rows = []
+    sim, t0 = _settled(grid, seed, factory)
+    expected = sum(v + 1 for v in sim.vnodes)
+    for m in sizes:
+        times = {"mpich_like": simulate(get_builder("reduce", "binomial").build(grid, m), grid)}
+        times["mpich_like"] = times["mpich_like"].total_s
+        progress(done := done + 1, total)
+        candidates = [
+            {"segment_size": s, "wan_degree": max(1, nclusters - 1), "lan_degree": d}
+            for s in _segments(m)
+            for d in (1, 2, 4)
+        ]
+        times["magpie_like"] = _best("reduce", "two-level", grid, m, candidates)
+        progress(done := done + 1, total)
+        holder: list[OpResult] = []
+        values = {v: v + 1 for v in sim.vnodes}
+        sim.reduce(sim.env.now, 0, values, operator.add, nbytes=m, on_done=holder.append)
+        while not holder and sim.env.peek() < float("inf"):
+            sim.env.step()
+        if not holder or holder[0].value != expected or holder[0].lost:
+            raise RuntimeError(f"the dynamic reduction of {m} B went wrong: {holder!r}")
+        times["ours"] = holder[0].time_s
+        progress(done := done + 1, total)
+        rows.append({"nbytes": m, "time_s": times})
+    ratios = {str(r["nbytes"]): r["time_s"]["ours"] / r["time_s"]["magpie_like"] for r in rows}
+    return {
+        "experiment": "reduction",
+        "grid": grid.name,
+        "nprocs": grid.nranks,
+        "settle_s": t0,
+        "rows": rows,
+        "ratio_to_magpie_like": ratios[str(rows[0]["nbytes"])],
+        "ratio_by_size": ratios,
+        "nprobes": sim.nprobes,
+    }
+
+
+def recovery_times(
+    ops: Sequence[OpResult], changes: Sequence[float], stable_s: float
+) -> list[float | None]:
+    """For each change time: how long until broadcasts are back within
+    :data:`RECOVERY_TOLERANCE` of ``stable_s``, from the change to the start of the
+    first broadcast (started after it) that completes within the tolerance and is
+    followed only by such broadcasts until the next change (broadcasts that end after
+    the next change are left out: that change slows them); None if never."""
+    out: list[float | None] = []
+    bounds = [*changes[1:], float("inf")]
+    for change, nxt in zip(changes, bounds, strict=True):
+        window = [op for op in ops if op.end_s is not None and change <= op.start_s]
+        window = [op for op in window if op.end_s <= nxt]  # not slowed by the next change
+        back = None
+        for op in reversed(window):
+            if op.time_s > stable_s * (1 + RECOVERY_TOLERANCE):
+                break
+            back = op
+        out.append(None if back is None else back.start_s - change)
+    return out
+
+
+def transition(
+    grid: Grid,
+    *,
+    leave_s: float = TRANSITION[0],
+    rejoin_s: float = TRANSITION[1],
+    until_s: float = TRANSITION[2],
+    nbytes: int = TRANSITION[3],
+    seed: int = 0,
+    factory: Any = None,
+    progress: Progress = _noop,
+) -> dict:
+    """Fig. 9: broadcasts back to back from t = 0 while half the processes leave at
+    ``leave_s`` and rejoin at ``rejoin_s``.
+
+    The odd-numbered processes leave, each giving its vnode to its even neighbour
+    (rank 0 holds the root vnode and stays), and come back as new processes on the
+    same ranks (process ids are never reused) through that neighbour, which hands
+    each of them half its vnodes: one, as in the paper's fig. 9 (there, the very vnode
+    it gave away; here, whichever half the core picks). Each broadcast starts when
+    the previous one has reached every vnode. Returns each broadcast's start and
+    completion time, ``stable_s`` (the median time of the broadcasts that start after
+    ``leave_s / 2`` and end before the leave),
+    ``recovery_s`` per change (:func:`recovery_times`; goal at most 2 s, paper about
+    8 s) and the checker's ``delivered``, ``lost`` and ``duplicated`` over every
+    broadcast (goal: 0 and 0).
+    """
+    if not 0 < leave_s < rejoin_s < until_s:
+        raise ParameterError(
+            f"need 0 < leave < rejoin < until, got {leave_s!r}, {rejoin_s!r}, {until_s!r}"
+        )
+    sim = PhoenixSim(grid, seed=seed, factory=factory)
+    leavers = [pid for pid in range(1, grid.nranks) if pid % 2]
+    for pid in leavers:
+        heir = pid - 1  # the even neighbour, in the same cluster but at a boundary
+        sim.leave(leave_s, pid, heir)
+        sim.join(rejoin_s, pid, heir)  # the same machine, a new process id
+
+    def next_bcast(result: OpResult | None = None) -> None:
+        now = sim.env.now
+        progress(min(int(now), int(until_s)), int(until_s))
+        if now < until_s:
+            sim.bcast(now, 0, nbytes, on_done=next_bcast)
+
+    next_bcast()
+    sim.run(until_s)
+    # No new broadcast from until_s: let the last one finish, so that lost counts
+    # what never arrives rather than what was still on its way.
+    while sim.ops and sim.ops[-1].end_s is None and sim.env.peek() <= until_s + DRAIN_S:
+        sim.env.step()
+    run = sim.result()
+    ops = [op for op in run.ops if op.end_s is not None]
+    # Stable: the broadcasts of the second half before the leave (the first ones run
+    # while the trees are still being built, as in fig. 9's first 11 s).
+    before = sorted(op.time_s for op in ops if leave_s / 2 <= op.start_s and op.end_s <= leave_s)
+    stable = before[len(before) // 2] if before else None
+    recovery = (
+        recovery_times(ops, [leave_s, rejoin_s], stable) if stable is not None else [None, None]
+    )
+    note = None
+    if stable is None:
+        note = (
+            "no broadcast started after leave/2 and ended before the leave: the trees were "
+            "still being built, or one broadcast outlasts the window; move the changes "
+            "later or the size down (--times, --size)"
+        )
+    return {
+        "experiment": "transition",
+        "grid": grid.name,
+        "nprocs": grid.nranks,
+        "nbytes": nbytes,
+        "changes_s": {"leave": leave_s, "rejoin": rejoin_s, "until": until_s},
+        "leavers": len(leavers),
+        "broadcasts": [
+            {"start_s": op.start_s, "end_s": op.end_s, "time_s": op.time_s} for op in run.ops
+        ],
+        "stable_s": stable,
+        "note": note,
+        "recovery_s": recovery,
+        "delivered": run.delivered,
+        "lost": run.lost,
+        "duplicated": run.duplicated,
+        "incomplete": sum(1 for op in run.ops if op.end_s is None),
+        "errors": list(run.errors),
+        "nprobes": run.nprobes,
+    }
+
+
+EXPERIMENTS = {
+    "latency": latency,
+    "bandwidth": bandwidth,
+    "reduction": reduction,
+    "transition": transition,
+}
+"""``--experiment`` name -> function."""
