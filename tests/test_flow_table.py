@@ -163,7 +163,7 @@ def test_the_emulators_wait_sleeps_to_the_delivery_and_records_it(fair):
     assert slept[-1] == 123.0
 
 
-def test_a_full_table_reclaims_the_oldest_ended_flow_and_says_when_it_cannot(fair):
+def test_a_full_table_reclaims_the_oldest_ended_flow(fair):
     grid, state = fair
     emulator = Emulator(grid, state)
     g, L = gap(grid, 1000)
@@ -173,6 +173,16 @@ def test_a_full_table_reclaims_the_oldest_ended_flow_and_says_when_it_cannot(fai
     with pytest.raises(GridcollError, match="gone from the flow table"):
         state.table_of(stamps[0]).delivery(stamps[0], T0 + 1e5)
     assert final(emulator, stamps[1], T0 + 1e5) == pytest.approx(T0 + 10 + g + L)
+
+
+def test_a_table_full_of_flows_in_flight_says_so(fair):
+    """No flow has ended, so none can be reclaimed: one more is refused, clearly."""
+    grid, state = fair
+    emulator = Emulator(grid, state)
+    for _ in range(flow_table.MAX_FLOWS):
+        emulator.reserve(0, 2, M, T0)  # one pair: all but the first wait in line
+    with pytest.raises(GridcollError, match="in flight on fair links"):
+        emulator.reserve(1, 3, M, T0)
 
 
 @settings(max_examples=40, deadline=None)
