@@ -387,17 +387,15 @@ class Emulator:
         self.grid = grid
         self.state = state
         self.load, self.t0 = load, t0
-        self._profiles: dict[str, tuple] = {}
-        if load is not None:
-            for name in load.links & set(grid.links):  # the launcher checked the names
-                self._profiles[name] = tuple((b + t0, f) for b, f in load.profile(name))
-        if state.tables and load is not None:
-            loaded = {
-                state.index[name]: tuple((b + t0, f) for b, f in load.profile(name))
+        shifted = {}  # every link of the launch's load, in time.monotonic seconds
+        if load is not None:  # the launcher checked the names
+            shifted = {
+                name: tuple((b + t0, f) for b, f in load.profile(name))
                 for name in load.links & set(state.index)
             }
-            for table in state.tables:
-                table.set_load(loaded)
+        self._profiles = {name: p for name, p in shifted.items() if name in grid.links}
+        for table in state.tables:  # fair links: the flows of the whole launch
+            table.set_load({state.index[name]: p for name, p in shifted.items()})
         self._pair_base = (_os.getpid(), _zlib.crc32(grid.name.encode()) << 24)
         self._routes: dict[tuple[int, int], _Route] = {}
         self._costs: dict[tuple[int, int, int], tuple] = {}
