@@ -275,12 +275,34 @@ def test_reduction_counts_every_vnode_once() -> None:
     assert [(p, d) for p, d in net.done] == [(1, ReduceDone("r", 1023, frozenset()))]
 
 
+def test_reduction_needs_no_timeout_when_every_child_reports() -> None:
+    """Sec. IV-E: in a stable tree each process waits for its children, not its timer."""
+    net = _converged(6, vnodes_each=2)
+    values = {v: v + 1 for v in range(12)}
+    for p in net.processes:
+        net.feed(p, ReduceRequested("r", 4, values, add, nbytes=4096))
+    while net.busy():  # messages only: no timer ever fires
+        net.step()
+    assert [d for _, d in net.done] == [ReduceDone("r", sum(range(1, 13)), frozenset())]
+    owner = next(p for p, proc in net.processes.items() if 4 in proc.owned)
+    leaf = next(
+        p
+        for p, proc in net.processes.items()
+        if p != owner and not proc.trees["latency", owner].children
+    )
+    out = net.processes[leaf].handle(ReduceRequested("s", 4, values, add, nbytes=4096))
+    (send,) = [a for a in out if isinstance(a, Send)]  # a leaf sends at once, no timer
+    mine = NodeSet.of(net.processes[leaf].owned)
+    assert send.message.covered == mine
+    assert send.nbytes == HEADER_BYTES + mine.nbytes + 4096  # as large as its terms
+
+
 def test_reduction_timeout_then_late_data() -> None:
     net = _converged(4)
     values = {v: 10 + v for v in range(4)}
     for p in (0, 1, 2):
         out = net.processes[p].handle(ReduceRequested("r", 0, values, add))
-        assert SetTimer(("reduce", "r"), net.processes[p].timeout()) in out
+        assert SetTimer(("reduce", "r"), net.processes[p].timeout(8)) in out
         net.apply(p, out)
     while net.busy():
         net.step()

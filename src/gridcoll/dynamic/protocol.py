@@ -95,14 +95,17 @@ like, as long as point-to-point messages reach the owner (the routing invariant 
 data is counted by the process that owns it while the reduction is known there, once:
 the set of reductions a vnode contributed to travels with it, and data kept for a vnode
 not owned is counted if the vnode arrives. Partial results carry the set of vnodes
-they cover. A process adds its own and its children's partials until its timeout (its
-largest distance to any root, sec. IV-E), then sends the sum to its parent in the
-latency tree of the process that owns the root vnode; later data is forwarded as it
-arrives. Partials reaching a process that has no parent, or after too many hops, go
-point-to-point to the root vnode. The owner of the root vnode sums, and emits
-:class:`ReduceDone` when the covered set is the namespace, or at its give-up timer
-(``give_up_factor`` times its timeout) with the missing vnodes; data arriving after
-that is dropped. If the root vnode moves, its partial sum moves with it.
+they cover. A process adds its own and its children's partials until it holds its whole
+subtree's (its own vnodes and every child's reach set: "each processor simply waits
+for data from each of its children", sec. IV-E) or its timeout expires (its largest
+distance to any root, for trees that are changing, plus the time its subtrees take to
+carry ``nbytes``), then sends the sum to its parent in the latency tree of the process
+that owns the root vnode; later data is forwarded as it arrives. Each term and each
+partial sum is ``nbytes`` on the wire. Partials reaching a process that has no parent,
+or after too many hops, go point-to-point to the root vnode. The owner of the root
+vnode sums, and emits :class:`ReduceDone` when the covered set is the namespace, or
+at its give-up timer (``give_up_factor`` times its timeout) with the missing vnodes;
+data arriving after that is dropped. If the root vnode moves, its partial sum moves with it.
 
 Invariant R: the covered sets of the partial sums in flight or held are disjoint, so
 a vnode is counted at most once; a second count raises.
@@ -118,7 +121,7 @@ from __future__ import annotations
 import math
 import random
 from collections.abc import Callable, Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from gridcoll.dynamic.nodesets import NodeSet
@@ -268,6 +271,8 @@ class Partial:
     covered: NodeSet
     via_tree: bool
     hops: int
+    nbytes: int = 8
+    """The size of one vnode's data (a partial sum is as large as each term)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -299,6 +304,7 @@ class RootSum:
     value: object
     covered: NodeSet
     done: bool
+    nbytes: int = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -309,7 +315,10 @@ class Handover:
     states: tuple[tuple[int, VNodeState], ...]
     sums: tuple[RootSum, ...]
     from_leaving: bool
-    values: tuple[tuple[Hashable, int, Callable[[object, object], object], int, object], ...] = ()
+    values: tuple[
+        tuple[Hashable, int, Callable[[object, object], object], int, object, int], ...
+    ] = ()
+    """``(op_id, root, op, vnode, value, nbytes)`` per reduction a vnode has not joined."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -354,7 +363,7 @@ def message_bytes(m: Message) -> int:
     if isinstance(m, Bcast):
         return HEADER_BYTES + m.targets.nbytes + m.nbytes
     if isinstance(m, Partial):
-        return HEADER_BYTES + m.covered.nbytes + 8
+        return HEADER_BYTES + m.covered.nbytes + m.nbytes
     if isinstance(m, Info):
         return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.positions) + 4 * len(m.members)
     if isinstance(m, ParentUpdates):
@@ -364,8 +373,10 @@ def message_bytes(m: Message) -> int:
     if isinstance(m, Welcome):
         return HEADER_BYTES + 4 * len(m.members) + 12 * len(m.route)
     if isinstance(m, Handover):
-        return HEADER_BYTES + sum(
-            8 + 8 * (len(s.delivered) + len(s.contributed)) for _, s in m.states
+        return (
+            HEADER_BYTES
+            + sum(8 + 8 * (len(s.delivered) + len(s.contributed)) for _, s in m.states)
+            + sum(nbytes for *_, nbytes in m.values)
         )
     if isinstance(m, Update | Leaving):
         return HEADER_BYTES + 12 * len(m.entries) + 4 * len(getattr(m, "members", ()))
@@ -431,6 +442,7 @@ class ReduceRequested:
     root: int
     values: Mapping[int, object]
     op: Callable[[object, object], object]
+    nbytes: int = 8  # the size of one vnode's data, for the wire
 
 
 Event = (
@@ -548,6 +560,7 @@ class _Reduce:
     op_id: Hashable
     root: int
     op: Callable[[object, object], object]
+    nbytes: int = 8
     values: dict[int, object] = field(default_factory=dict)
     value: object = None
     covered: NodeSet = field(default_factory=NodeSet)
@@ -896,7 +909,7 @@ class Process:
         states = table.give(vnodes, to)
         sums = tuple(self._sums.pop(op) for op, s in list(self._sums.items()) if s.root in states)
         values = tuple(
-            (r.op_id, r.root, r.op, v, r.values[v])
+            (r.op_id, r.root, r.op, v, r.values[v], r.nbytes)
             for r in self._reduces.values()
             for v in states
             if v in r.values and r.op_id not in states[v].contributed
@@ -929,8 +942,8 @@ class Process:
         table = self._table()
         states = dict(m.states)
         table.take(states)
-        for op_id, root, op, v, value in m.values:
-            self._reduce_state(op_id, root, op).values.setdefault(v, value)
+        for op_id, root, op, v, value, nbytes in m.values:
+            self._reduce_state(op_id, root, op, nbytes).values.setdefault(v, value)
         if self.state is not State.ACTIVE:  # leaving: pass them on at once
             heirs = [p for p in self._others() if not (m.from_leaving and p == src)]
             if not heirs:
@@ -940,11 +953,11 @@ class Process:
             self._hand_over(sorted(states), self.rng.choice(heirs))
             return
         for s in m.sums:
-            self._merge_root(s.op_id, s.root, s.op, s.value, s.covered, done=s.done)
+            self._merge_root(s.op_id, s.root, s.op, s.value, s.covered, s.nbytes, done=s.done)
         for r in self._reduces.values():
             if r.root in states and r.covered:  # our partial sum joins the root's
                 value, covered, r.value, r.covered = r.value, r.covered, None, NodeSet()
-                self._merge_root(r.op_id, r.root, r.op, value, covered)
+                self._merge_root(r.op_id, r.root, r.op, value, covered, r.nbytes)
             self._contribute(r)
         self._mark_all_up()
 
@@ -1235,22 +1248,29 @@ class Process:
             )
 
     # -- reduction (sec. IV-E) --------------------------------------------------------------
-    def timeout(self) -> float:
-        """This process's largest estimated distance to any root (sec. IV-E)."""
-        dists = [
-            t.dist for (k, _), t in self.trees.items() if k == "latency" and 0 < t.dist < math.inf
-        ]
-        return max(dists) if dists else self.default_timeout_s
+    def timeout(self, nbytes: int = 0) -> float:
+        """How long this process waits for its children's ``nbytes`` of data: its largest
+        estimated distance to any root (sec. IV-E, a 1-byte figure), plus the time its
+        own latency subtrees' summaries predict for ``nbytes`` to cross them
+        (``b * nbytes``: an array takes longer than the paper's integers)."""
+        lat = [t for (k, _), t in self.trees.items() if k == "latency"]
+        dists = [t.dist for t in lat if 0 < t.dist < math.inf]
+        if not dists:
+            return self.default_timeout_s
+        per_byte = max((self._summary(t).b for t in lat if t.children), default=0.0)
+        return max(dists) + per_byte * nbytes
 
-    def _reduce_state(self, op_id: Hashable, root: int, op: Callable) -> _Reduce:
+    def _reduce_state(self, op_id: Hashable, root: int, op: Callable, nbytes: int) -> _Reduce:
         r = self._reduces.get(op_id)
         if r is None:
-            r = self._reduces[op_id] = _Reduce(op_id, root, op)
-            self._out.append(SetTimer(("reduce", op_id), self.timeout()))
+            r = self._reduces[op_id] = _Reduce(op_id, root, op, nbytes)
+            self._out.append(SetTimer(("reduce", op_id), self.timeout(nbytes)))
         return r
 
     def _on_reduce_requested(self, event: ReduceRequested) -> None:
-        r = self._reduce_state(event.op_id, event.root, event.op)
+        if event.nbytes < 0:
+            raise LocalProtocolError(f"nbytes must be >= 0, got {event.nbytes!r}")
+        r = self._reduce_state(event.op_id, event.root, event.op, event.nbytes)
         r.values.update(event.values)
         self._contribute(r)
 
@@ -1266,7 +1286,7 @@ class Process:
 
     def _absorb(self, r: _Reduce, value: object, covered: NodeSet, hops: int) -> None:
         if r.root in self._table().owned:
-            self._merge_root(r.op_id, r.root, r.op, value, covered)
+            self._merge_root(r.op_id, r.root, r.op, value, covered, r.nbytes)
         elif not r.expired and self.state is State.ACTIVE:
             if not r.covered.isdisjoint(covered):
                 raise RemoteProtocolError(
@@ -1274,6 +1294,9 @@ class Process:
                 )
             r.value = _combine(r.op, r.value, r.covered, value, covered)
             r.covered = r.covered | covered
+            tree = self.trees.get(("latency", self._table().owner(r.root)))
+            if tree is not None and tree.parent is not None and not self._reach(tree) - r.covered:
+                self._flush_reduce(r)  # every child has reported: no need to wait
         else:
             self._send_up(r, value, covered, hops, force_p2p=self.state is not State.ACTIVE)
 
@@ -1289,9 +1312,12 @@ class Process:
             and tree.parent is not None
             and hops <= len(self.members)
         ):
-            self._send(tree.parent, Partial(r.op_id, r.root, r.op, value, covered, True, hops + 1))
+            dst, via_tree = tree.parent, True
         else:
-            self._send(owner, Partial(r.op_id, r.root, r.op, value, covered, False, hops + 1))
+            dst, via_tree = owner, False
+        self._send(
+            dst, Partial(r.op_id, r.root, r.op, value, covered, via_tree, hops + 1, r.nbytes)
+        )
 
     def _flush_reduce(self, r: _Reduce, force_p2p: bool = False) -> None:
         r.expired = True
@@ -1302,14 +1328,14 @@ class Process:
     def _on_partial(self, src: int, m: Partial) -> None:
         table = self._table()
         if m.root in table.owned:
-            self._merge_root(m.op_id, m.root, m.op, m.value, m.covered)
+            self._merge_root(m.op_id, m.root, m.op, m.value, m.covered, m.nbytes)
         elif m.via_tree and self.state is State.ACTIVE:
-            r = self._reduce_state(m.op_id, m.root, m.op)
+            r = self._reduce_state(m.op_id, m.root, m.op, m.nbytes)
             self._absorb(r, m.value, m.covered, m.hops)
         else:
             self._send(
                 table.owner(m.root),
-                Partial(m.op_id, m.root, m.op, m.value, m.covered, False, m.hops + 1),
+                Partial(m.op_id, m.root, m.op, m.value, m.covered, False, m.hops + 1, m.nbytes),
             )
 
     def _merge_root(
@@ -1319,27 +1345,28 @@ class Process:
         op: Callable,
         value: object,
         covered: NodeSet,
+        nbytes: int,
         done: bool = False,
     ) -> None:
         s = self._sums.get(op_id)
         if s is None:
-            s = RootSum(op_id, root, op, None, NodeSet(), done)
+            s = RootSum(op_id, root, op, None, NodeSet(), done, nbytes)
             r = self._reduces.get(op_id)
             self._out.append(
-                SetTimer(("reduce-give-up", op_id), self.give_up_factor * self.timeout())
+                SetTimer(("reduce-give-up", op_id), self.give_up_factor * self.timeout(nbytes))
             )
             if r is not None and r.covered:  # what we held as an inner node
                 value = _combine(op, value, covered, r.value, r.covered)
                 covered, r.value, r.covered = covered | r.covered, None, NodeSet()
         if s.done or done:
-            self._sums[op_id] = RootSum(op_id, root, op, s.value, s.covered, True)
+            self._sums[op_id] = replace(s, done=True)
             return  # data after ReduceDone is dropped (module doc)
         if not s.covered.isdisjoint(covered):
             raise RemoteProtocolError(f"reduction {op_id!r} counted {s.covered & covered} twice")
         total = _combine(op, s.value, s.covered, value, covered)
-        s = self._sums[op_id] = RootSum(op_id, root, op, total, s.covered | covered, False)
+        s = self._sums[op_id] = replace(s, value=total, covered=s.covered | covered)
         if len(s.covered) == self._table().size:
-            self._sums[op_id] = RootSum(op_id, root, op, total, s.covered, True)
+            self._sums[op_id] = replace(s, done=True)
             self._out.append(ReduceDone(op_id, total, frozenset()))
 
     def _on_timer(self, timer: Hashable) -> None:
@@ -1358,7 +1385,7 @@ class Process:
         elif kind == "reduce-give-up":
             s = self._sums.get(op_id)
             if s is not None and not s.done and s.root in self._table().owned:
-                self._sums[op_id] = RootSum(s.op_id, s.root, s.op, s.value, s.covered, True)
+                self._sums[op_id] = replace(s, done=True)
                 missing = frozenset(self._table().everything - s.covered)
                 self._out.append(ReduceDone(op_id, s.value, missing))
         else:

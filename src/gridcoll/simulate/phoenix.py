@@ -469,7 +469,7 @@ class PhoenixSim:
     ) -> int:
         """Request a reduction of ``values`` (vnode -> value) to vnode ``root`` at
         ``at``: every active process is given the whole mapping and counts the vnodes it
-        owns (``nbytes`` is recorded; the core sizes its own messages)."""
+        owns; ``nbytes`` is the size of each vnode's data (and so of each partial sum)."""
         if root not in self.vnodes:
             raise ParameterError(f"root vnode {root!r} is not one of the {len(self.vnodes)}")
         op_id = len(self.ops)
@@ -477,7 +477,7 @@ class PhoenixSim:
 
         def request() -> None:
             self.ops[op_id].start_s = self.env.now
-            event = _p.ReduceRequested(op_id, root, dict(values), op)
+            event = _p.ReduceRequested(op_id, root, dict(values), op, nbytes)
             for proc in list(self.procs.values()):
                 if not proc.failed and _state(proc.core) in ("ACTIVE", None):
                     self._feed(proc, self.env.now, event, 0.0)
