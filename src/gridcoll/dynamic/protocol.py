@@ -578,6 +578,11 @@ class Process:
         chain_probes: after the extra probes, at most this many more while this
             process is a LAN gateway behind another remote LAN in some latency tree
             (:func:`~gridcoll.dynamic.trees.chained`: Property I, seen locally).
+        roots: keep trees only for these roots (None: for every member, the protocol
+            of the paper). For a driver that wants some roots' trees only (the static
+            builders of :mod:`gridcoll.algorithms.phoenix`); every process of a run
+            must be given the same set. A broadcast or reduction rooted elsewhere then
+            goes point-to-point.
     """
 
     def __init__(
@@ -591,6 +596,7 @@ class Process:
         default_timeout_s: float = 1.0,
         give_up_factor: float = 10.0,
         chain_probes: int = 30,
+        roots: frozenset[int] | None = None,
     ) -> None:
         if extra_probes < 0:
             raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
@@ -601,6 +607,7 @@ class Process:
         self.default_timeout_s = default_timeout_s
         self.give_up_factor = give_up_factor
         self.chain_probes = chain_probes
+        self.roots = roots
         self.state = State.IDLE
         self.error: str | None = None
         self.table: VNodeTable | None = None
@@ -751,11 +758,16 @@ class Process:
         for pid in self._founders:
             self._add_member(pid)
 
+    def _keeps(self, root: int) -> bool:
+        """True if this process keeps ``root``'s trees (the ``roots`` option)."""
+        return self.roots is None or root in self.roots
+
     def _add_member(self, pid: int) -> bool:
-        if pid in self.departed or (pid in self.members and (KINDS[0], pid) in self.trees):
+        known = (KINDS[0], pid) in self.trees or not self._keeps(pid)
+        if pid in self.departed or (pid in self.members and known):
             return False
         self.members.add(pid)
-        for kind in KINDS:
+        for kind in KINDS if self._keeps(pid) else ():
             tree = _Tree(kind, pid)
             if pid == self.pid:
                 tree.dist, tree.est = 0.0, math.inf

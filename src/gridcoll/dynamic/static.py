@@ -181,11 +181,17 @@ def founders(n: int, *, seed: int, extra_probes: int = 10, **kwargs) -> dict[int
 
 
 def stable_trees(
-    grid: Grid, *, seed: int = 0, extra_probes: int = 10, jitter: float = 0.05
+    grid: Grid,
+    *,
+    seed: int = 0,
+    extra_probes: int = 10,
+    jitter: float = 0.05,
+    roots: frozenset[int] | None = None,
 ) -> StableTrees:
     """Run the core on ``grid`` (one process and one vnode per rank) until the probing
-    stops, and return the trees it built (see the module doc)."""
-    procs = founders(grid.nranks, seed=seed, extra_probes=extra_probes)
+    stops, and return the trees it built (see the module doc); with ``roots``, the
+    processes keep (and the result holds) only those roots' trees."""
+    procs = founders(grid.nranks, seed=seed, extra_probes=extra_probes, roots=roots)
     net = Network(
         procs, grid_measure(grid, random.Random(f"{seed}:measure"), jitter), random.Random(seed)
     )
@@ -200,7 +206,7 @@ def stable_trees(
                 for p in procs
                 if p != r and procs[p].parent(kind, r) is not None
             }
-            for r in procs
+            for r in (procs if roots is None else sorted(roots))
         }
     return StableTrees(
         trees["latency"],
