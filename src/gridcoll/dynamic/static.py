@@ -187,11 +187,19 @@ def stable_trees(
     extra_probes: int = 10,
     jitter: float = 0.05,
     roots: frozenset[int] | None = None,
+    remote_probes: bool = False,
 ) -> StableTrees:
     """Run the core on ``grid`` (one process and one vnode per rank) until the probing
     stops, and return the trees it built (see the module doc); with ``roots``, the
-    processes keep (and the result holds) only those roots' trees."""
-    procs = founders(grid.nranks, seed=seed, extra_probes=extra_probes, roots=roots)
+    processes keep (and the result holds) only those roots' trees. ``roots`` and
+    ``remote_probes`` are :class:`~gridcoll.dynamic.protocol.Process`'s options."""
+    procs = founders(
+        grid.nranks,
+        seed=seed,
+        extra_probes=extra_probes,
+        roots=roots,
+        remote_probes=remote_probes,
+    )
     net = Network(
         procs, grid_measure(grid, random.Random(f"{seed}:measure"), jitter), random.Random(seed)
     )
