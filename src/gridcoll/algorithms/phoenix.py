@@ -57,7 +57,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
-from gridcoll.algorithms._hetero import cached_tree, coordinator_tree, tree_bcast, tree_family
+from gridcoll.algorithms._hetero import (
+    COORDINATOR_RANKS,
+    cached_tree,
+    coordinator_tree,
+    tree_bcast,
+    tree_family,
+)
 from gridcoll.algorithms.trees import Tree, chain_tree
 from gridcoll.dynamic.protocol import PROBE_BYTES
 from gridcoll.dynamic.static import stable_trees
@@ -75,6 +81,7 @@ __all__ = [
     "PROBE_JITTER",
     "TREES",
     "bandwidth_tree",
+    "core_cost",
     "core_trees",
     "latency_tree",
     "list_bcast",
@@ -96,6 +103,20 @@ LIST_EXACT_CLUSTERS = 12
 
 CORE_CACHE_SIZE = 64
 """Core runs (one root's two trees) kept per grid."""
+
+CORE_RANK_S = 1.5e-3
+"""Nominal seconds per ``P log2 P`` of a core run (measured: 0.56 s for 64 ranks,
+2.3 s for 200, one core of a shared 2020s x86 machine)."""
+
+
+def core_cost(grid: Grid) -> float:
+    """Nominal seconds of the first ``phoenix-*`` build on ``grid`` (the tuner's
+    planning budget): ``CORE_RANK_S P log2 P`` over the ranks the core runs among
+    (the coordinators above :data:`~gridcoll.algorithms._hetero.COORDINATOR_RANKS`)."""
+    n = grid.nranks
+    if n > COORDINATOR_RANKS and grid.nclusters < n:
+        n = grid.nclusters
+    return CORE_RANK_S * n * math.log2(max(n, 2))
 
 
 def _tree_of_parents(root: int, parents: Mapping[int, int]) -> Tree:
@@ -283,6 +304,7 @@ PHOENIX_LATENCY = tree_family(
     """,
     module=__name__,
     quadratic=False,
+    build_cost=core_cost,
 )
 phoenix_latency, phoenix_latency_segmented = PHOENIX_LATENCY.build, PHOENIX_LATENCY.build_segmented
 
@@ -311,6 +333,7 @@ PHOENIX_BANDWIDTH = tree_family(
     """,
     module=__name__,
     quadratic=False,
+    build_cost=core_cost,
 )
 phoenix_bandwidth, phoenix_bandwidth_segmented = (
     PHOENIX_BANDWIDTH.build,
