@@ -13,8 +13,12 @@ Probe results come from a ``measure(p, q) -> (rtt_s, bw_Bps)`` callback.
 :func:`grid_measure` (the grid's P-LogP figures: ``RTT = r_pq(1) + r_qp(1)``,
 ``bw = 128 KiB / r_qp(128 KiB)``, each with a seeded relative noise of up to ``jitter``)
 and returns every root's latency and bandwidth parents: the trees the core converges
-to. It simulates every message, O(P^3) of them: seconds for 36 processes, minutes for
-136, so ``algorithms.phoenix`` does not use it yet.
+to. It simulates every message. With every root's trees that is O(P^3) messages:
+seconds for 36 processes, 13 minutes for 136. With ``roots={r}`` (and
+``remote_probes``, :class:`~gridcoll.dynamic.protocol.Process`'s options) the processes
+keep root r's two trees only: O(P (log P + 40)) probes, each moving O(depth) messages
+(das2:34, 136 processes: 3.7 thousand probes, 31 thousand messages, about 1.2 s). That
+is how the ``phoenix-*`` builders of :mod:`gridcoll.algorithms.phoenix` get their trees.
 """
 
 from __future__ import annotations
