@@ -68,7 +68,7 @@ from gridcoll.algorithms.trees import Tree, chain_tree
 from gridcoll.dynamic.protocol import PROBE_BYTES
 from gridcoll.dynamic.static import stable_trees
 from gridcoll.dynamic.trees import child_order
-from gridcoll.errors import ParameterError
+from gridcoll.errors import GridcollError, ParameterError
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Schedule
 
@@ -126,11 +126,13 @@ def _tree_of_parents(root: int, parents: Mapping[int, int]) -> Tree:
     below[root] = 0
     for v in parents:
         u = parents[v]
-        while True:  # v counts once for every ancestor
+        for _ in parents:  # v counts once for every ancestor
             below[u] += 1
             if u == root:
                 break
             u = parents[u]
+        else:
+            raise GridcollError(f"the core's tree for root {root} has a cycle through {v}")
     kids: dict[int, list[int]] = {}
     for v in sorted(parents):
         kids.setdefault(parents[v], []).append(v)
@@ -166,10 +168,14 @@ def core_trees(
             roots=frozenset({root}),
             remote_probes=True,
         )
-        return (
-            _tree_of_parents(root, found.latency[root]),
-            _tree_of_parents(root, found.bandwidth[root]),
-        )
+        others = set(range(grid.nranks)) - {root}
+        trees = []
+        for parents in (found.latency[root], found.bandwidth[root]):
+            if set(parents) != others:
+                missing = sorted(others - set(parents))[:5]
+                raise GridcollError(f"the core left ranks {missing} without a parent")
+            trees.append(_tree_of_parents(root, parents))
+        return trees[0], trees[1]
 
     key = (root, seed, extra, jitter)
     return grid.memo.get("phoenix.core", key, run, CORE_CACHE_SIZE)
