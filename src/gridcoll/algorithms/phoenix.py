@@ -30,8 +30,8 @@ root's trees affordable:
 A parent sends to its children most descendants first, ties by rank (the core's
 broadcast order, :func:`~gridcoll.dynamic.trees.child_order`). Both trees come from
 one run, memoised per ``(grid, root, seed, extra, jitter)`` in ``grid.memo``. Measured
-(first build, one core shared with other jobs): 16 ranks 0.05 s, 64 ranks 0.5 s, 136
-ranks 1.3 s, 200 ranks 2.3 s of CPU.
+(first build, CPU on a machine shared with other jobs): 16 ranks 0.04 s, 64 ranks
+0.44 s, 136 ranks 1.4 s, 200 ranks 2.2 s, 256 ranks 2.8 s.
 
 The core runs among all ranks up to :data:`~gridcoll.algorithms._hetero.COORDINATOR_RANKS`;
 above, on a grid with clusters of several ranks, among the coordinators only (the same

@@ -17,7 +17,7 @@ to. It simulates every message. With every root's trees that is O(P^3) messages:
 seconds for 36 processes, 13 minutes for 136. With ``roots={r}`` (and
 ``remote_probes``, :class:`~gridcoll.dynamic.protocol.Process`'s options) the processes
 keep root r's two trees only: O(P (log P + 40)) probes, each moving O(depth) messages
-(das2:34, 136 processes: 3.7 thousand probes, 31 thousand messages, about 1.2 s). That
+(das2:34, 136 processes: 3.7 thousand probes, 31 thousand messages, about 1.4 s). That
 is how the ``phoenix-*`` builders of :mod:`gridcoll.algorithms.phoenix` get their trees.
 """
 
