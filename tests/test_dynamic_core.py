@@ -389,3 +389,47 @@ def test_stable_trees_report_reach_sets_and_the_model_picks_a_tree() -> None:
     # a forced tree is honoured
     out = root.handle(BcastRequested("b", 0, 1, kind="bandwidth"))
     assert {s.message.kind for s in _sends(out, Bcast)} == {"bandwidth"}
+
+
+def test_roots_option_keeps_only_those_trees_and_still_spans() -> None:
+    """``roots``: every process keeps (and its Info carries) only the given roots' trees;
+    a probe still connects everyone, and a broadcast from the root goes down them."""
+    a, b = founders(2, seed=0, roots=frozenset({1})).values()
+    a.handle(Start())
+    b.handle(Start())
+    assert set(a.trees) == set(b.trees) == {("latency", 1), ("bandwidth", 1)}
+    assert a.members == b.members == {0, 1}
+    (reply,) = _sends(b.handle(Received(0, InfoRequest())), Info)
+    assert {(p.kind, p.root) for p in reply.message.positions} == set(b.trees)
+    procs = founders(6, seed=3, roots=frozenset({2}), remote_probes=True)
+    net = Network(procs, lambda p, q: (WAN if (p < 3) != (q < 3) else 1e-4, 1e6), random.Random(3))
+    for p in procs:
+        net.feed(p, Start())
+    net.run()
+    assert all(set(p.trees) == {("latency", 2), ("bandwidth", 2)} for p in procs.values())
+    parents = {p: procs[p].parent("latency", 2) for p in procs if p != 2}
+    assert None not in parents.values()
+    assert sum((p < 3) != (q < 3) for p, q in parents.items()) == 1  # Property I
+    net.feed(2, BcastRequested("b", 2, 1))
+    net.run()
+    assert sorted(v for _, op, vs in net.delivered if op == "b" for v in vs) == list(range(6))
+
+
+def test_remote_probes_give_one_root_property_one() -> None:
+    """With one root a process makes few probes and many LAN members keep a wide-area
+    parent; ``remote_probes`` (probing on while a parent is remote) leaves one
+    wide-area edge into each other cluster (das2:9: 36 ranks, 4 clusters)."""
+    from gridcoll.dynamic.static import stable_trees
+    from gridcoll.network import get_grid
+
+    grid = get_grid("das2:9")
+
+    def wan(parents: dict[int, int]) -> int:
+        return sum(grid.cluster_of[v] != grid.cluster_of[p] for v, p in parents.items())
+
+    plain = stable_trees(grid, seed=0, roots=frozenset({0}))
+    more = stable_trees(grid, seed=0, roots=frozenset({0}), remote_probes=True)
+    assert set(plain.latency) == set(more.latency) == {0}
+    assert wan(plain.latency[0]) > 3 and wan(plain.bandwidth[0]) > 3
+    assert wan(more.latency[0]) == 3 and wan(more.bandwidth[0]) == 3
+    assert more.probes > plain.probes

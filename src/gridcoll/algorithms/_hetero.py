@@ -163,6 +163,9 @@ class TreeFamily:
     """O(P^2) to build (the planning cost, :func:`planning_cost`)."""
     anytime: bool = False
     """Simulated annealing: the tuner hands it an ``evaluations`` budget."""
+    build_cost: Callable[[Grid], float] | None = None
+    """Nominal seconds to build the tree on a grid, if neither O(P^2) nor O(P) at the
+    per-edge rate says it (:func:`planning_cost`)."""
 
 
 def _sections(doc: str) -> tuple[str, dict[str, str]]:
@@ -232,6 +235,7 @@ def tree_family(
     module: str,
     quadratic: bool = True,
     anytime: bool = False,
+    build_cost: Callable[[Grid], float] | None = None,
 ) -> TreeFamily:
     """The family ``name`` of ``tree``: both builders, named after ``name``
     (``look-ahead`` -> ``look_ahead``, ``look_ahead_segmented``) in ``module``.
@@ -269,7 +273,7 @@ def tree_family(
         build.__name__ = build.__qualname__ = fn_name
         build.__module__ = module
         build.__doc__ = _docstring(f"{headline}, {how}\n{rest}".rstrip(), secs)
-    return TreeFamily(name, summary, tree, plain, segmented, quadratic, anytime)
+    return TreeFamily(name, summary, tree, plain, segmented, quadratic, anytime, build_cost)
 
 
 # -- nominal planning costs (for the tuner's budget; calibrated on a 2020s x86 core) -----
@@ -281,14 +285,23 @@ QUADRATIC_BUILD_S = 4e-8
 """Nominal seconds per rank pair of an O(P^2) tree construction."""
 
 
-def planning_cost(*, segmented: bool, quadratic: bool = True) -> Callable[[Grid], float]:
-    """A builder's nominal planning seconds on a grid: its tree, then one model
-    evaluation (unsegmented) or a segment-size search. Deterministic: a function of
-    the rank count only, so every MPI rank makes the same budget decisions."""
+def planning_cost(
+    *,
+    segmented: bool,
+    quadratic: bool = True,
+    build: Callable[[Grid], float] | None = None,
+) -> Callable[[Grid], float]:
+    """A builder's nominal planning seconds on a grid: its tree (``build(grid)`` if
+    given), then one model evaluation (unsegmented) or a segment-size search.
+    Deterministic: a function of the grid's shape only, so every MPI rank makes the
+    same budget decisions."""
 
     def cost(grid: Grid) -> float:
         P = grid.nranks
-        build = QUADRATIC_BUILD_S * P * P if quadratic else EDGE_MODEL_S * P
-        return build + (SEARCH_EVALUATIONS if segmented else 1) * EDGE_MODEL_S * P
+        if build is not None:
+            tree_s = build(grid)
+        else:
+            tree_s = QUADRATIC_BUILD_S * P * P if quadratic else EDGE_MODEL_S * P
+        return tree_s + (SEARCH_EVALUATIONS if segmented else 1) * EDGE_MODEL_S * P
 
     return cost

@@ -1,39 +1,39 @@
-"""Seed 004's static spanning trees (Phoenix), built from probes, and the ``list`` chain.
+"""Seed 004's spanning trees (Phoenix), taken from the protocol core, and the ``list`` chain.
 
 Saito, Taura and Chikayama build, for every root, a latency-aware tree for short
 messages and a bandwidth-aware tree for long ones, without any configuration: each
 processor repeatedly picks another processor at random, measures the round-trip time
 (a 1-byte ping-pong) and the bandwidth (a 128-kilobyte download), and decides whether
-that *candidate* is a better parent than its current one (sec. IV-A to IV-C). A
-processor first takes any candidate that is connected to the tree as its parent,
-then keeps probing: "each processor performs 10 extra measurements". This module runs
-that protocol against the grid's P-LogP parameters, with an explicit seeded
-``random.Random``, so a tree is reproducible:
+that *candidate* is a better parent than its current one (sec. IV-A to IV-C); "each
+processor performs 10 extra measurements" once it has a parent.
 
-* a probe of q by p measures ``RTT = r_pq(1) + r_qp(1)`` and
-  ``bw = 128 KiB / r_qp(128 KiB)`` (the download from q to p, latency included), each
-  with a seeded relative noise of up to :data:`PROBE_JITTER` (5%), as real measurements
-  have: with exact values, every processor of a cluster measures the same RTT to the
-  same remote parent, ``dist`` ties, condition II below never holds between them and
-  the wide-area edges are never replaced by local ones;
-* each processor keeps what it measured to its parent when it chose it
-  (``RTT_p,parent``, ``bw``); ``dist`` sums those along the tree path (figure 3);
-* **latency-aware** (sec. IV-B): p becomes q's child when ``RTT_p,q < RTT_p,parent``
-  and ``dist_q < dist_p``, where ``dist`` sums the RTTs of the tree path from the root;
-* **bandwidth-aware** (sec. IV-C): p estimates the rate it would receive at below q as
-  ``est_p,q = min(est_q, bw / n_children)`` and moves when that beats its current
-  ``est_p,parent`` (``est_root = inf``). ``n_children`` counts q's children with p
-  among them ("the number of siblings p would have", plus p itself: dividing by the
-  siblings alone would be infinite below a leaf).
+There is one implementation of that protocol: :mod:`gridcoll.dynamic` (the sans-I/O
+core, :class:`~gridcoll.dynamic.protocol.Process`, with its tree rules in
+:mod:`gridcoll.dynamic.trees`). The ``phoenix-*`` builders run it:
+:func:`core_trees` starts one founder process per rank and runs them to quiescence
+with the instant in-memory driver :func:`gridcoll.dynamic.static.stable_trees`, probe
+results coming from the grid's P-LogP figures (``RTT = r_pq(1) + r_qp(1)``,
+``bw = 128 KiB / r_qp(128 KiB)``, each with a seeded relative noise of up to
+:data:`PROBE_JITTER`), the paper's :data:`EXTRA_PROBES` and a seed, and reads the
+requested root's latency and bandwidth parents. Two options of the core make one
+root's trees affordable:
 
-The protocol runs in rounds: every processor still probing makes one probe per round,
-in rank order; it stops after its 10 extra probes. The tree state each decision reads
-(distances, children counts, estimates) is the current one, as if every processor
-learnt its ancestors' changes at once. One ``random.Random(seed)`` draws the probed
-processors and the noise, so a tree is reproducible. A parent sends to its children in the order
-they joined it (the paper fixes no order).
+* ``roots={root}``: the processes keep that root's two trees only, not ``2 P`` (the
+  full protocol costs O(P^3) messages: 13 minutes for 136 processes);
+* ``remote_probes=True``: a process also spends its ``chain_probes`` budget while its
+  parent in either tree is remote. With all roots a process makes hundreds of probes
+  (it keeps probing while any of its ``2 P`` trees lacks a parent); with one root
+  about ``log P + 10``, often before its LAN neighbours are connected, and most LANs
+  then kept several wide-area edges (19 into 3 LANs on das2:34), which the extra
+  budget removes (3, Property I of sec. IV-B).
 
-The probes run among all ranks up to :data:`~gridcoll.algorithms._hetero.COORDINATOR_RANKS`;
+A parent sends to its children most descendants first, ties by rank (the core's
+broadcast order, :func:`~gridcoll.dynamic.trees.child_order`). Both trees come from
+one run, memoised per ``(grid, root, seed, extra, jitter)`` in ``grid.memo``. Measured
+(first build, CPU on a machine shared with other jobs): 16 ranks 0.04 s, 64 ranks
+0.44 s, 136 ranks 1.4 s, 200 ranks 2.2 s, 256 ranks 2.8 s.
+
+The core runs among all ranks up to :data:`~gridcoll.algorithms._hetero.COORDINATOR_RANKS`;
 above, on a grid with clusters of several ranks, among the coordinators only (the same
 protocol on the coordinator grid), each cluster then getting MPICH's binomial tree
 below its coordinator (:func:`~gridcoll.algorithms._hetero.coordinator_tree`).
@@ -55,11 +55,20 @@ systems using adaptive spanning trees* (seed 004), sec. IV-A to IV-D and V-A.
 from __future__ import annotations
 
 import math
-import random
+from collections.abc import Mapping
 
-from gridcoll.algorithms._hetero import cached_tree, coordinator_tree, tree_bcast, tree_family
+from gridcoll.algorithms._hetero import (
+    COORDINATOR_RANKS,
+    cached_tree,
+    coordinator_tree,
+    tree_bcast,
+    tree_family,
+)
 from gridcoll.algorithms.trees import Tree, chain_tree
-from gridcoll.errors import ParameterError
+from gridcoll.dynamic.protocol import PROBE_BYTES
+from gridcoll.dynamic.static import stable_trees
+from gridcoll.dynamic.trees import child_order
+from gridcoll.errors import GridcollError, ParameterError
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Schedule
 
@@ -72,6 +81,8 @@ __all__ = [
     "PROBE_JITTER",
     "TREES",
     "bandwidth_tree",
+    "core_cost",
+    "core_trees",
     "latency_tree",
     "list_bcast",
     "list_order",
@@ -84,138 +95,90 @@ __all__ = [
 EXTRA_PROBES = 10
 """Probes a processor makes after it has found a parent (seed 004, sec. IV-A)."""
 
-PROBE_BYTES = 128 * 1024
-"""The bandwidth probe: a 128-kilobyte download (seed 004, sec. IV-A)."""
-
 PROBE_JITTER = 0.05
-"""Relative noise of a probe (our model of a real measurement; see the module doc)."""
+"""Relative noise of a probe (our model of a real measurement)."""
 
 LIST_EXACT_CLUSTERS = 12
 """Up to this many clusters the ``list`` order is found exactly (O(2^C C^2))."""
 
+CORE_CACHE_SIZE = 64
+"""Core runs (one root's two trees) kept per grid."""
 
-class _Probes:
-    """Probe results: the grid's values (per ordered cluster pair, memoised) times a
-    seeded measurement noise ``1 + jitter * U(0, 1)`` on each RTT, ``1 - jitter * U``
-    on each bandwidth."""
-
-    def __init__(self, grid: Grid, rng: random.Random, jitter: float):
-        self.grid, self.rng, self.jitter = grid, rng, jitter
-        self._rtt: dict[tuple[int, int], float] = {}
-        self._bw: dict[tuple[int, int], float] = {}
-
-    def rtt(self, p: int, q: int) -> float:
-        """A 1-byte ping-pong between p and q."""
-        key = (self.grid.cluster_of[p], self.grid.cluster_of[q])
-        base = self._rtt.get(key)
-        if base is None:
-            there, back = self.grid.plogp(p, q), self.grid.plogp(q, p)
-            base = self._rtt[key] = there.r(1) + back.r(1)
-        return base * (1 + self.jitter * self.rng.random())
-
-    def bandwidth(self, source: int, dest: int) -> float:
-        """A 128-kilobyte download from ``source`` to ``dest``."""
-        key = (self.grid.cluster_of[source], self.grid.cluster_of[dest])
-        base = self._bw.get(key)
-        if base is None:
-            net = self.grid.plogp(source, dest)
-            base = self._bw[key] = PROBE_BYTES / net.r(PROBE_BYTES)
-        return base * (1 - self.jitter * self.rng.random())
+CORE_RANK_S = 1.5e-3
+"""Nominal seconds per ``P log2 P`` of a core run (measured: 0.56 s for 64 ranks,
+2.3 s for 200, one core of a shared 2020s x86 machine)."""
 
 
-class _SpanningTree:
-    """One root's tree as the processors hold it: parents, children in join order, and
-    what each processor measured to its parent (``up``: RTT or bandwidth)."""
-
-    def __init__(self, n: int, root: int):
-        self.root = root
-        self.parent: list[int | None] = [None] * n
-        self.children: list[list[int]] = [[] for _ in range(n)]
-        self.up = [0.0] * n
-
-    def connected(self, v: int) -> bool:
-        return v == self.root or self.parent[v] is not None
-
-    def below(self, v: int, ancestor: int) -> bool:
-        """True if ``v`` is ``ancestor`` or in its subtree."""
-        while v is not None:
-            if v == ancestor:
-                return True
-            v = self.parent[v]
-        return False
-
-    def move(self, p: int, new_parent: int, measured: float) -> None:
-        old = self.parent[p]
-        if old is not None:
-            self.children[old].remove(p)
-        self.parent[p] = new_parent
-        self.children[new_parent].append(p)
-        self.up[p] = measured
-
-    def tree(self) -> Tree:
-        return Tree(self.root, {v: tuple(k) for v, k in enumerate(self.children) if k})
+def core_cost(grid: Grid) -> float:
+    """Nominal seconds of the first ``phoenix-*`` build on ``grid`` (the tuner's
+    planning budget): ``CORE_RANK_S P log2 P`` over the ranks the core runs among
+    (the coordinators above :data:`~gridcoll.algorithms._hetero.COORDINATOR_RANKS`)."""
+    n = grid.nranks
+    if n > COORDINATOR_RANKS and grid.nclusters < n:
+        n = grid.nclusters
+    return CORE_RANK_S * n * math.log2(max(n, 2))
 
 
-def _dist(tree: _SpanningTree, v: int) -> float:
-    """``dist_v,root``: the measured RTTs of the tree path, summed (figure 3)."""
-    total = 0.0
-    while v != tree.root:
-        total += tree.up[v]
-        v = tree.parent[v]
-    return total
+def _tree_of_parents(root: int, parents: Mapping[int, int]) -> Tree:
+    """The tree of ``parents`` (child -> parent), each node's children most descendants
+    first, ties by rank, as the core's broadcast sends (O(P depth))."""
+    below = dict.fromkeys(parents, 0)
+    below[root] = 0
+    for v in parents:
+        u = parents[v]
+        for _ in parents:  # v counts once for every ancestor
+            below[u] += 1
+            if u == root:
+                break
+            u = parents[u]
+        else:
+            raise GridcollError(f"the core's tree for root {root} has a cycle through {v}")
+    kids: dict[int, list[int]] = {}
+    for v in sorted(parents):
+        kids.setdefault(parents[v], []).append(v)
+    return Tree(root, {v: tuple(child_order(k, [below[c] for c in k])) for v, k in kids.items()})
 
 
-def _est(tree: _SpanningTree, v: int) -> float:
-    """``est_v``: the rate v receives at, ``min(est_parent, bw / n_children)``."""
-    if v == tree.root:
-        return math.inf
-    up = tree.parent[v]
-    return min(_est(tree, up), tree.up[v] / len(tree.children[up]))
+def core_trees(
+    grid: Grid,
+    root: int = 0,
+    *,
+    seed: int = 0,
+    extra: int = EXTRA_PROBES,
+    jitter: float = PROBE_JITTER,
+) -> tuple[Tree, Tree]:
+    """``root``'s latency-aware and bandwidth-aware trees, from one run of the protocol
+    core (module doc), memoised in ``grid.memo``.
 
-
-def _judge(probes: _Probes, tree: _SpanningTree, kind: str, p: int, cand: int) -> float | None:
-    """The measurement to store if p should move below ``cand``, else None."""
-    if kind == "latency":  # sec. IV-B, conditions I and II
-        rtt = probes.rtt(p, cand)
-        return rtt if rtt < tree.up[p] and _dist(tree, cand) < _dist(tree, p) else None
-    if tree.parent[p] == cand:
-        return None
-    bw = probes.bandwidth(cand, p)  # sec. IV-C
-    offer = min(_est(tree, cand), bw / (len(tree.children[cand]) + 1))
-    return bw if offer > _est(tree, p) else None
-
-
-def _probe_tree(grid: Grid, root: int, kind: str, seed: int, extra: int, jitter: float) -> Tree:
-    """Run the probing protocol for one root's tree of ``kind``; see the module doc."""
+    Seed 004 sec. IV-A to IV-C. O(P (log P + extra + chain probes)) probes, each
+    moving O(depth) messages up and down the two trees.
+    """
     grid.check_rank(root, "root")
-    if extra < 0:
-        raise ParameterError(f"extra probes must be >= 0, got {extra!r}")
+    if isinstance(extra, bool) or not isinstance(extra, int) or extra < 0:
+        raise ParameterError(f"extra probes must be an int >= 0, got {extra!r}")
     if not 0 <= jitter < 1:
         raise ParameterError(f"jitter must be in [0, 1), got {jitter!r}")
-    n = grid.nranks
-    rng = random.Random(seed)
-    probes = _Probes(grid, rng, jitter)
-    tree = _SpanningTree(n, root)
-    left = {p: extra for p in range(n) if p != root}
-    while left:
-        for p in sorted(left):
-            q = rng.randrange(n - 1)
-            q += q >= p  # a uniformly random other processor
-            if tree.parent[p] is None:
-                if tree.connected(q):  # "any processor connected to that tree"
-                    measure = probes.rtt if kind == "latency" else probes.bandwidth
-                    tree.move(p, q, measure(p, q) if kind == "latency" else measure(q, p))
-                    if left[p] == 0:
-                        del left[p]
-                continue
-            if tree.connected(q) and not tree.below(q, p):
-                measured = _judge(probes, tree, kind, p, q)
-                if measured is not None:
-                    tree.move(p, q, measured)
-            left[p] -= 1  # one of the extra measurements
-            if left[p] == 0:
-                del left[p]
-    return tree.tree()
+
+    def run() -> tuple[Tree, Tree]:
+        found = stable_trees(
+            grid,
+            seed=seed,
+            extra_probes=extra,
+            jitter=jitter,
+            roots=frozenset({root}),
+            remote_probes=True,
+        )
+        others = set(range(grid.nranks)) - {root}
+        trees = []
+        for parents in (found.latency[root], found.bandwidth[root]):
+            if set(parents) != others:
+                missing = sorted(others - set(parents))[:5]
+                raise GridcollError(f"the core left ranks {missing} without a parent")
+            trees.append(_tree_of_parents(root, parents))
+        return trees[0], trees[1]
+
+    key = (root, seed, extra, jitter)
+    return grid.memo.get("phoenix.core", key, run, CORE_CACHE_SIZE)
 
 
 def latency_tree(
@@ -226,12 +189,9 @@ def latency_tree(
     extra: int = EXTRA_PROBES,
     jitter: float = PROBE_JITTER,
 ) -> Tree:
-    """Seed 004's latency-aware spanning tree for ``root``, from seeded random probes.
-
-    ``extra`` probes after a parent is found; ``jitter`` the relative measurement noise.
-    Expected O(P (log P + extra)) probes, each O(depth).
-    """
-    return _probe_tree(grid, root, "latency", seed, extra, jitter)
+    """Seed 004's latency-aware spanning tree for ``root``, as the protocol core builds
+    it (sec. IV-B; :func:`core_trees`, whose cost it shares)."""
+    return core_trees(grid, root, seed=seed, extra=extra, jitter=jitter)[0]
 
 
 def bandwidth_tree(
@@ -242,8 +202,9 @@ def bandwidth_tree(
     extra: int = EXTRA_PROBES,
     jitter: float = PROBE_JITTER,
 ) -> Tree:
-    """Seed 004's bandwidth-aware spanning tree for ``root``, from seeded random probes."""
-    return _probe_tree(grid, root, "bandwidth", seed, extra, jitter)
+    """Seed 004's bandwidth-aware spanning tree for ``root``, as the protocol core
+    builds it (sec. IV-C; :func:`core_trees`, whose cost it shares)."""
+    return core_trees(grid, root, seed=seed, extra=extra, jitter=jitter)[1]
 
 
 # -- list --------------------------------------------------------------------------------
@@ -301,7 +262,7 @@ def _phoenix_on(kind: str):
             grid, (f"phoenix-{kind}", root, seed), root, lambda g, r: make(g, r, seed=seed)
         )
 
-    tree.__doc__ = f"Seed 004's {kind}-aware tree (independent of ``nbytes``), memoised."
+    tree.__doc__ = f"Seed 004's {kind}-aware tree from the core (independent of ``nbytes``)."
     return tree
 
 
@@ -321,18 +282,21 @@ TREES = {
 PHOENIX_LATENCY = tree_family(
     "phoenix-latency",
     TREES["phoenix-latency"],
-    "seed 004's latency-aware spanning tree, built from random probes",
-    """Seed 004's latency-aware tree (for short messages).
+    "seed 004's latency-aware spanning tree, as the protocol core builds it",
+    """Seed 004's latency-aware tree (for short messages), from the protocol core.
 
     Parameters
     ----------
     seed : int
-        Seeds the ``random.Random`` that picks the probed processors.
+        Seeds the core's processes (which peer each probes), the driver's message order
+        and the probes' noise.
 
     Notes
     -----
-    Model: seed 000's per-edge ``lam(M)`` on the tree. Expected O(P (log P + 10))
-    probes to build.
+    The tree :func:`core_trees` reads from :mod:`gridcoll.dynamic` run to quiescence
+    with the paper's 10 extra probes. Model: seed 000's per-edge ``lam(M)`` on the
+    tree. O(P (log P + 10 + 30)) probes to build, each moving O(depth) protocol
+    messages (0.5 s for 64 ranks, 2.3 s for 200).
 
     References
     ----------
@@ -346,6 +310,7 @@ PHOENIX_LATENCY = tree_family(
     """,
     module=__name__,
     quadratic=False,
+    build_cost=core_cost,
 )
 phoenix_latency, phoenix_latency_segmented = PHOENIX_LATENCY.build, PHOENIX_LATENCY.build_segmented
 
@@ -353,14 +318,20 @@ phoenix_latency, phoenix_latency_segmented = PHOENIX_LATENCY.build, PHOENIX_LATE
 PHOENIX_BANDWIDTH = tree_family(
     "phoenix-bandwidth",
     TREES["phoenix-bandwidth"],
-    "seed 004's bandwidth-aware spanning tree, built from random probes",
-    """Seed 004's bandwidth-aware tree.
+    "seed 004's bandwidth-aware spanning tree, as the protocol core builds it",
+    """Seed 004's bandwidth-aware tree, from the protocol core.
+
+    Parameters
+    ----------
+    seed : int
+        Seeds the core's processes, the driver's message order and the probes' noise.
 
     Notes
     -----
     The paper pipelines long messages down this tree: ``phoenix-bandwidth-segmented``.
-    Model: seed 000's per-edge ``lam(M)`` on the tree. Expected O(P (log P + 10))
-    probes to build, each O(depth) for ``est``.
+    The tree :func:`core_trees` reads from the same run as ``phoenix-latency``'s.
+    Model: seed 000's per-edge ``lam(M)`` on the tree. O(P (log P + 10 + 30)) probes
+    to build, each moving O(depth) protocol messages.
 
     References
     ----------
@@ -368,6 +339,7 @@ PHOENIX_BANDWIDTH = tree_family(
     """,
     module=__name__,
     quadratic=False,
+    build_cost=core_cost,
 )
 phoenix_bandwidth, phoenix_bandwidth_segmented = (
     PHOENIX_BANDWIDTH.build,

@@ -219,7 +219,7 @@ def tree_family_builders(family: TreeFamily) -> list[Builder]:
             family.build,
             family.summary,
             (),
-            planning_cost(segmented=False, quadratic=family.quadratic),
+            planning_cost(segmented=False, quadratic=family.quadratic, build=family.build_cost),
         ),
         Builder(
             "bcast",
@@ -227,7 +227,7 @@ def tree_family_builders(family: TreeFamily) -> list[Builder]:
             family.build_segmented,
             family.summary.split(":")[0] + ", segments forwarded as they arrive",
             ("segment_size",),
-            planning_cost(segmented=True, quadratic=family.quadratic),
+            planning_cost(segmented=True, quadratic=family.quadratic, build=family.build_cost),
         ),
     ]
 

@@ -24,13 +24,20 @@ __all__ = ["NodeSet"]
 
 
 def _normalise(ranges: Iterable[tuple[int, int]]) -> tuple[tuple[int, int], ...]:
-    out: list[list[int]] = []
-    for lo, hi in sorted(r for r in ranges if r[0] < r[1]):
-        if out and lo <= out[-1][1]:
-            out[-1][1] = max(out[-1][1], hi)
-        else:
-            out.append([lo, hi])
-    return tuple((lo, hi) for lo, hi in out)
+    out: list[tuple[int, int]] = []
+    lo0 = hi0 = -1  # the range being merged (none while hi0 < 0)
+    for lo, hi in sorted(ranges):
+        if lo >= hi:
+            continue
+        if hi0 < 0 or lo > hi0:
+            if hi0 >= 0:
+                out.append((lo0, hi0))
+            lo0, hi0 = lo, hi
+        elif hi > hi0:
+            hi0 = hi
+    if hi0 >= 0:
+        out.append((lo0, hi0))
+    return tuple(out)
 
 
 def _uleb(value: int) -> bytes:
@@ -169,8 +176,10 @@ class NodeSet:
     def nbytes(self) -> int:
         """The size of :meth:`encode`'s output, for the link model."""
         size, prev = _uleb_len(len(self.ranges)), 0
-        for lo, hi in self.ranges:
-            size += _uleb_len(lo - prev) + _uleb_len(hi - lo)
+        for lo, hi in self.ranges:  # one byte per value below 128 (most of them)
+            gap, length = lo - prev, hi - lo
+            size += 1 if gap < 0x80 else _uleb_len(gap)
+            size += 1 if length < 0x80 else _uleb_len(length)
             prev = hi
         return size
 

@@ -68,8 +68,10 @@ parent, what it measured to the parent, its distance (latency) or estimated rate
 a time (Probe to the driver, InfoRequest to the peer, whose Info carries its place in
 every tree, sec. IV-B) until it has a parent in every tree, then ``extra_probes`` more,
 then up to ``chain_probes`` more while it sees itself as a LAN gateway behind another
-remote LAN (:func:`~gridcoll.dynamic.trees.chained`; that budget is renewed only by
-membership changes); the rules are :mod:`gridcoll.dynamic.trees`. Losing a parent
+remote LAN (:func:`~gridcoll.dynamic.trees.chained`; with ``remote_probes``, also
+while its parent in any tree is remote; that budget is renewed only by membership
+changes); the rules are :mod:`gridcoll.dynamic.trees`. With ``roots``, a process
+keeps only those roots' trees (a static builder's cheaper run). Losing a parent
 (its leave, or a cycle) renews the extra probes, as the paper's repair does. Moving
 sends a detach to the old parent and an attach to the new one. Positions flow down
 (a parent's distance, rate, child count and ancestors), reach sets and summaries
@@ -591,6 +593,18 @@ class Process:
         chain_probes: after the extra probes, at most this many more while this
             process is a LAN gateway behind another remote LAN in some latency tree
             (:func:`~gridcoll.dynamic.trees.chained`: Property I, seen locally).
+        roots: keep trees only for these roots (None: for every member, the protocol
+            of the paper). For a driver that wants some roots' trees only (the static
+            builders of :mod:`gridcoll.algorithms.phoenix`); every process of a run
+            must be given the same set. A broadcast or reduction rooted elsewhere then
+            goes point-to-point.
+        remote_probes: also spend the ``chain_probes`` budget while this process's
+            parent in some tree (either kind) is remote, its RTT more than ``NEAR_RATIO``
+            times the nearest peer's. With every member's trees a process keeps probing
+            while any of them lacks a parent and makes hundreds of probes; with one
+            root it makes about ``log P + extra_probes``, often all before its LAN
+            neighbours are connected, and keeps a wide-area parent (Property I lost).
+            Off by default (the behaviour above).
     """
 
     def __init__(
@@ -604,6 +618,8 @@ class Process:
         default_timeout_s: float = 1.0,
         give_up_factor: float = 10.0,
         chain_probes: int = 30,
+        roots: frozenset[int] | None = None,
+        remote_probes: bool = False,
     ) -> None:
         if extra_probes < 0:
             raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
@@ -614,6 +630,8 @@ class Process:
         self.default_timeout_s = default_timeout_s
         self.give_up_factor = give_up_factor
         self.chain_probes = chain_probes
+        self.roots = roots
+        self.remote_probes = remote_probes
         self.state = State.IDLE
         self.error: str | None = None
         self.table: VNodeTable | None = None
@@ -764,11 +782,16 @@ class Process:
         for pid in self._founders:
             self._add_member(pid)
 
+    def _keeps(self, root: int) -> bool:
+        """True if this process keeps ``root``'s trees (the ``roots`` option)."""
+        return self.roots is None or root in self.roots
+
     def _add_member(self, pid: int) -> bool:
-        if pid in self.departed or (pid in self.members and (KINDS[0], pid) in self.trees):
+        known = (KINDS[0], pid) in self.trees or not self._keeps(pid)
+        if pid in self.departed or (pid in self.members and known):
             return False
         self.members.add(pid)
-        for kind in KINDS:
+        for kind in KINDS if self._keeps(pid) else ():
             tree = _Tree(kind, pid)
             if pid == self.pid:
                 tree.dist, tree.est = 0.0, math.inf
@@ -780,7 +803,7 @@ class Process:
         return True
 
     def _learn_members(self, src: int, members: Iterable[int]) -> None:
-        new = [m for m in sorted(members) if m != self.pid and self._add_member(m)]
+        new = [m for m in sorted(set(members) - self.members) if self._add_member(m)]
         if self.state is State.LEAVING:
             for m in new:
                 self._ask_to_ack(m)
@@ -972,7 +995,14 @@ class Process:
             return True
         if any(t.parent is None and t.root != self.pid for t in self.trees.values()):
             return True
-        return self._chain_left > 0 and self._chained()
+        if self._chain_left <= 0:
+            return False
+        return self._chained() or (self.remote_probes and self._remote_parent())
+
+    def _remote_parent(self) -> bool:
+        """A tree (either kind) whose parent is clearly further than the nearest peer
+        measured: a LAN member hanging on a wide-area edge (the ``remote_probes`` option)."""
+        return any(NEAR_RATIO * self._lan_rtt < t.rtt < math.inf for t in self.trees.values())
 
     def _chained(self) -> bool:
         """A latency tree where we are a LAN's gateway behind another remote LAN."""
