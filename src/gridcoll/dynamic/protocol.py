@@ -78,18 +78,31 @@ among its own ancestors (two crossing moves made a cycle) drops its parent and p
 again. A new member (a new tree) or a lost parent restarts the probing.
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
-predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`) and treats
-the whole namespace as its target set. A process given a target set (I) delivers the
-vnodes it owns, (II) sends each child, most descendants first, the targets the child
-reaches, (III) sends the rest point-to-point to their owners by its routing table.
-Point-to-point messages are never forwarded along a tree; tree messages that have
-made more hops than there are members go point-to-point (a transient cycle).
+predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency
+tree store and forward, the bandwidth tree pipelined) and treats the whole namespace
+as its target set. On the bandwidth tree the message is pipelined ("long messages are
+pipelined along the spanning trees"): the root cuts it into ``nsegments`` segments of
+the size the model picks from its own bandwidth summary
+(:func:`~gridcoll.dynamic.trees.segment_size`; short messages and the latency tree:
+one segment) and sends them all at once, in order; each :class:`Bcast` carries its
+``segment`` and ``nsegments`` and a target set of its own. A process given a segment
+with a target set (I) delivers it to the vnodes it owns, (II) sends each child, most
+descendants first, the targets the child reaches, (III) sends the rest point-to-point
+to their owners by its routing table, at once: a segment moves on as soon as it
+arrives, so the segments of one broadcast overlap down the tree (the driver's links
+serialise them). Point-to-point messages are never forwarded along a tree; tree
+messages that have made more hops than there are members go point-to-point (a
+transient cycle). Segments are routed independently: a tree that changes between two
+segments only changes their routes.
 
-Invariant B: for each broadcast, the target sets of the messages in flight and the
-vnodes already delivered partition the namespace. Each step splits a set and
-drops nothing, so every vnode gets the broadcast exactly once, whatever the trees look
-like, as long as point-to-point messages reach the owner (the routing invariant of
-:mod:`~gridcoll.dynamic.vnodes`). A second delivery to a vnode raises.
+Invariant B: for each broadcast and each segment, the target sets of the messages in
+flight and the vnodes already delivered partition the namespace. Each step splits a
+set and drops nothing, so every vnode gets every segment exactly once, whatever the
+trees look like, as long as point-to-point messages reach the owner (the routing
+invariant of :mod:`~gridcoll.dynamic.vnodes`). :class:`Deliver` is per segment; a
+vnode has the broadcast once it has every segment. The segments a vnode has travel
+with it (``VNodeState.partial``), so a vnode that migrates between two segments gets
+the rest at its new owner, each once. A second delivery of a segment to a vnode raises.
 
 *Reduction (sec. IV-E).* ``values`` gives the application's data per vnode. A vnode's
 data is counted by the process that owns it while the reduction is known there, once:
