@@ -46,7 +46,7 @@ class _Net(Network):
         super().apply(pid, actions)
 
 
-_SIZES = (1, 1 << 10, 1 << 20, 3 << 20)
+_SIZES = (1 << 10, 1 << 20)
 """Broadcast sizes the scenarios draw from (a random size up to each): short ones go
 in one message, long ones on the bandwidth tree in up to dozens of segments."""
 
