@@ -3,7 +3,8 @@
 Each run founds a few processes, lets the probing run part way, then interleaves
 broadcasts, reductions, joins, leaves and migrations with random deliveries (random
 order across pairs, FIFO per pair, timers firing early at random), and finally runs
-to quiescence. Every vnode must receive every broadcast exactly once and every
+to quiescence. Every vnode must receive every segment of every broadcast exactly
+once (long broadcasts on the bandwidth tree are pipelined in segments) and every
 reduction must count every vnode exactly once, and no process may end in ERROR.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
+from dataclasses import dataclass, field
 from operator import add
 
 from hypothesis import given, settings
@@ -18,6 +20,7 @@ from hypothesis import strategies as st
 
 from gridcoll.dynamic.protocol import (
     BcastRequested,
+    Deliver,
     JoinRequested,
     LeaveRequested,
     MigrateRequested,
@@ -27,6 +30,25 @@ from gridcoll.dynamic.protocol import (
     State,
 )
 from gridcoll.dynamic.static import Network, founders
+
+
+@dataclass
+class _Net(Network):
+    """The in-memory network, also recording each delivery's segment."""
+
+    segments: list[tuple[object, int, int, frozenset[int]]] = field(default_factory=list)
+
+    def apply(self, pid, actions) -> None:
+        actions = list(actions)
+        for a in actions:
+            if isinstance(a, Deliver):
+                self.segments.append((a.op_id, a.segment, a.nsegments, a.vnodes))
+        super().apply(pid, actions)
+
+
+_SIZES = (1 << 10, 1 << 20)
+"""Broadcast sizes the scenarios draw from (a random size up to each): short ones go
+in one message, long ones on the bandwidth tree in up to dozens of segments."""
 
 
 def _measure(p: int, q: int) -> tuple[float, float]:
@@ -78,7 +100,7 @@ def _steps(net: Network, rng: random.Random, n: int) -> None:
 def _churn_run(seed: int, nfounders: int, nops: int) -> tuple[Network, dict, dict, int]:
     rng = random.Random(seed)
     procs = founders(nfounders, seed=seed, extra_probes=3, **_PARAMS)
-    net = Network(procs, _measure, random.Random(seed + 1), timer_chance=0.02, early=_early)
+    net = _Net(procs, _measure, random.Random(seed + 1), timer_chance=0.02, early=_early)
     for p in list(procs):
         net.feed(p, Start())
     _steps(net, rng, rng.randrange(0, 400))
@@ -94,9 +116,8 @@ def _churn_run(seed: int, nfounders: int, nops: int) -> tuple[Network, dict, dic
             if owner is not None and net.processes[owner].state is State.ACTIVE:
                 bcasts[i] = root
                 kind = rng.choice([None, "latency", "bandwidth"])
-                net.feed(
-                    owner, BcastRequested(i, root, 1 + rng.randrange(1 << 20), payload=i, kind=kind)
-                )
+                nbytes = 1 + rng.randrange(rng.choice(_SIZES))
+                net.feed(owner, BcastRequested(i, root, nbytes, payload=i, kind=kind))
         elif act == "reduce":
             root = rng.randrange(size)
             owner = _owner(net, root)
@@ -135,11 +156,14 @@ def _churn_run(seed: int, nfounders: int, nops: int) -> tuple[Network, dict, dic
 def _check(net: Network, bcasts: dict, reduces: dict, size: int) -> None:
     errors = {p: proc.error for p, proc in net.processes.items() if proc.state is State.ERROR}
     assert not errors
-    got = Counter((op, v) for _, op, vnodes in net.delivered for v in vnodes)
+    got = Counter((op, seg, v) for op, seg, _, vnodes in net.segments for v in vnodes)
+    nsegs = {op: {n for o, _, n, _ in net.segments if o == op} for op in bcasts}
     for op in bcasts:
-        for v in range(size):
-            assert got[op, v] == 1, (op, v, got[op, v])
-    assert set(op for op, _ in got) <= set(bcasts)
+        (n,) = nsegs[op]  # every segment message of a broadcast agrees on the count
+        for seg in range(n):
+            for v in range(size):
+                assert got[op, seg, v] == 1, (op, seg, v, got[op, seg, v])
+    assert set(op for op, _, _ in got) <= set(bcasts)
     done = Counter(d.op_id for _, d in net.done)
     for op in reduces:
         assert done[op] == 1, (op, done[op])
@@ -163,7 +187,7 @@ def test_exactly_once_under_churn(seed: int, nfounders: int, nops: int) -> None:
 def test_a_churn_run_really_churns() -> None:
     """The scenario generator does join, leave and migrate during collectives (so the
     property test above is not vacuous)."""
-    states, moved, ops = Counter(), 0, 0
+    states, moved, ops, pipelined = Counter(), 0, 0, 0
     for seed in range(30):
         net, bcasts, reduces, size = _churn_run(seed, 4, 10)
         _check(net, bcasts, reduces, size)
@@ -175,5 +199,7 @@ def test_a_churn_run_really_churns() -> None:
             if s.epoch
         )
         ops += len(bcasts) + len(reduces)
+        pipelined += len({op for op, _, n, _ in net.segments if n > 1})
     assert states[State.LEFT] > 5 and len(states) == 2
     assert moved > 20 and ops > 100
+    assert pipelined > 10  # long broadcasts were cut into segments under churn

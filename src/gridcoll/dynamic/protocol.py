@@ -80,18 +80,31 @@ among its own ancestors (two crossing moves made a cycle) drops its parent and p
 again. A new member (a new tree) or a lost parent restarts the probing.
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
-predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`) and treats
-the whole namespace as its target set. A process given a target set (I) delivers the
-vnodes it owns, (II) sends each child, most descendants first, the targets the child
-reaches, (III) sends the rest point-to-point to their owners by its routing table.
-Point-to-point messages are never forwarded along a tree; tree messages that have
-made more hops than there are members go point-to-point (a transient cycle).
+predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency
+tree store and forward, the bandwidth tree pipelined) and treats the whole namespace
+as its target set. On the bandwidth tree the message is pipelined ("long messages are
+pipelined along the spanning trees"): the root cuts it into ``nsegments`` segments of
+the size the model picks from its own bandwidth summary
+(:func:`~gridcoll.dynamic.trees.segment_size`; short messages and the latency tree:
+one segment) and sends them all at once, in order; each :class:`Bcast` carries its
+``segment`` and ``nsegments`` and a target set of its own. A process given a segment
+with a target set (I) delivers it to the vnodes it owns, (II) sends each child, most
+descendants first, the targets the child reaches, (III) sends the rest point-to-point
+to their owners by its routing table, at once: a segment moves on as soon as it
+arrives, so the segments of one broadcast overlap down the tree (the driver's links
+serialise them). Point-to-point messages are never forwarded along a tree; tree
+messages that have made more hops than there are members go point-to-point (a
+transient cycle). Segments are routed independently: a tree that changes between two
+segments only changes their routes.
 
-Invariant B: for each broadcast, the target sets of the messages in flight and the
-vnodes already delivered partition the namespace. Each step splits a set and
-drops nothing, so every vnode gets the broadcast exactly once, whatever the trees look
-like, as long as point-to-point messages reach the owner (the routing invariant of
-:mod:`~gridcoll.dynamic.vnodes`). A second delivery to a vnode raises.
+Invariant B: for each broadcast and each segment, the target sets of the messages in
+flight and the vnodes already delivered partition the namespace. Each step splits a
+set and drops nothing, so every vnode gets every segment exactly once, whatever the
+trees look like, as long as point-to-point messages reach the owner (the routing
+invariant of :mod:`~gridcoll.dynamic.vnodes`). :class:`Deliver` is per segment; a
+vnode has the broadcast once it has every segment. The segments a vnode has travel
+with it (``VNodeState.partial``), so a vnode that migrates between two segments gets
+the rest at its new owner, each once. A second delivery of a segment to a vnode raises.
 
 *Reduction (sec. IV-E).* ``values`` gives the application's data per vnode. A vnode's
 data is counted by the process that owns it while the reduction is known there, once:
@@ -139,6 +152,8 @@ from gridcoll.dynamic.trees import (
     choose_tree,
     latency_better,
     latency_summary,
+    pipelined_time,
+    segment_size,
 )
 from gridcoll.dynamic.vnodes import VNodeState, VNodeTable
 from gridcoll.errors import GridcollError
@@ -147,6 +162,7 @@ __all__ = [
     "HEADER_BYTES",
     "KINDS",
     "PROBE_BYTES",
+    "SEGMENT_COST_S",
     "TRANSITIONS",
     "Action",
     "BcastRequested",
@@ -177,6 +193,11 @@ PROBE_BYTES = 128 * 1024
 
 HEADER_BYTES = 16
 """Fixed header of every protocol message (type, op id, root, hops), for the link model."""
+
+SEGMENT_COST_S = 20e-6
+"""Default fixed cost of one segment message (per-message CPU, protocol and wire
+overheads; ``c`` of :func:`~gridcoll.dynamic.trees.segment_size`): a few tens of
+microseconds per message, as MPI over TCP on the paper's Gigabit-era clusters."""
 
 KINDS = ("latency", "bandwidth")
 """The two tree kinds, one of each per root (sec. IV-A)."""
@@ -262,6 +283,10 @@ class Bcast:
     hops: int
     nbytes: int
     payload: object = None
+    segment: int = 0
+    """This message's segment of a pipelined broadcast, ``0 .. nsegments - 1``."""
+    nsegments: int = 1
+    """How many segments the broadcast was cut into (1: not pipelined)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -377,7 +402,12 @@ def message_bytes(m: Message) -> int:
     if isinstance(m, Handover):
         return (
             HEADER_BYTES
-            + sum(8 + 8 * (len(s.delivered) + len(s.contributed)) for _, s in m.states)
+            + sum(
+                8
+                + 8 * (len(s.delivered) + len(s.contributed))
+                + sum(8 + ns.nbytes for ns in s.partial.values())
+                for _, s in m.states
+            )
             + sum(nbytes for *_, nbytes in m.values)
         )
     if isinstance(m, Update | Leaving):
@@ -476,9 +506,16 @@ class Probe:
 
 @dataclass(frozen=True, slots=True)
 class Deliver:
+    """Segment ``segment`` of broadcast ``op_id`` for these vnodes (each vnode gets each
+    segment of a broadcast exactly once; it has the broadcast once it has all
+    ``nsegments``). ``payload`` is the segment's slice of a bytes-like payload of
+    ``nbytes`` bytes, the payload itself otherwise."""
+
     op_id: Hashable
     vnodes: frozenset[int]
     payload: object
+    segment: int = 0
+    nsegments: int = 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -569,6 +606,23 @@ class _Reduce:
     expired: bool = False
 
 
+def _replace_targets(m: Bcast, targets: NodeSet, via_tree: bool) -> Bcast:
+    """``m`` one hop further, for ``targets`` (the same op and segment)."""
+    return Bcast(
+        m.op_id,
+        m.root,
+        m.kind,
+        m.tree_root,
+        targets,
+        via_tree,
+        m.hops + 1,
+        m.nbytes,
+        m.payload,
+        m.segment,
+        m.nsegments,
+    )
+
+
 def _combine(op: Callable, a: object, a_cov: NodeSet, b: object, b_cov: NodeSet) -> object:
     if not a_cov:
         return b
@@ -605,6 +659,8 @@ class Process:
             root it makes about ``log P + extra_probes``, often all before its LAN
             neighbours are connected, and keeps a wide-area parent (Property I lost).
             Off by default (the behaviour above).
+        segment_cost_s: the fixed cost of one segment message, ``c`` of the model that
+            cuts long broadcasts into segments (:func:`~gridcoll.dynamic.trees.segment_size`).
     """
 
     def __init__(
@@ -620,6 +676,7 @@ class Process:
         chain_probes: int = 30,
         roots: frozenset[int] | None = None,
         remote_probes: bool = False,
+        segment_cost_s: float = SEGMENT_COST_S,
     ) -> None:
         if extra_probes < 0:
             raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
@@ -632,6 +689,7 @@ class Process:
         self.chain_probes = chain_probes
         self.roots = roots
         self.remote_probes = remote_probes
+        self.segment_cost_s = segment_cost_s
         self.state = State.IDLE
         self.error: str | None = None
         self.table: VNodeTable | None = None
@@ -1199,38 +1257,78 @@ class Process:
         kind = event.kind or self.choose_kind(event.nbytes)
         if kind not in KINDS:
             raise LocalProtocolError(f"tree kind must be one of {KINDS}, got {kind!r}")
-        m = Bcast(
-            event.op_id,
-            event.root,
-            kind,
-            self.pid,
-            table.everything,
-            True,
-            0,
-            event.nbytes,
-            event.payload,
+        size = self.segment_size(event.nbytes) if kind == "bandwidth" else event.nbytes
+        n = max(1, math.ceil(event.nbytes / size)) if size > 0 else 1
+        sliceable = (
+            isinstance(event.payload, bytes | bytearray | memoryview)
+            and len(event.payload) == event.nbytes
         )
-        self._spread(m)
+        for i in range(n):  # each segment goes down the tree as soon as it is cut
+            lo, hi = i * size, min(event.nbytes, (i + 1) * size)
+            payload = event.payload[lo:hi] if sliceable and n > 1 else event.payload
+            m = Bcast(
+                event.op_id,
+                event.root,
+                kind,
+                self.pid,
+                table.everything,
+                True,
+                0,
+                hi - lo,
+                payload,
+                i,
+                n,
+            )
+            self._spread(m)
+
+    def _segment_cost(self, summary: Summary) -> float:
+        """``c``: a segment message's fixed cost, its header at the tree's rate included."""
+        header = HEADER_BYTES + self._table().everything.nbytes
+        return self.segment_cost_s + header * (summary.b if math.isfinite(summary.b) else 0.0)
+
+    def segment_size(self, nbytes: int) -> int:
+        """The model's segment size for an ``nbytes`` broadcast on this process's own
+        bandwidth tree (:func:`~gridcoll.dynamic.trees.segment_size`)."""
+        tree = self.trees.get(("bandwidth", self.pid))
+        if tree is None:
+            return nbytes
+        summary = self._summary(tree)
+        return segment_size(summary, nbytes, self._segment_cost(summary))
+
+    def predicted_time(self, kind: str, nbytes: int) -> float:
+        """The model's time for an ``nbytes`` broadcast from here on tree ``kind``: the
+        latency tree store and forward, the bandwidth tree pipelined."""
+        tree = self.trees.get((kind, self.pid))
+        if tree is None:
+            return math.inf
+        summary = self._summary(tree)
+        if kind == "latency":
+            return summary.time(nbytes)
+        cost = self._segment_cost(summary)
+        return pipelined_time(summary, nbytes, segment_size(summary, nbytes, cost), cost)
 
     def choose_kind(self, nbytes: int) -> str:
         """The tree the model predicts faster for an ``nbytes`` broadcast from here."""
         lat, bw = self.trees.get(("latency", self.pid)), self.trees.get(("bandwidth", self.pid))
         if lat is None or bw is None:
             return "latency"
-        return choose_tree(self._summary(lat), self._summary(bw), nbytes)
+        summary = self._summary(bw)
+        return choose_tree(self._summary(lat), summary, nbytes, self._segment_cost(summary))
 
     def _on_bcast(self, src: int, m: Bcast) -> None:
         self._spread(m)
 
     def _spread(self, m: Bcast) -> None:
-        """Rules I, II and III of sec. IV-D."""
+        """Rules I, II and III of sec. IV-D, for one segment."""
         table = self._table()
         mine = m.targets & table.mine()
         if mine:
             for v in mine:
-                if not table.mark_delivered(v, m.op_id):
-                    raise RemoteProtocolError(f"broadcast {m.op_id!r} reached vnode {v} twice")
-            self._out.append(Deliver(m.op_id, frozenset(mine), m.payload))
+                if not table.mark_delivered(v, m.op_id, m.segment, m.nsegments):
+                    raise RemoteProtocolError(
+                        f"broadcast {m.op_id!r} segment {m.segment} reached vnode {v} twice"
+                    )
+            self._out.append(Deliver(m.op_id, frozenset(mine), m.payload, m.segment, m.nsegments))
         rest = m.targets - mine
         tree = self.trees.get((m.kind, m.tree_root))
         if (
@@ -1242,40 +1340,13 @@ class Process:
             for c in self._ordered_children(tree):
                 sub = rest & tree.children[c].reach
                 if sub:
-                    self._send(
-                        c,
-                        Bcast(
-                            m.op_id,
-                            m.root,
-                            m.kind,
-                            m.tree_root,
-                            sub,
-                            True,
-                            m.hops + 1,
-                            m.nbytes,
-                            m.payload,
-                        ),
-                    )
+                    self._send(c, _replace_targets(m, sub, True))
                     rest = rest - sub
         by_owner: dict[int, list[int]] = {}
         for v in rest:
             by_owner.setdefault(table.owner(v), []).append(v)
         for owner, vs in sorted(by_owner.items()):
-            sub = NodeSet.of(vs)
-            self._send(
-                owner,
-                Bcast(
-                    m.op_id,
-                    m.root,
-                    m.kind,
-                    m.tree_root,
-                    sub,
-                    False,
-                    m.hops + 1,
-                    m.nbytes,
-                    m.payload,
-                ),
-            )
+            self._send(owner, _replace_targets(m, NodeSet.of(vs), False))
 
     # -- reduction (sec. IV-E) --------------------------------------------------------------
     def timeout(self, nbytes: int = 0) -> float:

@@ -10,8 +10,9 @@ Every vnode carries an **epoch**, the number of times it has changed owner. A
 :class:`VNodeTable` is one process's view:
 
 * ``owned``: the vnodes mapped to this process, with their :class:`VNodeState`
-  (epoch, the broadcast ids already delivered to it, the reduction ids it has already
-  contributed to). That state travels with the vnode, so a vnode handed over while a
+  (epoch, the broadcast ids already delivered to it whole, the segments it holds of
+  pipelined broadcasts still under way, the reduction ids it has already contributed
+  to). That state travels with the vnode, so a vnode handed over while a
   message for it is in flight is served by exactly one of the two processes.
 * ``route``: vnode -> (process, epoch), the owner this process last heard of. Entries
   only ever name a process that owned the vnode at that epoch, and are only replaced
@@ -44,7 +45,12 @@ class VNodeState:
 
     epoch: int = 0
     delivered: frozenset[Hashable] = frozenset()
+    """Broadcasts this vnode has every segment of."""
     contributed: frozenset[Hashable] = frozenset()
+    partial: Mapping[Hashable, NodeSet] = field(default_factory=dict)
+    """Pipelined broadcasts under way: op id -> the segment indices delivered so far
+    (a :class:`NodeSet` of indices: segments arrive mostly in order, so a range or
+    two). Never mutated: a delivery makes a new mapping."""
 
 
 @dataclass
@@ -104,7 +110,7 @@ class VNodeTable:
         out = {}
         for v in sorted(vnodes):
             state = self.owned.pop(v)
-            state = VNodeState(state.epoch + 1, state.delivered, state.contributed)
+            state = VNodeState(state.epoch + 1, state.delivered, state.contributed, state.partial)
             self.route[v] = (to, state.epoch)
             out[v] = state
         return out
@@ -117,12 +123,24 @@ class VNodeTable:
             self.owned[v] = state
             self.route[v] = (self.me, state.epoch)
 
-    def mark_delivered(self, v: int, op_id: Hashable) -> bool:
-        """Record a broadcast delivered to owned v; False if it had been already."""
+    def mark_delivered(self, v: int, op_id: Hashable, segment: int = 0, nsegments: int = 1) -> bool:
+        """Record segment ``segment`` of an ``nsegments``-segment broadcast delivered to
+        owned v; False if it had been already. The op moves to ``delivered`` once v has
+        every segment."""
         s = self.owned[v]
         if op_id in s.delivered:
             return False
-        self.owned[v] = VNodeState(s.epoch, s.delivered | {op_id}, s.contributed)
+        got = s.partial.get(op_id, NodeSet())
+        if segment in got:
+            return False
+        got = got | NodeSet.span(segment, segment + 1)
+        partial = {k: ns for k, ns in s.partial.items() if k != op_id}
+        delivered = s.delivered
+        if len(got) >= nsegments:
+            delivered = delivered | {op_id}
+        else:
+            partial[op_id] = got
+        self.owned[v] = VNodeState(s.epoch, delivered, s.contributed, partial)
         return True
 
     def mark_contributed(self, v: int, op_id: Hashable) -> bool:
@@ -130,5 +148,5 @@ class VNodeTable:
         s = self.owned[v]
         if op_id in s.contributed:
             return False
-        self.owned[v] = VNodeState(s.epoch, s.delivered, s.contributed | {op_id})
+        self.owned[v] = VNodeState(s.epoch, s.delivered, s.contributed | {op_id}, s.partial)
         return True

@@ -35,10 +35,13 @@ wide-area links, cut-through FIFO, P-LogP costs):
   (:meth:`PhoenixSim.join`, :meth:`~PhoenixSim.leave`, :meth:`~PhoenixSim.bcast`,
   :meth:`~PhoenixSim.reduce`); a broadcast's request goes to the process owning its
   root vnode then (``Process.owned``), a reduction's to every active process.
-* **The checker.** Every ``Deliver(op_id, vnodes, payload)`` is counted per
-  ``(op, vnode)``. A broadcast is complete when every vnode of the namespace has it;
-  ``lost`` counts the vnodes without it when the run ends, ``duplicated`` the
-  deliveries beyond the first. A reduction is complete at its ``ReduceDone``.
+* **The checker.** Every ``Deliver(op_id, vnodes, payload, segment, nsegments)`` is
+  counted per ``(op, vnode, segment)``. A vnode has a broadcast when it has every
+  segment (its arrival time: its last segment's delivery); a broadcast is complete
+  when every vnode of the namespace has it. ``lost`` counts the ``(vnode, segment)``
+  pairs never delivered when the run ends (vnodes, for a one-segment broadcast),
+  ``duplicated`` the deliveries beyond the first of a ``(vnode, segment)``. A
+  reduction is complete at its ``ReduceDone``.
 
 Rules: time never goes backwards (the engine refuses it); a process whose ``handle``
 raises (the core then sits in ERROR, rule 4) is recorded in ``PhoenixRun.errors`` with
@@ -99,15 +102,18 @@ class OpResult:
     """When the last vnode got the broadcast / the root its ``ReduceDone``; None if
     it never completed."""
     delivered: int
-    """Vnodes that got the broadcast (a reduction: vnodes counted in its value)."""
+    """Vnodes that got the whole broadcast (a reduction: vnodes counted in its value)."""
     lost: int
-    """Vnodes that never got it (a reduction: the ``missing`` of its ``ReduceDone``)."""
+    """``(vnode, segment)`` pairs never delivered (a one-segment broadcast: vnodes; a
+    reduction: the ``missing`` of its ``ReduceDone``)."""
     duplicated: int
-    """Deliveries beyond the first to a vnode."""
+    """Deliveries beyond the first of a ``(vnode, segment)``."""
     value: Any = None
     """A reduction's result."""
     arrival_s: Mapping[int, float] = field(default_factory=dict, repr=False)
-    """A broadcast's first delivery time at each vnode that got it."""
+    """When each vnode that got the whole broadcast got its last segment."""
+    nsegments: int = 1
+    """How many segments the broadcast was cut into (1 if none was delivered)."""
 
     @property
     def time_s(self) -> float | None:
@@ -161,8 +167,10 @@ class _Op:
     nbytes: int
     start_s: float
     end_s: float | None = None
-    counts: Counter = field(default_factory=Counter)
-    first: dict = field(default_factory=dict)  # vnode -> first delivery time
+    counts: Counter = field(default_factory=Counter)  # (vnode, segment) -> deliveries
+    got: Counter = field(default_factory=Counter)  # vnode -> distinct segments delivered
+    nsegments: int = 1
+    first: dict = field(default_factory=dict)  # vnode -> when it had every segment
     value: Any = None
     missing: frozenset = frozenset()
     on_done: Callable[[OpResult], None] | None = None
@@ -370,10 +378,15 @@ class PhoenixSim:
     # -- the checker -------------------------------------------------------------------
     def _deliver(self, at: float, action: Any) -> None:
         op = self._op(action.op_id)
-        op.counts.update(action.vnodes)
+        seg, n = getattr(action, "segment", 0), getattr(action, "nsegments", 1)
+        op.nsegments = n
         for v in action.vnodes:
-            op.first.setdefault(v, at)
-        if op.end_s is None and op.kind == "bcast" and self.vnodes <= op.counts.keys():
+            op.counts[v, seg] += 1
+            if op.counts[v, seg] == 1:
+                op.got[v] += 1
+                if op.got[v] == n:
+                    op.first[v] = at
+        if op.end_s is None and op.kind == "bcast" and self.vnodes <= op.first.keys():
             op.end_s = at
             if op.on_done is not None:
                 done = self._result(op)
@@ -397,10 +410,10 @@ class PhoenixSim:
 
     def _result(self, op: _Op) -> OpResult:
         if op.kind == "bcast":
-            delivered = len(self.vnodes & op.counts.keys())
-            lost = len(self.vnodes) - delivered
-            dup = sum(c - 1 for v, c in op.counts.items() if c > 1) + sum(
-                c for v, c in op.counts.items() if v not in self.vnodes
+            delivered = len(self.vnodes & op.first.keys())
+            lost = sum(op.nsegments - op.got[v] for v in self.vnodes)
+            dup = sum(c - 1 for c in op.counts.values() if c > 1) + sum(
+                c for (v, _), c in op.counts.items() if v not in self.vnodes
             )
         else:
             lost = len(op.missing) if op.end_s is not None else len(self.vnodes)
@@ -417,6 +430,7 @@ class PhoenixSim:
             dup,
             op.value,
             dict(op.first),
+            op.nsegments,
         )
 
     # -- requests ----------------------------------------------------------------------

@@ -126,6 +126,25 @@ def _ours_bcast(sim: PhoenixSim, at: float, nbytes: int) -> OpResult:
     return holder[0]
 
 
+def _root_core(sim: PhoenixSim) -> Any:
+    """The core of the live process that owns vnode 0 (the broadcasts' root)."""
+    return next(p.core for p in sim.procs.values() if not p.failed and 0 in p.core.owned)
+
+
+def _switch_size(core: Any, largest: int) -> int | None:
+    """The smallest size up to ``largest`` for which ``core``'s model picks the
+    bandwidth tree, by bisection (which assumes the choice switches once with the size:
+    the bandwidth tree has the larger start-up and the smaller time per byte); None if
+    it never picks it."""
+    if core.choose_kind(largest) != "bandwidth":
+        return None
+    lo, hi = 0, largest  # latency at lo (a 0-byte message), bandwidth at hi
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (lo, mid) if core.choose_kind(mid) == "bandwidth" else (mid, hi)
+    return hi
+
+
 def latency(grid: Grid, *, seed: int = 0, factory: Any = None, progress: Progress = _noop) -> dict:
     """Fig. 6: when a 1-byte broadcast from rank (vnode) 0 reaches each process.
 
@@ -166,8 +185,13 @@ def bandwidth(
 ) -> dict:
     """Fig. 7: broadcast bandwidth ``nbytes * P / time`` against the message size.
 
-    ``ratio_to_list`` is ours over List's at the largest size (issue 14's goal: at
-    least 0.95; the paper: 0.82).
+    Ours broadcasts on the tree its root's model picks and pipelines the bandwidth
+    tree in segments of the model's size (:mod:`gridcoll.dynamic.trees`, "Model");
+    each row gives the tree (``ours_tree``) and the number of segments
+    (``ours_segments``), and ``switch_nbytes`` is the smallest size for which the
+    root picks the bandwidth tree once settled. ``ratio_to_list`` is ours over List's
+    at the largest size (issue 14's goal: at least 0.95; the paper: 0.82), per size
+    in ``ratio_to_list_by_size``.
     """
     P = grid.nranks
     total = 4 * len(sizes)
@@ -183,13 +207,17 @@ def bandwidth(
         progress(done := done + 1, total)
         times["list"] = _best("bcast", "list", grid, m, [{"segment_size": s} for s in _segments(m)])
         progress(done := done + 1, total)
-        times["ours"] = _ours_bcast(sim, sim.env.now, m).time_s
+        tree = _root_core(sim).choose_kind(m)
+        op = _ours_bcast(sim, sim.env.now, m)
+        times["ours"] = op.time_s
         progress(done := done + 1, total)
         rows.append(
             {
                 "nbytes": m,
                 "time_s": times,
                 "bandwidth_MBps": {k: m * P / t / 1e6 for k, t in times.items()},
+                "ours_tree": tree,
+                "ours_segments": op.nsegments,
             }
         )
     last = rows[-1]["bandwidth_MBps"]
@@ -199,6 +227,7 @@ def bandwidth(
         "nprocs": P,
         "settle_s": t0,
         "rows": rows,
+        "switch_nbytes": _switch_size(_root_core(sim), max(sizes)),
         "ratio_to_list": last["ours"] / last["list"],
         "ratio_to_list_by_size": {
             str(r["nbytes"]): r["bandwidth_MBps"]["ours"] / r["bandwidth_MBps"]["list"]
