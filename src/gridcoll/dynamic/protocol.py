@@ -608,19 +608,7 @@ class _Reduce:
 
 def _replace_targets(m: Bcast, targets: NodeSet, via_tree: bool) -> Bcast:
     """``m`` one hop further, for ``targets`` (the same op and segment)."""
-    return Bcast(
-        m.op_id,
-        m.root,
-        m.kind,
-        m.tree_root,
-        targets,
-        via_tree,
-        m.hops + 1,
-        m.nbytes,
-        m.payload,
-        m.segment,
-        m.nsegments,
-    )
+    return replace(m, targets=targets, via_tree=via_tree, hops=m.hops + 1)
 
 
 def _combine(op: Callable, a: object, a_cov: NodeSet, b: object, b_cov: NodeSet) -> object:
