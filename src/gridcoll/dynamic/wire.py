@@ -259,7 +259,7 @@ class Reader:
         self.pos = 0
         self.trusted_pickle = trusted_pickle
 
-    def _take(self, n: int) -> bytes | memoryview:
+    def take(self, n: int) -> bytes | memoryview:
         end = self.pos + n
         if n < 0 or end > len(self.data):
             raise WireError(f"truncated: {n} bytes wanted at offset {self.pos}")
@@ -268,7 +268,7 @@ class Reader:
         return chunk
 
     def _unpack(self, s: struct.Struct) -> int | float:
-        return s.unpack(self._take(s.size))[0]
+        return s.unpack(self.take(s.size))[0]
 
     def u8(self) -> int:
         return int(self._unpack(_U8))
@@ -289,7 +289,7 @@ class Reader:
         return bool(v)
 
     def raw(self) -> bytes:
-        return bytes(self._take(self.u32()))
+        return bytes(self.take(self.u32()))
 
     def text(self) -> str:
         try:
@@ -650,7 +650,7 @@ class Codec:
         if len(data) > self.max_size:
             raise WireError(f"message of {len(data)} bytes exceeds {self.max_size}")
         r = Reader(data, self.trusted_pickle)
-        if bytes(r._take(2)) != MAGIC:
+        if bytes(r.take(2)) != MAGIC:
             raise WireError("bad magic")
         version, code = r.u8(), r.u8()
         if version != VERSION:
