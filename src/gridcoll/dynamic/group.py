@@ -597,6 +597,8 @@ class Group:
         self._fire_timers()
         self._expire_probes()
         self._run_commands()
+        if ready:
+            self._publish()  # counters may have moved: wake wait_until
 
     def _poll_ms(self) -> int:
         deadlines = [h[0][0] for h in (self._timers, self._held_heap) if h]
