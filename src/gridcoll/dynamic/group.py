@@ -38,6 +38,13 @@ indices of its segments (``VNodeState.partial``) but not their bytes, so before
 sending a ``Handover`` the driver sends the segments' bytes (a ``SEGS`` frame) on the
 same connection, which the new owner stores before the handover reaches its core.
 
+*Timers.* The core sizes a reduction's waits from measured distances (sec. IV-E):
+tens of microseconds on loopback, where a real process is often descheduled for
+milliseconds. Inner nodes may send early (late data is forwarded as it comes), but the
+root's give-up timer ends the reduction, so the driver holds it to at least
+``min_give_up_s`` (10 s by default): a result lacks data only when a process is gone
+or much slower than that.
+
 *Addresses.* The core names processes by id. The process directory (id -> endpoint,
 rank) spreads with the messages: before a core message to a peer, the sender sends it
 the directory entries it has not told it yet. A process learns of another only through
@@ -289,6 +296,8 @@ class Group:
         trusted_pickle: carry arbitrary objects as pickles (trusted peers only).
         max_message: the largest frame accepted (bytes).
         probe_timeout_s: a probe unanswered this long measures ``rtt = inf``.
+        min_give_up_s: the root of a reduction waits at least this long before it
+            reports missing vnodes (module doc, "Timers").
         seed: the core's random numbers (None: from the OS).
         core_options: passed to :class:`~gridcoll.dynamic.protocol.Process`.
     """
@@ -305,6 +314,7 @@ class Group:
         trusted_pickle: bool = False,
         max_message: int = MAX_MESSAGE,
         probe_timeout_s: float = 5.0,
+        min_give_up_s: float = 10.0,
         seed: int | None = None,
         founder_vnodes: int | None = None,
         core_options: Mapping[str, Any] | None = None,
@@ -322,6 +332,7 @@ class Group:
         self.trusted_pickle = trusted_pickle
         self.max_message = max_message
         self.probe_timeout_s = probe_timeout_s
+        self.min_give_up_s = min_give_up_s
         self._on_deliver, self._on_reduce = on_deliver, on_reduce
         self._codec = Codec(trusted_pickle=trusted_pickle, max_size=max_message)
         founders = None if founder_vnodes is None else {self.pid: range(founder_vnodes)}
@@ -653,7 +664,10 @@ class Group:
         elif isinstance(action, p.SetTimer):
             seq = next(self._seq)
             self._timer_seq[action.timer] = seq
-            heapq.heappush(self._timers, (time.monotonic() + action.delay_s, seq, action.timer))
+            delay = action.delay_s
+            if isinstance(action.timer, tuple) and action.timer[:1] == ("reduce-give-up",):
+                delay = max(delay, self.min_give_up_s)
+            heapq.heappush(self._timers, (time.monotonic() + delay, seq, action.timer))
         elif isinstance(action, p.Probe):
             self._start_probe(action.peer)
         elif isinstance(action, p.ReduceDone):
