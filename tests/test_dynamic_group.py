@@ -67,6 +67,11 @@ def _worker(
         elif cmd[0] == "leave":
             group.leave()
             out.put(("left", group.pid))
+        elif cmd[0] == "migrate_on_segment":  # hand our vnodes over mid-broadcast
+            assert group.wait_until(lambda g: g.stats.segments >= 1, 20), asdict(group.stats)
+            moved = group.vnodes
+            group.migrate(moved, cmd[1])
+            out.put(("migrated", group.pid, sorted(moved)))
         elif cmd[0] == "stop":
             out.put(("stats", group.pid, asdict(group.stats), group.error))
             group.close()
@@ -175,6 +180,7 @@ def test_four_processes_broadcast_and_reduce(cluster: Any) -> None:
     _exactly_once(c.deliveries, op)
     assert sum(len(d[3]) for d in c.deliveries) == NV
     assert all(err is None for *_, err in stats)
+    assert sum(s[2]["undeliverable"] for s in stats) == c.founder.stats.undeliverable == 0
     assert sum(s[2]["segments"] for s in stats) + c.founder.stats.segments >= 3
     assert {d[1] for d in c.deliveries} == {c.founder.pid, *(s[1] for s in stats)}
 
@@ -200,6 +206,7 @@ def test_leave_and_join_while_broadcasting(cluster: Any) -> None:
     for op in (first, second, third):
         _exactly_once(c.deliveries, op)
     assert all(err is None for *_, err in stats)
+    assert sum(s[2]["undeliverable"] for s in stats) == 0
 
 
 @pytest.mark.timeout(60)
@@ -309,3 +316,35 @@ def test_parameters_are_checked() -> None:
         g.bcast({"a": 1})
     with Group.start(2, seed=0) as g, pytest.raises(Exception, match="not owned"):
         g.bcast(b"x", root=5)
+
+
+@pytest.mark.timeout(120)
+def test_vnodes_moved_between_segments_get_the_whole_payload(cluster: Any, tmp_path: Path) -> None:
+    """Segments cross the emulated WAN ~0.1 s apart; a far process hands its vnodes to a
+    process near the root (which has long finished its own vnodes and dropped the
+    segments) after the first one, so the heir needs the segments' bytes carried with
+    the handover to assemble the payload."""
+    from gridcoll.network import get_grid
+    from gridcoll.runtime.emulation import create_link_state
+
+    grid = get_grid("magpie:2,2")
+    path = create_link_state(grid, tmp_path / "links")
+    try:
+        c = cluster(rank=0, emu=("magpie:2,2", str(path)))
+        for rank in (1, 2, 3):
+            c.spawn(rank)
+        pid_of = {rank: pid for _, pid, rank in c.expect("joined", 3)}
+        assert c.founder.wait_until(lambda g: len(g.members) == 4, 30)
+        heir = pid_of[1]  # near the root: done with its own vnodes, its segments dropped
+        c.procs[1][1].put(("migrate_on_segment", heir))  # procs[1] has rank 2
+        op = c.founder.bcast(PAYLOAD, root=0, kind="bandwidth")
+        moved = c.expect("migrated", 1)[0][2]
+        assert moved
+        c.wait_delivered(op)
+        stats = c.stop()
+        _exactly_once(c.deliveries, op)
+        by_heir = {v for d in c.deliveries if d[2] == op and d[1] == heir for v in d[3]}
+        assert set(moved) <= by_heir
+        assert sum(s[2]["undeliverable"] for s in stats) == 0
+    finally:
+        path.unlink(missing_ok=True)

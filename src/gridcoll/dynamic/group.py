@@ -364,6 +364,7 @@ class Group:
         self._held_heap: list[tuple[float, int, tuple[str, object]]] = []
         self._probes: dict[int, _Probe] = {}
         self._segs: dict[Hashable, dict[int, bytes]] = {}
+        self._got: dict[Hashable, dict[int, set[int]]] = {}
         self._carried: dict[bytes, list[tuple[Hashable, list[tuple[int, bytes]]]]] = {}
         self.callback_error: BaseException | None = None
         """The last exception an ``on_deliver``/``on_reduce`` callback raised."""
@@ -692,23 +693,31 @@ class Group:
 
     # -- broadcasts: reassembly -------------------------------------------------------------
     def _on_segment(self, d: p.Deliver) -> None:
+        """One segment for some vnodes. ``_got`` mirrors the core's ``partial`` (the
+        segment indices each vnode holds, carried in with handovers); a vnode is
+        complete when it holds all ``nsegments``, and is then handed out once."""
         if d.nsegments == 1:
             self._hand_out(d.op_id, d.vnodes, d.payload)
             return
         self.stats.segments += 1
-        store = self._segs.setdefault(d.op_id, {})
         if isinstance(d.payload, bytes):
-            store[d.segment] = d.payload
-        table = self.core.table
-        owned = table.owned if table else {}
-        done = frozenset(v for v in d.vnodes if v in owned and d.op_id in owned[v].delivered)
+            self._segs.setdefault(d.op_id, {})[d.segment] = d.payload
+        got = self._got.setdefault(d.op_id, {})
+        done = []
+        for v in d.vnodes:
+            have = got.setdefault(v, set())
+            have.add(d.segment)
+            if len(have) == d.nsegments:
+                del got[v]
+                done.append(v)
         if not done:
             return
+        store = self._segs.get(d.op_id, {})
         parts = [store.get(i) for i in range(d.nsegments)]
         if any(part is None for part in parts):
-            self.stats.undeliverable += 1
+            self.stats.undeliverable += len(done)
             return
-        self._hand_out(d.op_id, done, b"".join(parts))  # type: ignore[arg-type]
+        self._hand_out(d.op_id, frozenset(done), b"".join(parts))  # type: ignore[arg-type]
 
     def _hand_out(self, op_id: Hashable, vnodes: frozenset[int], payload: object) -> None:
         data = payload
@@ -723,19 +732,18 @@ class Group:
             self._deliveries.put(Delivery(op_id, vnodes, data))
 
     def _gc_segments(self) -> None:
-        if not self._segs:
-            return
-        table = self.core.table
-        live = {op for s in (table.owned.values() if table else ()) for op in s.partial}
-        for op in [op for op in self._segs if op not in live]:
+        """Forget the bytes of broadcasts no vnode here is halfway through."""
+        for op in [op for op in self._segs if not self._got.get(op)]:
             del self._segs[op]
+            self._got.pop(op, None)
 
     def _carry_segments(self, dst: int, m: p.Handover) -> None:
         """Before a Handover, send the bytes of the segments its vnodes hold (module doc)."""
         wanted: dict[Hashable, set[int]] = {}
-        for _, state in m.states:
+        for v, state in m.states:
             for op, got in state.partial.items():
                 wanted.setdefault(op, set()).update(got)
+                self._got.get(op, {}).pop(v, None)
         for op, segments in sorted(wanted.items(), key=lambda kv: repr(kv[0])):
             store = self._segs.get(op, {})
             have = sorted(i for i in segments if i in store)
@@ -973,11 +981,15 @@ class Group:
                 m = self._codec.decode(body)
                 for op, items in self._carried.pop(route, ()):
                     self._segs.setdefault(op, {}).update(items)
+                if isinstance(m, p.Handover):  # the segments each vnode brings
+                    for v, state in m.states:
+                        for op, got in state.partial.items():
+                            self._got.setdefault(op, {})[v] = set(got)
                 self._feed(p.Received(conn.pid, m))
             elif kind == _DIR:
                 self._on_directory(body)
             elif kind == _SEGS:
-                self.take_segments(route, body)
+                self._take_segments(route, body)
             elif kind == _PING:
                 self._write(self._router, conn.rank, _PONG, bytes(body), route)
             elif kind == _FETCH:
