@@ -10,6 +10,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 import multiprocessing as mp
+import os
 import struct
 import time
 from collections import Counter
@@ -59,7 +60,7 @@ def _worker(
 
     group = Group.join(address, secret, on_deliver=on_deliver, rank=rank, emulator=_emulator(emu))
     me.append(group.pid)
-    out.put(("joined", group.pid, rank))
+    out.put(("joined", group.pid, rank, os.getpid()))
     while True:
         cmd = commands.get(timeout=120)
         if cmd[0] == "reduce":
@@ -81,12 +82,14 @@ def _worker(
 class Cluster:
     """The founder (here) and its spawned joiners."""
 
-    def __init__(self, rank: int | None = None, emu: tuple[str, str] | None = None) -> None:
+    def __init__(
+        self, rank: int | None = None, emu: tuple[str, str] | None = None, **options: Any
+    ) -> None:
         self.out: Any = CTX.Queue()
         self.emu = emu
         self.procs: list[tuple[Any, Any]] = []
         self.founder = Group.start(
-            NV, on_deliver=self._local, rank=rank, emulator=_emulator(emu), seed=4
+            NV, on_deliver=self._local, rank=rank, emulator=_emulator(emu), seed=4, **options
         )
 
     def _local(self, op_id: Hashable, vnodes: frozenset[int], data: object) -> None:
@@ -333,7 +336,7 @@ def test_vnodes_moved_between_segments_get_the_whole_payload(cluster: Any, tmp_p
         c = cluster(rank=0, emu=("magpie:2,2", str(path)))
         for rank in (1, 2, 3):
             c.spawn(rank)
-        pid_of = {rank: pid for _, pid, rank in c.expect("joined", 3)}
+        pid_of = {rank: pid for _, pid, rank, _ in c.expect("joined", 3)}
         assert c.founder.wait_until(lambda g: len(g.members) == 4, 30)
         heir = pid_of[1]  # near the root: done with its own vnodes, its segments dropped
         c.procs[1][1].put(("migrate_on_segment", heir))  # procs[1] has rank 2
@@ -348,3 +351,20 @@ def test_vnodes_moved_between_segments_get_the_whole_payload(cluster: Any, tmp_p
         assert sum(s[2]["undeliverable"] for s in stats) == 0
     finally:
         path.unlink(missing_ok=True)
+
+
+@pytest.mark.timeout(60)
+def test_a_killed_process_is_suspected(cluster: Any) -> None:
+    suspected: list[int] = []
+    c = cluster(heartbeat_timeout_s=3.0, on_suspect=suspected.append)
+    for _ in range(2):
+        c.spawn()
+    pid_of = {os_pid: pid for _, pid, _, os_pid in c.expect("joined", 2)}
+    assert c.founder.wait_until(lambda g: len(g.members) == 3, 30)
+    killed, alive = (c.procs[i][0] for i in (0, 1))
+    killed.kill()  # SIGKILL: no leave, no goodbye
+    killed.join(10)
+    victim = pid_of[killed.pid]
+    assert c.founder.wait_until(lambda g: victim in g.suspects, 20)
+    assert suspected == [victim]
+    assert pid_of[alive.pid] not in c.founder.suspects  # the live one keeps beating

@@ -45,6 +45,13 @@ root's give-up timer ends the reduction, so the driver holds it to at least
 ``min_give_up_s`` (10 s by default): a result lacks data only when a process is gone
 or much slower than that.
 
+*Heartbeats.* Every ``heartbeat_s`` a member sends every member it knows a small
+``BEAT`` frame; any frame on a peer's authenticated connection counts as a sign of
+life. A member silent for more than ``heartbeat_timeout_s`` (counted from when it was
+first known) is added to :attr:`Group.suspects` and given to ``on_suspect``; it leaves
+the set when heard from again or when it leaves the membership. This only detects:
+re-mapping a dead process's vnodes needs the core (protocol.py), which is unchanged.
+
 *Addresses.* The core names processes by id. The process directory (id -> endpoint,
 rank) spreads with the messages: before a core message to a peer, the sender sends it
 the directory entries it has not told it yet. A process learns of another only through
@@ -83,8 +90,9 @@ every broadcast exactly once and every vnode's data counts once in a reduction: 
 core's invariants B and R, with this transport giving FIFO pairs. A left process keeps
 forwarding stragglers (the core's "Stragglers" rule) until :meth:`Group.close`; close
 a left group only once the others have moved on. A process that dies without leaving
-is **not detected** yet (no heartbeats): messages for its vnodes are lost and
-reductions report its vnodes as missing at the root's give-up timeout. An
+is only *suspected* (see "Heartbeats"); the core is not told, so messages for its
+vnodes are lost and reductions report its vnodes as missing at the root's give-up
+timeout. An
 authenticated peer is trusted to follow the protocol: a message that breaks the
 core's invariants puts the core in ``ERROR`` (reported by :attr:`Group.error`).
 
@@ -141,7 +149,7 @@ __all__ = ["Delivery", "Emulation", "Group", "GroupError", "GroupStats", "Reduce
 _MAGIC, _VERSION = b"GZ", 1
 _HEAD = struct.Struct("<2sBBd")  # magic, version, kind, emulation stamp (NaN: none)
 _HELLO, _CHALLENGE, _AUTH, _ACK, _REFUSED = 1, 2, 3, 4, 5
-_DIR, _MSG, _PING, _PONG, _FETCH, _DATA, _SEGS = 6, 7, 8, 9, 10, 11, 12
+_DIR, _MSG, _PING, _PONG, _FETCH, _DATA, _SEGS, _BEAT = 6, 7, 8, 9, 10, 11, 12, 13
 _NONCE = 32
 _MAX_PENDING = 256
 """Unauthenticated connections remembered at once (older ones are forgotten)."""
@@ -217,6 +225,7 @@ class _View:
     state: p.State = p.State.IDLE
     vnodes: frozenset[int] = frozenset()
     members: frozenset[int] = frozenset()
+    suspects: frozenset[int] = frozenset()
 
 
 @dataclass
@@ -298,6 +307,10 @@ class Group:
         probe_timeout_s: a probe unanswered this long measures ``rtt = inf``.
         min_give_up_s: the root of a reduction waits at least this long before it
             reports missing vnodes (module doc, "Timers").
+        heartbeat_s: send every member a heartbeat this often (None: never).
+        heartbeat_timeout_s: a member heard nothing from for this long is suspected.
+        on_suspect: ``f(pid)`` when a member is first suspected (module doc,
+            "Heartbeats"), on the I/O thread.
         seed: the core's random numbers (None: from the OS).
         core_options: passed to :class:`~gridcoll.dynamic.protocol.Process`.
     """
@@ -315,6 +328,9 @@ class Group:
         max_message: int = MAX_MESSAGE,
         probe_timeout_s: float = 5.0,
         min_give_up_s: float = 10.0,
+        heartbeat_s: float | None = 1.0,
+        heartbeat_timeout_s: float = 5.0,
+        on_suspect: Callable[[int], None] | None = None,
         seed: int | None = None,
         founder_vnodes: int | None = None,
         core_options: Mapping[str, Any] | None = None,
@@ -333,6 +349,16 @@ class Group:
         self.max_message = max_message
         self.probe_timeout_s = probe_timeout_s
         self.min_give_up_s = min_give_up_s
+        if heartbeat_s is not None and not 0 < heartbeat_s < heartbeat_timeout_s:
+            raise ParameterError(
+                f"need 0 < heartbeat_s < heartbeat_timeout_s, got {heartbeat_s!r}, "
+                f"{heartbeat_timeout_s!r}"
+            )
+        self.heartbeat_s, self.heartbeat_timeout_s = heartbeat_s, heartbeat_timeout_s
+        self._on_suspect = on_suspect
+        self._last_seen: dict[int, float] = {}
+        self._suspects: set[int] = set()
+        self._next_beat = 0.0
         self._on_deliver, self._on_reduce = on_deliver, on_reduce
         self._codec = Codec(trusted_pickle=trusted_pickle, max_size=max_message)
         founders = None if founder_vnodes is None else {self.pid: range(founder_vnodes)}
@@ -423,6 +449,12 @@ class Group:
     def members(self) -> frozenset[int]:
         """The process ids this process knows as members (itself included)."""
         return self._view.members
+
+    @property
+    def suspects(self) -> frozenset[int]:
+        """Members silent for longer than ``heartbeat_timeout_s`` (module doc,
+        "Heartbeats"); a member is dropped from it when heard from again."""
+        return self._view.suspects
 
     @property
     def state(self) -> p.State:
@@ -608,6 +640,7 @@ class Group:
         self._release_held()
         self._fire_timers()
         self._expire_probes()
+        self._heartbeat()
         self._run_commands()
         if ready:
             self._publish()  # counters may have moved: wake wait_until
@@ -615,6 +648,8 @@ class Group:
     def _poll_ms(self) -> int:
         deadlines = [h[0][0] for h in (self._timers, self._held_heap) if h]
         deadlines += [pr.deadline for pr in self._probes.values()]
+        if self.heartbeat_s is not None:
+            deadlines.append(self._next_beat)
         if not deadlines:
             return int(_POLL_CAP_S * 1000)
         left = min(deadlines) - time.monotonic()
@@ -635,7 +670,12 @@ class Group:
                 future.set_exception(err)
 
     def _publish(self) -> None:
-        view = _View(self.core.state, self.core.owned, frozenset(self.core.members))
+        view = _View(
+            self.core.state,
+            self.core.owned,
+            frozenset(self.core.members),
+            frozenset(self._suspects),
+        )
         with self._changed:
             self._view = view
             self._changed.notify_all()
@@ -863,7 +903,7 @@ class Group:
             self.stats.malformed += 1
             return None
         magic, version, kind, stamp = _HEAD.unpack_from(data)
-        if magic != _MAGIC or version != _VERSION or not _HELLO <= kind <= _SEGS:
+        if magic != _MAGIC or version != _VERSION or not _HELLO <= kind <= _BEAT:
             self.stats.malformed += 1
             return None
         return kind, stamp, data[_HEAD.size :]
@@ -903,6 +943,8 @@ class Group:
 
     def _from_conn(self, route: bytes, kind: int, stamp: float, body: memoryview, n: int) -> None:
         conn = self._conns.get(route)
+        if conn is not None and conn.authed:
+            self._last_seen[conn.pid] = time.monotonic()
         try:
             if kind == _HELLO:
                 self._on_hello(route, conn, body)
@@ -990,6 +1032,8 @@ class Group:
                 self._on_directory(body)
             elif kind == _SEGS:
                 self._take_segments(route, body)
+            elif kind == _BEAT:
+                pass  # seen: _from_conn noted the time
             elif kind == _PING:
                 self._write(self._router, conn.rank, _PONG, bytes(body), route)
             elif kind == _FETCH:
@@ -1072,6 +1116,28 @@ class Group:
         if self.core.state is p.State.IDLE:
             self._refused.append(reason)
             self._publish()
+
+    # -- heartbeats ---------------------------------------------------------------------------
+    def _heartbeat(self) -> None:
+        """Beat every member, and suspect the members silent too long."""
+        if self.heartbeat_s is None or self.core.state not in (p.State.ACTIVE, p.State.LEAVING):
+            return
+        now = time.monotonic()
+        if now < self._next_beat:
+            return
+        self._next_beat = now + self.heartbeat_s
+        others = self.core.members - {self.pid}
+        for pid in others:
+            self._send_frame(pid, _BEAT, b"")
+            seen = self._last_seen.setdefault(pid, now)  # silence counts from first sight
+            if now - seen <= self.heartbeat_timeout_s:
+                self._suspects.discard(pid)
+            elif pid not in self._suspects:
+                self._suspects.add(pid)
+                if self._on_suspect is not None:
+                    self._callback(self._on_suspect, pid)
+        self._suspects &= others
+        self._publish()
 
     # -- the WAN emulation's delay heap ---------------------------------------------------------
     def _hold(
