@@ -368,3 +368,27 @@ def test_a_killed_process_is_suspected(cluster: Any) -> None:
     assert c.founder.wait_until(lambda g: victim in g.suspects, 20)
     assert suspected == [victim]
     assert pid_of[alive.pid] not in c.founder.suspects  # the live one keeps beating
+
+
+@pytest.mark.timeout(60)
+def test_iterator_pickle_opt_in_and_array_reduction() -> None:
+    """Two groups in this process (real sockets, two I/O threads)."""
+    import numpy as np
+
+    with (
+        Group.start(4, seed=2, trusted_pickle=True) as a,
+        Group.join(a.address, a.secret, trusted_pickle=True) as b,
+    ):
+        assert a.wait_until(lambda g: len(g.vnodes) == 2, 10)
+        assert b.wait_until(lambda g: len(g.vnodes) == 2, 10)
+        op = a.bcast({"work": [1, 2, 3]}, root=0)
+        got = next(b.deliveries(timeout=10))
+        assert (got.op_id, got.data, got.vnodes) == (op, {"work": [1, 2, 3]}, b.vnodes)
+        assert next(b.deliveries(timeout=0.2), None) is None  # once
+        values = {v: np.full(3, v, dtype=np.int64) for v in range(4)}
+        for g in (a, b):
+            g.reduce(values, "sum", root=0, tag="arr")
+        res = a.result(("reduce", "arr"), timeout=10)
+        assert res.value.tolist() == [6, 6, 6] and not res.missing
+        b.leave()
+        assert a.wait_until(lambda g: len(g.vnodes) == 4 and len(g.members) == 1, 10)
