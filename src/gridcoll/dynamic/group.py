@@ -368,21 +368,12 @@ class Group:
         )
         self.stats = GroupStats()
         self.error: str | None = None
-        self._ctx = zmq.Context()
-        self._router = self._ctx.socket(zmq.ROUTER)
-        self._tune(self._router)
-        self._router.bind(f"tcp://{bind}:0")
-        self.address: str = self._router.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._open_sockets(bind)
         self._directory: dict[int, tuple[str, int | None]] = {self.pid: (self.address, rank)}
         self._peers: dict[str, _Peer] = {}
         self._by_sock: dict[zmq.Socket, _Peer] = {}
         self._conns: dict[bytes, _Conn] = {}
         self._pending: deque[bytes] = deque()
-        self._poller = zmq.Poller()
-        self._poller.register(self._router, zmq.POLLIN)
-        self._wake_r, self._wake_w = os.pipe()
-        os.set_blocking(self._wake_r, False)
-        self._poller.register(self._wake_r, zmq.POLLIN)
         self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
         self._timers: list[tuple[float, int, Hashable]] = []
         self._timer_seq: dict[Hashable, int] = {}
@@ -405,6 +396,19 @@ class Group:
         self._refused: list[str] = []
         self._thread = threading.Thread(target=self._run, name=f"gridcoll-group-{self.pid}")
         self._thread.daemon = True
+
+    def _open_sockets(self, bind: str) -> None:
+        """The ROUTER on a free port of ``bind``, and the wake-up pipe, both polled."""
+        self._ctx = zmq.Context()
+        self._router = self._ctx.socket(zmq.ROUTER)
+        self._tune(self._router)
+        self._router.bind(f"tcp://{bind}:0")
+        self.address: str = self._router.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._poller = zmq.Poller()
+        self._poller.register(self._router, zmq.POLLIN)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._poller.register(self._wake_r, zmq.POLLIN)
 
     # -- construction ---------------------------------------------------------------------
     @classmethod
@@ -686,7 +690,7 @@ class Group:
             return
         try:
             actions = self.core.handle(event)
-        except p.ProtocolError as err:
+        except Exception as err:  # the core is now in ERROR (its rule 4)
             self.error = f"{type(err).__name__}: {err}"
             self._publish()
             if isinstance(event, p.BcastRequested | p.ReduceRequested | p.MigrateRequested):
@@ -786,14 +790,13 @@ class Group:
                 self._got.get(op, {}).pop(v, None)
         for op, segments in sorted(wanted.items(), key=lambda kv: repr(kv[0])):
             store = self._segs.get(op, {})
-            have = sorted(i for i in segments if i in store)
-            w = Writer()
-            w.value(op)
-            w.u32(len(have))
-            for i in have:
+            for i in sorted(i for i in segments if i in store):  # one frame each: small
+                w = Writer()
+                w.value(op)
+                w.u32(1)
                 w.u32(i)
                 w.raw(store[i])
-            self._send_frame(dst, _SEGS, bytes(w.out))
+                self._send_frame(dst, _SEGS, bytes(w.out))
 
     def _take_segments(self, route: bytes, body: memoryview) -> None:
         """Keep carried segments until the connection's next core message (the
