@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import argparse
 import multiprocessing as mp
-import threading
 import time
 from collections.abc import Hashable
 from typing import Any
@@ -27,29 +26,27 @@ import numpy as np
 
 from gridcoll.dynamic.group import Group
 
-STOP = b"STOP"
-
 
 def _contribute(
     group: Group, nvnodes: int, op_id: Hashable, vnodes: frozenset[int], data: object
 ) -> None:
     """On delivery: this process's share of the round's sum, one value per vnode."""
-    if data == STOP:
-        return
     block = np.frombuffer(data, dtype=np.int64)  # type: ignore[arg-type]
     rnd = int(block[0])
     group.reduce({v: int(block[v::nvnodes].sum()) for v in vnodes}, "sum", 0, tag=rnd)
 
 
-def worker(address: str, secret: bytes, nvnodes: int, leave_after: float | None) -> None:
-    """Join, contribute to every round, leave after ``leave_after`` seconds (if given)."""
-    stopped = threading.Event()
+def worker(
+    address: str, secret: bytes, nvnodes: int, leave_after: float | None, stopped: Any
+) -> None:
+    """Join, contribute to every round, leave after ``leave_after`` seconds (if given),
+    stop when the founder sets ``stopped``. A joiner is given half of its contact's
+    vnodes, so once the founder is down to one vnode, later joiners own none (and only
+    forward) until a member leaves."""
     box: list[Group] = []
 
     def on_deliver(op_id: Hashable, vnodes: frozenset[int], data: object) -> None:
-        if data == STOP:
-            stopped.set()
-        elif box:
+        if box:
             _contribute(box[0], nvnodes, op_id, vnodes, data)
 
     group = Group.join(address, secret, on_deliver=on_deliver)
@@ -60,7 +57,7 @@ def worker(address: str, secret: bytes, nvnodes: int, leave_after: float | None)
         print(f"  worker {group.pid:x} left")
         stopped.wait(2.0)  # keep forwarding stragglers a little while
     else:
-        stopped.wait(120)
+        stopped.wait(300)
     group.close()
 
 
@@ -79,11 +76,12 @@ def main(argv: list[str] | None = None) -> None:
             _contribute(box[0], args.vnodes, op_id, vnodes, data)
 
     procs: list[Any] = []
+    stopped = ctx.Event()
     with Group.start(args.vnodes, on_deliver=on_deliver) as founder:
         box.append(founder)
 
         def spawn(leave_after: float | None = None) -> None:
-            a = (founder.address, founder.secret, args.vnodes, leave_after)
+            a = (founder.address, founder.secret, args.vnodes, leave_after, stopped)
             procs.append(ctx.Process(target=worker, args=a))
             procs[-1].start()
 
@@ -106,7 +104,7 @@ def main(argv: list[str] | None = None) -> None:
                 + (f", missing vnodes {sorted(res.missing)}" if res.missing else "")
             )
             time.sleep(0.5)
-        founder.bcast(STOP, root=0)
+        stopped.set()
         for proc in procs:
             proc.join(30)
 
