@@ -356,7 +356,7 @@ def test_vnodes_moved_between_segments_get_the_whole_payload(cluster: Any, tmp_p
 @pytest.mark.timeout(60)
 def test_a_killed_process_is_suspected(cluster: Any) -> None:
     suspected: list[int] = []
-    c = cluster(heartbeat_timeout_s=3.0, on_suspect=suspected.append)
+    c = cluster(heartbeat_timeout_s=4.0, on_suspect=suspected.append)
     for _ in range(2):
         c.spawn()
     pid_of = {os_pid: pid for _, pid, _, os_pid in c.expect("joined", 2)}
