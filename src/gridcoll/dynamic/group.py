@@ -1,0 +1,1228 @@
+"""Seed 004's dynamic collectives over real processes: :class:`Group` (issue 15).
+
+A :class:`Group` is one operating-system process's member of a computation whose
+processes come and go: it drives the sans-I/O core of :mod:`gridcoll.dynamic.protocol`
+(the very code the simulator of :mod:`gridcoll.simulate.phoenix` drives) with pyzmq
+sockets, a real clock and the codec of :mod:`gridcoll.dynamic.wire`. The core decides
+everything (who owns which virtual node, the trees, where a message goes); this module
+only moves bytes, keeps time and hands results to the application.
+
+Theory of operation
+-------------------
+*Sockets.* Each process binds one ROUTER socket (``tcp://127.0.0.1`` on a free port
+unless ``bind=`` names another interface; :attr:`Group.address` is its endpoint) and
+opens one DEALER socket per peer it sends to, connected to the peer's ROUTER. Core
+messages always travel on the sender's DEALER into the receiver's ROUTER, so the
+frames from A to B share one TCP connection: FIFO per ordered pair, the core's rule 1.
+The ROUTER only answers on the same connection (the handshake, probe replies), which
+needs no address of the asker. ROUTER identities are assigned by libzmq, not chosen by
+the peer, so a connection, once authenticated, cannot be taken over by another.
+
+*One I/O thread* owns the core (which is not thread-safe) and every socket. It blocks
+in ``zmq.Poller.poll`` until a frame, the wake-up pipe of an application call, the next
+timer, the next emulated delivery or a probe's deadline, whichever is first: nothing
+spins. Application calls (:meth:`Group.bcast`, :meth:`Group.reduce`, ...) are queued
+to it and wait for its answer; the callbacks ``on_deliver``/``on_reduce`` run on it
+(keep them short; they may call the group's methods).
+
+*Actions.* ``Send`` is encoded and written to the destination's DEALER; ``SetTimer``
+goes on a heap (a later timer of the same key replaces the earlier); ``Probe`` is a
+real 1-byte ping-pong and then a 128 KiB download from the peer, timed with
+``time.monotonic`` (``rtt`` the ping-pong, the rate ``nbytes / (download time - rtt /
+2)``, sec. IV-A), with ``rtt = inf`` if no answer comes within ``probe_timeout_s``;
+``Deliver`` is reassembled per virtual node: the segments of a pipelined broadcast are
+kept until a vnode has them all, then the application gets the whole payload once per
+vnode; ``ReduceDone`` is kept for :meth:`Group.result` and given to ``on_reduce``.
+A vnode handed to another process halfway through a pipelined broadcast carries the
+indices of its segments (``VNodeState.partial``) but not their bytes, so before
+sending a ``Handover`` the driver sends the segments' bytes (a ``SEGS`` frame) on the
+same connection, which the new owner stores before the handover reaches its core.
+
+*Timers.* The core sizes a reduction's waits from measured distances (sec. IV-E):
+tens of microseconds on loopback, where a real process is often descheduled for
+milliseconds. Inner nodes may send early (late data is forwarded as it comes), but the
+root's give-up timer ends the reduction, so the driver holds it to at least
+``min_give_up_s`` (10 s by default): a result lacks data only when a process is gone
+or much slower than that.
+
+*Heartbeats.* Every ``heartbeat_s`` a member sends every member it knows a small
+``BEAT`` frame; any frame on a peer's authenticated connection counts as a sign of
+life. A member silent for more than ``heartbeat_timeout_s`` (counted from when it was
+first known) is added to :attr:`Group.suspects` and given to ``on_suspect``; it leaves
+the set when heard from again or when it leaves the membership. This only detects:
+re-mapping a dead process's vnodes needs the core (protocol.py), which is unchanged.
+
+*Addresses.* The core names processes by id. The process directory (id -> endpoint,
+rank) spreads with the messages: before a core message to a peer, the sender sends it
+the directory entries it has not told it yet. A process learns of another only through
+a core message, which its sender preceded by the entries it knew, so every member known
+to the core has a known endpoint.
+
+*Joining and ids.* :meth:`Group.start` founds a computation with every vnode in this
+process; :meth:`Group.join` asks a member at an endpoint. A process id is drawn at
+random (62 bits; the core's rule 2 never reuses ids, and a collision among a few
+thousand processes has probability below 1e-12).
+
+Security rules
+--------------
+1. Every connection starts with a handshake: the connector sends ``HELLO`` (its id,
+   rank, endpoint and a random nonce ``a``), the ROUTER answers ``CHALLENGE`` (nonce
+   ``b``), the connector proves it knows the group's secret with
+   ``AUTH = HMAC-SHA256(secret, "client" | a | b | hello fields)``, and the ROUTER proves
+   it back with ``ACK`` (its id, rank, endpoint, and the HMAC with ``"server"``). MACs
+   are compared with :func:`hmac.compare_digest`. Nonces make a recorded handshake
+   useless on a new connection.
+2. A frame on a connection that has not authenticated, a failed MAC, a frame that does
+   not parse (:class:`~gridcoll.dynamic.wire.WireError`), or one above ``max_message``
+   bytes is dropped and counted in :attr:`Group.stats`; nothing of it reaches the core,
+   so it cannot change the mapping. libzmq closes a connection that sends more than
+   twice ``max_message`` at once (``MAXMSGSIZE``) before it is read.
+3. Sockets bind to loopback unless ``bind=`` says otherwise. Frames are authenticated
+   once per connection, not encrypted: across untrusted networks use a tunnel.
+4. Payloads are bytes, numbers, strings, tuples and numeric numpy arrays; arbitrary
+   objects travel as pickles only if every process of the group opted in with
+   ``trusted_pickle=True`` (pickle runs code chosen by the sender).
+
+What is guaranteed, and what is not
+-----------------------------------
+Among processes that join and leave politely (:meth:`Group.leave`), every vnode gets
+every broadcast exactly once and every vnode's data counts once in a reduction: the
+core's invariants B and R, with this transport giving FIFO pairs. A left process keeps
+forwarding stragglers (the core's "Stragglers" rule) until :meth:`Group.close`; close
+a left group only once the others have moved on. A process that dies without leaving
+is only *suspected* (see "Heartbeats"); the core is not told, so messages for its
+vnodes are lost and reductions report its vnodes as missing at the root's give-up
+timeout. An
+authenticated peer is trusted to follow the protocol: a message that breaks the
+core's invariants puts the core in ``ERROR`` (reported by :attr:`Group.error`).
+
+WAN emulation
+-------------
+With ``emulator`` (an object with the interface of
+:class:`gridcoll.runtime.emulation.Emulator`, injected because this low layer may not
+import the runtime), each process has a ``rank`` in the emulated grid. A frame from
+rank a to rank b that ``emulator.crosses(a, b)`` is stamped at send with
+``emulator.reserve(a, b, nbytes, time.monotonic())``; the receiver keeps it in a delay
+heap keyed by its stamp, per sender in FIFO order, and feeds it to the core only once
+``emulator.wait(stamp, a, b, nbytes)`` returns (at the stamp, so it does not sleep).
+Other frames go on meanwhile. Probes cross the same emulation, so they measure the
+emulated WAN. A fair-shared link's stamp (negative: a flow) is waited for on the I/O
+thread and blocks it for that time; the sender's WAN overhead ``os_w`` is not charged.
+
+References
+----------
+H. Saito, K. Taura, T. Chikayama, *Collective operations for wide-area message passing
+systems using adaptive spanning trees* (seed 004), sec. III (virtual nodes, joins and
+leaves), IV-A (probes), IV-D (broadcast), IV-E (reduction).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import heapq
+import hmac
+import itertools
+import math
+import os
+import pickle
+import queue
+import random
+import secrets as _secrets
+import struct
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Hashable, Iterator, Mapping
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import zmq
+
+from gridcoll.dynamic import protocol as p
+from gridcoll.dynamic.wire import MAX_MESSAGE, OPS, Codec, Reader, WireError, Writer
+from gridcoll.errors import GridcollError, ParameterError
+
+__all__ = ["Delivery", "Emulation", "Group", "GroupError", "GroupStats", "ReduceResult"]
+
+_MAGIC, _VERSION = b"GZ", 1
+_HEAD = struct.Struct("<2sBBd")  # magic, version, kind, emulation stamp (NaN: none)
+_HELLO, _CHALLENGE, _AUTH, _ACK, _REFUSED = 1, 2, 3, 4, 5
+_DIR, _MSG, _PING, _PONG, _FETCH, _DATA, _SEGS, _BEAT = 6, 7, 8, 9, 10, 11, 12, 13
+_NONCE = 32
+_MAX_PENDING = 256
+"""Unauthenticated connections remembered at once (older ones are forgotten)."""
+_POLL_CAP_S = 0.25
+_DRAIN = 256
+_NO_RANK = 2**64 - 1
+
+
+class GroupError(GridcollError):
+    """A group operation failed: a refused or timed-out join, a closed group, a core in
+    ERROR, or a call this process cannot make now."""
+
+
+class Emulation(Protocol):
+    """What :class:`Group` needs of :class:`gridcoll.runtime.emulation.Emulator`."""
+
+    def crosses(self, a: int, b: int) -> bool: ...
+
+    def reserve(self, a: int, b: int, nbytes: int, now: float) -> float: ...
+
+    def wait(self, stamp: float, a: int, b: int, nbytes: int) -> float: ...
+
+
+@dataclass
+class GroupStats:
+    """Counters of one process's transport (module doc, security rule 2)."""
+
+    frames_in: int = 0
+    frames_out: int = 0
+    malformed: int = 0
+    """Frames dropped because they did not parse."""
+    oversized: int = 0
+    """Frames dropped because they exceeded ``max_message``."""
+    unauthenticated: int = 0
+    """Frames dropped because their connection had not authenticated."""
+    auth_failed: int = 0
+    """Handshakes refused (wrong secret, bad MAC)."""
+    unroutable: int = 0
+    """Core messages for a process whose endpoint is unknown (should stay 0)."""
+    undeliverable: int = 0
+    """Completed broadcasts the application could not be given (a pickle without
+    ``trusted_pickle``, missing segments)."""
+    probes: int = 0
+    segments: int = 0
+    """Segments of pipelined broadcasts delivered here."""
+    emulated: int = 0
+    """Frames held back by the WAN emulation."""
+
+
+@dataclass(frozen=True)
+class Delivery:
+    """A broadcast delivered whole to some of this process's vnodes."""
+
+    op_id: Hashable
+    vnodes: frozenset[int]
+    data: object
+
+
+@dataclass(frozen=True)
+class ReduceResult:
+    """A reduction's result at the owner of its root vnode; ``missing`` lists the vnodes
+    whose data it lacks (empty when complete)."""
+
+    op_id: Hashable
+    value: object
+    missing: frozenset[int]
+
+
+@dataclass(frozen=True)
+class _View:
+    """What application threads may read: a snapshot taken after every event."""
+
+    state: p.State = p.State.IDLE
+    vnodes: frozenset[int] = frozenset()
+    members: frozenset[int] = frozenset()
+    suspects: frozenset[int] = frozenset()
+
+
+@dataclass
+class _Peer:
+    """Our DEALER to one peer's ROUTER."""
+
+    address: str
+    sock: zmq.Socket
+    nonce: bytes
+    pid: int | None = None
+    rank: int | None = None
+    challenge: bytes | None = None
+    verified: bool = False
+    failed: bool = False
+    queue: list[tuple[int, bytes, int | None]] = field(default_factory=list)
+    told: set[int] = field(default_factory=set)
+
+
+@dataclass
+class _Conn:
+    """A connection into our ROUTER."""
+
+    pid: int
+    rank: int | None
+    address: str
+    nonce_a: bytes
+    nonce_b: bytes
+    authed: bool = False
+
+
+@dataclass
+class _Probe:
+    peer: int
+    started: float
+    deadline: float
+    rtt: float = math.inf
+    fetch_started: float = 0.0
+
+
+def _mac(secret: bytes, role: bytes, a: bytes, b: bytes, pid: int, rank: int, addr: str) -> bytes:
+    msg = b"gridcoll-dynamic-v1/" + role + a + b + struct.pack("<QQ", pid, rank) + addr.encode()
+    return hmac.new(secret, msg, hashlib.sha256).digest()
+
+
+def _rank_code(rank: int | None) -> int:
+    return _NO_RANK if rank is None else rank
+
+
+def _rank_of(code: int) -> int | None:
+    return None if code == _NO_RANK else code
+
+
+def _as_bytes(obj: object) -> bytes | None:
+    """The raw bytes of a buffer (bytes, bytearray, memoryview, numpy...), or None."""
+    if isinstance(obj, bytes):
+        return obj
+    try:
+        view = memoryview(obj)  # type: ignore[arg-type]
+    except TypeError:
+        return None
+    return view.tobytes()
+
+
+class Group:
+    """One process's member of a dynamic computation (module doc).
+
+    Build it with :meth:`start` (found) or :meth:`join`; use it as a context manager or
+    call :meth:`close`.
+
+    Args (of both constructors):
+        rank: this process's machine in the emulated grid (with ``emulator``).
+        emulator: the WAN emulation (module doc, "WAN emulation"); None: real network.
+        on_deliver: ``f(op_id, vnodes, data)`` for each broadcast delivered whole to
+            some of this process's vnodes, on the I/O thread; without it, deliveries
+            queue for :meth:`deliveries`.
+        on_reduce: ``f(ReduceResult)`` at the root vnode's owner.
+        trusted_pickle: carry arbitrary objects as pickles (trusted peers only).
+        max_message: the largest frame accepted (bytes).
+        probe_timeout_s: a probe unanswered this long measures ``rtt = inf``.
+        min_give_up_s: the root of a reduction waits at least this long before it
+            reports missing vnodes (module doc, "Timers").
+        heartbeat_s: send every member a heartbeat this often (None: never).
+        heartbeat_timeout_s: a member heard nothing from for this long is suspected.
+        on_suspect: ``f(pid)`` when a member is first suspected (module doc,
+            "Heartbeats"), on the I/O thread.
+        seed: the core's random numbers (None: from the OS).
+        core_options: passed to :class:`~gridcoll.dynamic.protocol.Process`.
+    """
+
+    def __init__(
+        self,
+        *,
+        secret: bytes,
+        bind: str = "127.0.0.1",
+        rank: int | None = None,
+        emulator: Emulation | None = None,
+        on_deliver: Callable[[Hashable, frozenset[int], object], None] | None = None,
+        on_reduce: Callable[[ReduceResult], None] | None = None,
+        trusted_pickle: bool = False,
+        max_message: int = MAX_MESSAGE,
+        probe_timeout_s: float = 5.0,
+        min_give_up_s: float = 10.0,
+        heartbeat_s: float | None = 1.0,
+        heartbeat_timeout_s: float = 5.0,
+        on_suspect: Callable[[int], None] | None = None,
+        seed: int | None = None,
+        founder_vnodes: int | None = None,
+        core_options: Mapping[str, Any] | None = None,
+    ) -> None:
+        if not isinstance(secret, bytes) or len(secret) < 16:
+            raise ParameterError("the group secret must be at least 16 bytes")
+        if emulator is not None and rank is None:
+            raise ParameterError("a rank is needed with an emulator")
+        if max_message < 1024:
+            raise ParameterError(f"max_message must be >= 1024, got {max_message!r}")
+        self.secret = secret
+        self.rank = rank
+        self.pid = _secrets.randbits(62)
+        self.emulator = emulator
+        self.trusted_pickle = trusted_pickle
+        self.max_message = max_message
+        self.probe_timeout_s = probe_timeout_s
+        self.min_give_up_s = min_give_up_s
+        if heartbeat_s is not None and not 0 < heartbeat_s < heartbeat_timeout_s:
+            raise ParameterError(
+                f"need 0 < heartbeat_s < heartbeat_timeout_s, got {heartbeat_s!r}, "
+                f"{heartbeat_timeout_s!r}"
+            )
+        self.heartbeat_s, self.heartbeat_timeout_s = heartbeat_s, heartbeat_timeout_s
+        self._on_suspect = on_suspect
+        self._last_seen: dict[int, float] = {}
+        self._suspects: set[int] = set()
+        self._next_beat = 0.0
+        self._on_deliver, self._on_reduce = on_deliver, on_reduce
+        self._codec = Codec(trusted_pickle=trusted_pickle, max_size=max_message)
+        founders = None if founder_vnodes is None else {self.pid: range(founder_vnodes)}
+        rng = random.Random(seed if seed is not None else _secrets.randbits(64))
+        self.core = p.Process(
+            self.pid, rng=rng, founder_vnodes=founders, **dict(core_options or {})
+        )
+        self.stats = GroupStats()
+        self.error: str | None = None
+        self._open_sockets(bind)
+        self._directory: dict[int, tuple[str, int | None]] = {self.pid: (self.address, rank)}
+        self._peers: dict[str, _Peer] = {}
+        self._by_sock: dict[zmq.Socket, _Peer] = {}
+        self._conns: dict[bytes, _Conn] = {}
+        self._pending: deque[bytes] = deque()
+        self._commands: queue.SimpleQueue[tuple[Callable[[], Any], Future]] = queue.SimpleQueue()
+        self._timers: list[tuple[float, int, Hashable]] = []
+        self._timer_seq: dict[Hashable, int] = {}
+        self._held: dict[tuple[str, object], deque] = {}
+        self._held_heap: list[tuple[float, int, tuple[str, object]]] = []
+        self._probes: dict[int, _Probe] = {}
+        self._segs: dict[Hashable, dict[int, bytes]] = {}
+        self._got: dict[Hashable, dict[int, set[int]]] = {}
+        self._carried: dict[bytes, list[tuple[Hashable, list[tuple[int, bytes]]]]] = {}
+        self.callback_error: BaseException | None = None
+        """The last exception an ``on_deliver``/``on_reduce`` callback raised."""
+        self._results: dict[Hashable, ReduceResult] = {}
+        self._deliveries: queue.SimpleQueue[Delivery] = queue.SimpleQueue()
+        self._seq = itertools.count()
+        self._ops = itertools.count()
+        self._reduce_calls = itertools.count()
+        self._view = _View()
+        self._changed = threading.Condition()
+        self._stop = self._closed = False
+        self._refused: list[str] = []
+        self._thread = threading.Thread(target=self._run, name=f"gridcoll-group-{self.pid}")
+        self._thread.daemon = True
+
+    def _open_sockets(self, bind: str) -> None:
+        """The ROUTER on a free port of ``bind``, and the wake-up pipe, both polled."""
+        self._ctx = zmq.Context()
+        self._router = self._ctx.socket(zmq.ROUTER)
+        self._tune(self._router)
+        self._router.bind(f"tcp://{bind}:0")
+        self.address: str = self._router.getsockopt_string(zmq.LAST_ENDPOINT)
+        self._poller = zmq.Poller()
+        self._poller.register(self._router, zmq.POLLIN)
+        self._wake_r, self._wake_w = os.pipe()
+        os.set_blocking(self._wake_r, False)
+        self._poller.register(self._wake_r, zmq.POLLIN)
+
+    # -- construction ---------------------------------------------------------------------
+    @classmethod
+    def start(cls, nvnodes: int, *, secret: bytes | None = None, **options: Any) -> Group:
+        """Found a computation of ``nvnodes`` virtual nodes, all owned by this process.
+
+        Give :attr:`address` and :attr:`secret` (a fresh ``secrets.token_bytes(32)``
+        unless given) to the processes that will :meth:`join`. Options: see the class.
+        """
+        if not isinstance(nvnodes, int) or nvnodes < 1:
+            raise ParameterError(f"nvnodes must be a positive int, got {nvnodes!r}")
+        group = cls(secret=secret or _secrets.token_bytes(32), founder_vnodes=nvnodes, **options)
+        group._thread.start()
+        group._call(lambda: group._feed(p.Start()))
+        return group
+
+    @classmethod
+    def join(cls, address: str, secret: bytes, *, timeout: float = 30.0, **options: Any) -> Group:
+        """Join the computation a member at ``address`` belongs to; returns once this
+        process is a member (it may own no vnode yet: the contact hands it half of its
+        own). Raises :class:`GroupError` if the handshake is refused or times out."""
+        group = cls(secret=secret, **options)
+        group._thread.start()
+        group._call(lambda: group._peer(address))
+        try:
+            group._wait(lambda v: v.state is not p.State.IDLE or group._refused, timeout)
+            if group._refused:
+                raise GroupError(f"join refused by {address}: {group._refused[0]}")
+            group._wait(lambda v: v.state is p.State.ACTIVE, timeout)
+        except BaseException:
+            group.close()
+            raise
+        return group
+
+    # -- the application's API -------------------------------------------------------------
+    @property
+    def vnodes(self) -> frozenset[int]:
+        """The virtual nodes this process owns now."""
+        return self._view.vnodes
+
+    @property
+    def members(self) -> frozenset[int]:
+        """The process ids this process knows as members (itself included)."""
+        return self._view.members
+
+    @property
+    def suspects(self) -> frozenset[int]:
+        """Members silent for longer than ``heartbeat_timeout_s`` (module doc,
+        "Heartbeats"); a member is dropped from it when heard from again."""
+        return self._view.suspects
+
+    @property
+    def state(self) -> p.State:
+        return self._view.state
+
+    def wait_until(self, predicate: Callable[[Group], bool], timeout: float) -> bool:
+        """Block until ``predicate(self)`` holds (checked after every event); False on
+        timeout."""
+        with self._changed:
+            return self._changed.wait_for(lambda: predicate(self), timeout)
+
+    def bcast(self, obj: object, root: int = 0, *, kind: str | None = None) -> Hashable:
+        """Broadcast ``obj`` from vnode ``root`` (owned by this process) to every vnode;
+        returns the operation id the deliveries carry. Buffers (bytes, bytearray,
+        memoryview, numpy arrays) arrive as ``bytes``; other objects need
+        ``trusted_pickle``. ``kind`` forces a tree (``"latency"``, or ``"bandwidth"``:
+        pipelined in segments); None lets the core's model choose (sec. IV-D)."""
+        if kind not in (None, *p.KINDS):
+            raise ParameterError(f"kind must be None or one of {p.KINDS}, got {kind!r}")
+        data, codec = _as_bytes(obj), "raw"
+        if data is None:
+            if not self.trusted_pickle:
+                raise ParameterError(
+                    f"cannot broadcast a {type(obj).__name__} without trusted_pickle=True "
+                    "(give a bytes-like buffer)"
+                )
+            data, codec = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL), "pickle"
+        if len(data) > self.max_message - 4096:
+            raise ParameterError(f"payload of {len(data)} bytes exceeds max_message")
+        op_id = (self.pid, next(self._ops), codec)
+
+        def go() -> Hashable:
+            self._require_active()
+            if root not in self.core.owned:
+                raise ParameterError(f"root vnode {root!r} is not owned by this process")
+            self._feed(p.BcastRequested(op_id, root, len(data), data, kind))
+            return op_id
+
+        return self._call(go)
+
+    def reduce(
+        self, value: object, op: str = "sum", root: int = 0, *, tag: Hashable = None
+    ) -> Hashable:
+        """Contribute to a reduction towards vnode ``root``: ``value`` is a mapping
+        vnode -> value, or one value used for each vnode this process owns. Every
+        process contributing to one reduction must use the same ``tag`` (default: the
+        number of :meth:`reduce` calls this process made before, which agrees only
+        among processes that made the same calls). Returns the operation id; the root
+        vnode's owner gets the result (:meth:`result`, ``on_reduce``)."""
+        if op not in OPS:
+            raise ParameterError(f"unknown reduction operator {op!r} (one of {list(OPS)})")
+        op_id = ("reduce", next(self._reduce_calls) if tag is None else tag)
+
+        def go() -> Hashable:
+            self._require_active()
+            if isinstance(value, Mapping):
+                values = dict(value)
+            else:
+                values = dict.fromkeys(self.core.owned, value)
+            sample = next(iter(values.values()), None)
+            w = Writer(self.trusted_pickle)
+            w.value(sample)
+            self._feed(p.ReduceRequested(op_id, root, values, OPS[op], len(w.out)))
+            return op_id
+
+        return self._call(go)
+
+    def result(self, op_id: Hashable, timeout: float | None = None) -> ReduceResult:
+        """The result of reduction ``op_id`` at this process (the root vnode's owner);
+        raises :class:`GroupError` on timeout."""
+        if not self._wait(lambda v: op_id in self._results, timeout, raise_=False):
+            raise GroupError(f"no result for reduction {op_id!r} within {timeout} s")
+        return self._results[op_id]
+
+    def deliveries(self, timeout: float | None = None) -> Iterator[Delivery]:
+        """Deliveries as they come (when no ``on_deliver`` was given); stops when none
+        arrives for ``timeout`` seconds."""
+        while True:
+            try:
+                yield self._deliveries.get(timeout=timeout)
+            except queue.Empty:
+                return
+
+    def migrate(self, vnodes: frozenset[int], dst: int) -> None:
+        """Give the listed vnodes this process owns to member ``dst``."""
+
+        def go() -> None:
+            self._require_active()
+            if dst not in self.core.members:
+                raise ParameterError(f"{dst!r} is not a member")
+            self._feed(p.MigrateRequested(frozenset(vnodes), dst))
+
+        self._call(go)
+
+    def leave(self, timeout: float = 30.0) -> None:
+        """Leave politely: give every vnode away and return once every member has
+        acknowledged (the core's LEFT). The process keeps forwarding stragglers until
+        :meth:`close`."""
+
+        def go() -> None:
+            self._require_active()
+            if len(self.core.members) < 2:
+                raise GroupError("the last member cannot leave")
+            self._feed(p.LeaveRequested())
+
+        self._call(go)
+        self._wait(lambda v: v.state is p.State.LEFT, timeout)
+
+    def close(self) -> None:
+        """Stop the I/O thread and close the sockets (without leaving: see :meth:`leave`)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._thread.is_alive():
+            self._stop = True
+            self._wake()
+            self._thread.join()
+        for sock in (self._router, *(peer.sock for peer in self._peers.values())):
+            sock.close(linger=100)
+        self._ctx.term()
+        for fd in (self._wake_r, self._wake_w):
+            with contextlib.suppress(OSError):
+                os.close(fd)
+        self._wake_r = self._wake_w = -1
+
+    def __enter__(self) -> Group:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- calls into the I/O thread -----------------------------------------------------------
+    def _wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"x")
+
+    def _call(self, fn: Callable[[], Any], timeout: float = 30.0) -> Any:
+        if threading.current_thread() is self._thread:
+            return fn()
+        if not self._thread.is_alive():
+            raise GroupError("the group is closed")
+        future: Future = Future()
+        self._commands.put((fn, future))
+        self._wake()
+        return future.result(timeout)
+
+    def _wait(
+        self, pred: Callable[[_View], object], timeout: float | None, raise_: bool = True
+    ) -> bool:
+        with self._changed:
+            ok = self._changed.wait_for(lambda: pred(self._view) or self.error, timeout)
+        if self.error:
+            raise GroupError(f"the protocol core failed: {self.error}")
+        if not ok and raise_:
+            raise GroupError(f"timed out after {timeout} s in state {self._view.state.name}")
+        return bool(ok)
+
+    def _require_active(self) -> None:
+        if self.core.state is not p.State.ACTIVE:
+            raise GroupError(f"this process is {self.core.state.name}, not ACTIVE")
+
+    # -- the I/O thread ---------------------------------------------------------------------
+    def _run(self) -> None:
+        while not self._stop:
+            try:
+                self._step()
+            except Exception as err:  # a bug here: fail loudly for the waiters
+                self.error = f"I/O thread: {type(err).__name__}: {err}"
+                self._publish()
+                break
+        self._run_commands(closing=True)
+
+    def _step(self) -> None:
+        """One round: wait for a frame, a call or a deadline, then handle what is due."""
+        ready = dict(self._poller.poll(self._poll_ms()))
+        if self._wake_r in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake_r, 4096)
+        if self._router in ready:
+            self._drain_router()
+        for sock in [s for s in ready if s in self._by_sock]:
+            self._drain_peer(self._by_sock[sock])
+        self._release_held()
+        self._fire_timers()
+        self._expire_probes()
+        self._heartbeat()
+        self._run_commands()
+        if ready:
+            self._publish()  # counters may have moved: wake wait_until
+
+    def _poll_ms(self) -> int:
+        deadlines = [h[0][0] for h in (self._timers, self._held_heap) if h]
+        deadlines += [pr.deadline for pr in self._probes.values()]
+        if self.heartbeat_s is not None:
+            deadlines.append(self._next_beat)
+        if not deadlines:
+            return int(_POLL_CAP_S * 1000)
+        left = min(deadlines) - time.monotonic()
+        return max(0, min(int(_POLL_CAP_S * 1000), math.ceil(left * 1000)))
+
+    def _run_commands(self, closing: bool = False) -> None:
+        while True:
+            try:
+                fn, future = self._commands.get_nowait()
+            except queue.Empty:
+                return
+            if closing:
+                future.set_exception(GroupError("the group is closed"))
+                continue
+            try:
+                future.set_result(fn())
+            except BaseException as err:  # handed to the caller's thread
+                future.set_exception(err)
+
+    def _publish(self) -> None:
+        view = _View(
+            self.core.state,
+            self.core.owned,
+            frozenset(self.core.members),
+            frozenset(self._suspects),
+        )
+        with self._changed:
+            self._view = view
+            self._changed.notify_all()
+
+    # -- the core -----------------------------------------------------------------------------
+    def _feed(self, event: p.Event) -> None:
+        if self.core.state is p.State.ERROR:
+            return
+        try:
+            actions = self.core.handle(event)
+        except Exception as err:  # the core is now in ERROR (its rule 4)
+            self.error = f"{type(err).__name__}: {err}"
+            self._publish()
+            if isinstance(event, p.BcastRequested | p.ReduceRequested | p.MigrateRequested):
+                raise GroupError(self.error) from err
+            return
+        for action in actions:
+            self._act(action)
+        self._gc_segments()
+        self._publish()
+
+    def _act(self, action: p.Action) -> None:
+        if isinstance(action, p.Send):
+            self._send_message(action.dst, action.message)
+        elif isinstance(action, p.Deliver):
+            self._on_segment(action)
+        elif isinstance(action, p.SetTimer):
+            seq = next(self._seq)
+            self._timer_seq[action.timer] = seq
+            delay = action.delay_s
+            if isinstance(action.timer, tuple) and action.timer[:1] == ("reduce-give-up",):
+                delay = max(delay, self.min_give_up_s)
+            heapq.heappush(self._timers, (time.monotonic() + delay, seq, action.timer))
+        elif isinstance(action, p.Probe):
+            self._start_probe(action.peer)
+        elif isinstance(action, p.ReduceDone):
+            res = ReduceResult(action.op_id, action.value, action.missing)
+            self._results[action.op_id] = res
+            if self._on_reduce is not None:
+                self._callback(self._on_reduce, res)
+
+    def _callback(self, fn: Callable[..., object], *args: object) -> None:
+        try:
+            fn(*args)
+        except Exception as err:  # the application's bug must not stop the transport
+            self.callback_error = err
+
+    def _fire_timers(self) -> None:
+        now = time.monotonic()
+        while self._timers and self._timers[0][0] <= now:
+            _, seq, key = heapq.heappop(self._timers)
+            if self._timer_seq.get(key) == seq:
+                del self._timer_seq[key]
+                self._feed(p.TimerExpired(key))
+
+    # -- broadcasts: reassembly -------------------------------------------------------------
+    def _on_segment(self, d: p.Deliver) -> None:
+        """One segment for some vnodes. ``_got`` mirrors the core's ``partial`` (the
+        segment indices each vnode holds, carried in with handovers); a vnode is
+        complete when it holds all ``nsegments``, and is then handed out once."""
+        if d.nsegments == 1:
+            self._hand_out(d.op_id, d.vnodes, d.payload)
+            return
+        self.stats.segments += 1
+        if isinstance(d.payload, bytes):
+            self._segs.setdefault(d.op_id, {})[d.segment] = d.payload
+        got = self._got.setdefault(d.op_id, {})
+        done = []
+        for v in d.vnodes:
+            have = got.setdefault(v, set())
+            have.add(d.segment)
+            if len(have) == d.nsegments:
+                del got[v]
+                done.append(v)
+        if not done:
+            return
+        store = self._segs.get(d.op_id, {})
+        parts = [store.get(i) for i in range(d.nsegments)]
+        if any(part is None for part in parts):
+            self.stats.undeliverable += len(done)
+            return
+        self._hand_out(d.op_id, frozenset(done), b"".join(parts))  # type: ignore[arg-type]
+
+    def _hand_out(self, op_id: Hashable, vnodes: frozenset[int], payload: object) -> None:
+        data = payload
+        if isinstance(op_id, tuple) and len(op_id) == 3 and op_id[2] == "pickle":
+            if not self.trusted_pickle or not isinstance(payload, bytes):
+                self.stats.undeliverable += 1
+                return
+            data = pickle.loads(payload)  # trusted peers only (module doc, rule 4)
+        if self._on_deliver is not None:
+            self._callback(self._on_deliver, op_id, vnodes, data)
+        else:
+            self._deliveries.put(Delivery(op_id, vnodes, data))
+
+    def _gc_segments(self) -> None:
+        """Forget the bytes of broadcasts no vnode here is halfway through."""
+        for op in [op for op in self._segs if not self._got.get(op)]:
+            del self._segs[op]
+            self._got.pop(op, None)
+
+    def _carry_segments(self, dst: int, m: p.Handover) -> None:
+        """Before a Handover, send the bytes of the segments its vnodes hold (module doc)."""
+        wanted: dict[Hashable, set[int]] = {}
+        for v, state in m.states:
+            for op, got in state.partial.items():
+                wanted.setdefault(op, set()).update(got)
+                self._got.get(op, {}).pop(v, None)
+        for op, segments in sorted(wanted.items(), key=lambda kv: repr(kv[0])):
+            store = self._segs.get(op, {})
+            for i in sorted(i for i in segments if i in store):  # one frame each: small
+                w = Writer()
+                w.value(op)
+                w.u32(1)
+                w.u32(i)
+                w.raw(store[i])
+                self._send_frame(dst, _SEGS, bytes(w.out))
+
+    def _take_segments(self, route: bytes, body: memoryview) -> None:
+        """Keep carried segments until the connection's next core message (the
+        Handover they precede) is fed, so no collection runs in between."""
+        r = Reader(body)
+        op = r.value()
+        if not isinstance(op, Hashable):
+            raise WireError("segment op id is not hashable")
+        items = [(r.u32(), r.raw()) for _ in range(r.count(8))]
+        r.end()
+        self._carried.setdefault(route, []).append((op, items))
+
+    # -- sending --------------------------------------------------------------------------------
+    def _send_message(self, dst: int, m: p.Message) -> None:
+        if isinstance(m, p.Handover):
+            self._carry_segments(dst, m)
+        try:
+            body = self._codec.encode(m)
+        except WireError as err:  # e.g. a value the codec cannot carry: the core is stuck
+            self.error = f"cannot send {type(m).__name__}: {err}"
+            return
+        self._send_frame(dst, _MSG, body)
+
+    def _send_frame(self, dst: int, kind: int, body: bytes) -> None:
+        entry = self._directory.get(dst)
+        if entry is None:
+            self.stats.unroutable += 1
+            return
+        peer = self._peer(entry[0])
+        if kind == _MSG:
+            self._tell_directory(peer, entry[1])
+        self._peer_send(peer, kind, body, entry[1])
+
+    def _tell_directory(self, peer: _Peer, to_rank: int | None) -> None:
+        new = [pid for pid in self._directory if pid not in peer.told]
+        if not new:
+            return
+        w = Writer()
+        w.u32(len(new))
+        for pid in new:
+            addr, rank = self._directory[pid]
+            w.u64(pid)
+            w.u64(_rank_code(rank))
+            w.text(addr)
+        peer.told.update(new)
+        self._peer_send(peer, _DIR, bytes(w.out), to_rank)
+
+    def _peer(self, address: str) -> _Peer:
+        peer = self._peers.get(address)
+        if peer is None:
+            sock = self._ctx.socket(zmq.DEALER)
+            self._tune(sock)
+            sock.connect(address)
+            peer = _Peer(address, sock, _secrets.token_bytes(_NONCE))
+            self._peers[address] = peer
+            self._by_sock[sock] = peer
+            self._poller.register(sock, zmq.POLLIN)
+            w = Writer()
+            w.out += peer.nonce
+            w.u64(self.pid)
+            w.u64(_rank_code(self.rank))
+            w.text(self.address)
+            self._write(sock, None, _HELLO, bytes(w.out))
+        return peer
+
+    def _peer_send(self, peer: _Peer, kind: int, body: bytes, to_rank: int | None) -> None:
+        if peer.failed:
+            self.stats.unroutable += 1
+        elif peer.challenge is None:
+            peer.queue.append((kind, body, to_rank))
+        else:
+            self._write(peer.sock, to_rank, kind, body)
+
+    def _write(
+        self,
+        sock: zmq.Socket,
+        to_rank: int | None,
+        kind: int,
+        body: bytes,
+        route: bytes | None = None,
+    ) -> None:
+        """One frame, stamped by the emulation when it crosses the emulated WAN."""
+        stamp = math.nan
+        nbytes = _HEAD.size + len(body)
+        emu, me = self.emulator, self.rank
+        if emu is not None and me is not None and to_rank is not None and emu.crosses(me, to_rank):
+            stamp = emu.reserve(me, to_rank, nbytes, time.monotonic())
+        frame = _HEAD.pack(_MAGIC, _VERSION, kind, stamp) + body
+        self.stats.frames_out += 1
+        if route is None:
+            sock.send(frame, copy=len(frame) < 65536)
+        else:
+            sock.send_multipart([route, frame], copy=len(frame) < 65536)
+
+    def _tune(self, sock: zmq.Socket) -> None:
+        sock.setsockopt(zmq.SNDHWM, 0)
+        sock.setsockopt(zmq.RCVHWM, 0)
+        sock.setsockopt(zmq.LINGER, 1000)
+        sock.setsockopt(zmq.MAXMSGSIZE, 2 * self.max_message + 65536)
+
+    # -- receiving --------------------------------------------------------------------------
+    def _parse(self, data: memoryview) -> tuple[int, float, memoryview] | None:
+        if len(data) > self.max_message + 65536:
+            self.stats.oversized += 1
+            return None
+        if len(data) < _HEAD.size:
+            self.stats.malformed += 1
+            return None
+        magic, version, kind, stamp = _HEAD.unpack_from(data)
+        if magic != _MAGIC or version != _VERSION or not _HELLO <= kind <= _BEAT:
+            self.stats.malformed += 1
+            return None
+        return kind, stamp, data[_HEAD.size :]
+
+    def _drain_router(self) -> None:
+        for _ in range(_DRAIN):
+            try:
+                parts = self._router.recv_multipart(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self.stats.frames_in += 1
+            if len(parts) != 2:
+                self.stats.malformed += 1
+                continue
+            route, data = parts[0].bytes, parts[1].buffer
+            parsed = self._parse(data)
+            if parsed is not None:
+                self._from_conn(route, *parsed, len(data))
+
+    def _drain_peer(self, peer: _Peer) -> None:
+        for _ in range(_DRAIN):
+            try:
+                frame = peer.sock.recv(zmq.NOBLOCK, copy=False)
+            except zmq.Again:
+                return
+            self.stats.frames_in += 1
+            parsed = self._parse(frame.buffer)
+            if parsed is not None:
+                kind, stamp, body = parsed
+                self._hold(
+                    ("peer", peer.address),
+                    stamp,
+                    peer.rank,
+                    len(frame.buffer),
+                    lambda k=kind, b=body: self._from_peer(peer, k, b),
+                )
+
+    def _from_conn(self, route: bytes, kind: int, stamp: float, body: memoryview, n: int) -> None:
+        conn = self._conns.get(route)
+        if conn is not None and conn.authed:
+            self._last_seen[conn.pid] = time.monotonic()
+        try:
+            if kind == _HELLO:
+                self._on_hello(route, conn, body)
+            elif kind == _AUTH:
+                self._on_auth(route, conn, body)
+            elif conn is None or not conn.authed:
+                self.stats.unauthenticated += 1
+            else:
+                self._hold(
+                    ("conn", route),
+                    stamp,
+                    conn.rank,
+                    n,
+                    lambda: self._on_conn_frame(route, conn, kind, body),
+                )
+        except WireError:
+            self.stats.malformed += 1
+
+    def _on_hello(self, route: bytes, conn: _Conn | None, body: memoryview) -> None:
+        if conn is not None:
+            self.stats.unauthenticated += 1
+            return
+        r = Reader(body)
+        nonce_a = bytes(r.take(_NONCE)) if len(body) >= _NONCE else b""
+        if len(nonce_a) != _NONCE:
+            raise WireError("short nonce")
+        pid, rank, addr = r.u64(), _rank_of(r.u64()), r.text()
+        r.end()
+        nonce_b = _secrets.token_bytes(_NONCE)
+        self._conns[route] = _Conn(pid, rank, addr, nonce_a, nonce_b)
+        self._pending.append(route)
+        while len(self._pending) > _MAX_PENDING:
+            old = self._pending.popleft()
+            if (c := self._conns.get(old)) is not None and not c.authed:
+                del self._conns[old]
+        self._write(self._router, None, _CHALLENGE, nonce_b, route)
+
+    def _on_auth(self, route: bytes, conn: _Conn | None, body: memoryview) -> None:
+        if conn is None or conn.authed:
+            self.stats.unauthenticated += 1
+            return
+        want = _mac(
+            self.secret,
+            b"client",
+            conn.nonce_a,
+            conn.nonce_b,
+            conn.pid,
+            _rank_code(conn.rank),
+            conn.address,
+        )
+        if len(body) != len(want) or not hmac.compare_digest(bytes(body), want):
+            self.stats.auth_failed += 1
+            del self._conns[route]
+            self._write(self._router, None, _REFUSED, b"bad secret", route)
+            return
+        conn.authed = True
+        self._directory.setdefault(conn.pid, (conn.address, conn.rank))
+        w = Writer()
+        w.u64(self.pid)
+        w.u64(_rank_code(self.rank))
+        w.text(self.address)
+        w.out += _mac(
+            self.secret,
+            b"server",
+            conn.nonce_a,
+            conn.nonce_b,
+            self.pid,
+            _rank_code(self.rank),
+            self.address,
+        )
+        self._write(self._router, None, _ACK, bytes(w.out), route)
+
+    def _on_conn_frame(self, route: bytes, conn: _Conn, kind: int, body: memoryview) -> None:
+        try:
+            if kind == _MSG:
+                m = self._codec.decode(body)
+                for op, items in self._carried.pop(route, ()):
+                    self._segs.setdefault(op, {}).update(items)
+                if isinstance(m, p.Handover):  # the segments each vnode brings
+                    for v, state in m.states:
+                        for op, got in state.partial.items():
+                            self._got.setdefault(op, {})[v] = set(got)
+                self._feed(p.Received(conn.pid, m))
+            elif kind == _DIR:
+                self._on_directory(body)
+            elif kind == _SEGS:
+                self._take_segments(route, body)
+            elif kind == _BEAT:
+                pass  # seen: _from_conn noted the time
+            elif kind == _PING:
+                self._write(self._router, conn.rank, _PONG, bytes(body), route)
+            elif kind == _FETCH:
+                r = Reader(body)
+                token, nbytes = r.u64(), r.u32()
+                r.end()
+                w = Writer()
+                w.u64(token)
+                w.out += bytes(min(nbytes, p.PROBE_BYTES))
+                self._write(self._router, conn.rank, _DATA, bytes(w.out), route)
+            else:
+                self.stats.malformed += 1
+        except WireError:
+            self.stats.malformed += 1
+
+    def _on_directory(self, body: memoryview) -> None:
+        r = Reader(body)
+        entries = [(r.u64(), _rank_of(r.u64()), r.text()) for _ in range(r.count(20))]
+        r.end()
+        for pid, rank, addr in entries:
+            if pid != self.pid:
+                self._directory.setdefault(pid, (addr, rank))
+
+    def _from_peer(self, peer: _Peer, kind: int, body: memoryview) -> None:
+        try:
+            if kind == _CHALLENGE:
+                self._on_challenge(peer, body)
+            elif kind == _ACK:
+                self._on_ack(peer, body)
+            elif kind == _REFUSED:
+                self._fail_peer(peer, "the peer refused our secret")
+            elif not peer.verified:
+                self.stats.unauthenticated += 1
+            elif kind in (_PONG, _DATA):
+                self._on_probe_reply(peer, kind, body)
+            else:
+                self.stats.malformed += 1
+        except WireError:
+            self.stats.malformed += 1
+
+    def _on_challenge(self, peer: _Peer, body: memoryview) -> None:
+        if peer.challenge is not None or len(body) != _NONCE:
+            raise WireError("unexpected challenge")
+        peer.challenge = bytes(body)
+        mac = _mac(
+            self.secret,
+            b"client",
+            peer.nonce,
+            peer.challenge,
+            self.pid,
+            _rank_code(self.rank),
+            self.address,
+        )
+        self._write(peer.sock, None, _AUTH, mac)
+        queued, peer.queue = peer.queue, []
+        for kind, b, to_rank in queued:
+            self._peer_send(peer, kind, b, to_rank)
+
+    def _on_ack(self, peer: _Peer, body: memoryview) -> None:
+        r = Reader(body)
+        pid, rank, addr = r.u64(), _rank_of(r.u64()), r.text()
+        mac = bytes(r.take(32))
+        r.end()
+        if peer.challenge is None or peer.verified:
+            raise WireError("unexpected ack")
+        want = _mac(self.secret, b"server", peer.nonce, peer.challenge, pid, _rank_code(rank), addr)
+        if not hmac.compare_digest(mac, want):
+            self.stats.auth_failed += 1
+            self._fail_peer(peer, "the peer does not know the secret")
+            return
+        peer.verified, peer.pid, peer.rank = True, pid, rank
+        self._directory.setdefault(pid, (peer.address, rank))
+        if self.core.state is p.State.IDLE and self.core.table is None and not self._refused:
+            self._feed(p.JoinRequested(pid))  # we were joining through this peer
+
+    def _fail_peer(self, peer: _Peer, reason: str) -> None:
+        peer.failed = True
+        self.stats.unroutable += len(peer.queue)
+        peer.queue.clear()
+        if self.core.state is p.State.IDLE:
+            self._refused.append(reason)
+            self._publish()
+
+    # -- heartbeats ---------------------------------------------------------------------------
+    def _heartbeat(self) -> None:
+        """Beat every member, and suspect the members silent too long."""
+        if self.heartbeat_s is None or self.core.state not in (p.State.ACTIVE, p.State.LEAVING):
+            return
+        now = time.monotonic()
+        if now < self._next_beat:
+            return
+        self._next_beat = now + self.heartbeat_s
+        others = self.core.members - {self.pid}
+        for pid in others:
+            self._send_frame(pid, _BEAT, b"")
+            seen = self._last_seen.setdefault(pid, now)  # silence counts from first sight
+            if now - seen <= self.heartbeat_timeout_s:
+                self._suspects.discard(pid)
+            elif pid not in self._suspects:
+                self._suspects.add(pid)
+                if self._on_suspect is not None:
+                    self._callback(self._on_suspect, pid)
+        self._suspects &= others
+        self._publish()
+
+    # -- the WAN emulation's delay heap ---------------------------------------------------------
+    def _hold(
+        self,
+        key: tuple[str, object],
+        stamp: float,
+        src_rank: int | None,
+        nbytes: int,
+        handler: Callable[[], None],
+    ) -> None:
+        """Run ``handler`` once the emulated WAN delivers the frame (at once if not
+        emulated), after every earlier frame of the same connection."""
+        held = self._held.get(key)
+        if math.isnan(stamp) and not held:
+            handler()
+            return
+        if not math.isnan(stamp):
+            self.stats.emulated += 1
+        item = (stamp, src_rank, nbytes, handler)
+        if held:
+            held.append(item)
+            return
+        self._held[key] = deque([item])
+        self._push_held(key, stamp)
+
+    def _push_held(self, key: tuple[str, object], stamp: float) -> None:
+        at = stamp if stamp > 0 else time.monotonic()  # NaN and flow stamps: now
+        heapq.heappush(self._held_heap, (at, next(self._seq), key))
+
+    def _release_held(self) -> None:
+        while self._held_heap and self._held_heap[0][0] <= time.monotonic():
+            _, _, key = heapq.heappop(self._held_heap)
+            held = self._held.get(key)
+            while held:
+                stamp, src_rank, nbytes, handler = held[0]
+                if stamp > 0 and stamp > time.monotonic():
+                    self._push_held(key, stamp)
+                    break
+                held.popleft()
+                if not math.isnan(stamp) and self.emulator is not None and src_rank is not None:
+                    self.emulator.wait(stamp, src_rank, self.rank, nbytes)
+                handler()
+            if not held:
+                self._held.pop(key, None)
+
+    # -- probes (sec. IV-A) -------------------------------------------------------------------
+    def _start_probe(self, peer_pid: int) -> None:
+        self.stats.probes += 1
+        now = time.monotonic()
+        token = next(self._seq)
+        if peer_pid not in self._directory:
+            self._feed(p.ProbeResult(peer_pid, math.inf, 0.0))
+            return
+        self._probes[token] = _Probe(peer_pid, now, now + self.probe_timeout_s)
+        w = Writer()
+        w.u64(token)
+        w.out += b"\x00"
+        self._send_frame(peer_pid, _PING, bytes(w.out))
+
+    def _on_probe_reply(self, peer: _Peer, kind: int, body: memoryview) -> None:
+        r = Reader(body)
+        token = r.u64()
+        probe = self._probes.get(token)
+        if probe is None:
+            return  # expired
+        now = time.monotonic()
+        if kind == _PONG:
+            probe.rtt = now - probe.started
+            probe.fetch_started = now
+            w = Writer()
+            w.u64(token)
+            w.u32(p.PROBE_BYTES)
+            self._send_frame(probe.peer, _FETCH, bytes(w.out))
+            return
+        nbytes = len(body) - 8
+        took = max(now - probe.fetch_started - probe.rtt / 2, 1e-9)
+        del self._probes[token]
+        self._feed(p.ProbeResult(probe.peer, probe.rtt, nbytes / took))
+
+    def _expire_probes(self) -> None:
+        now = time.monotonic()
+        for token, probe in list(self._probes.items()):
+            if probe.deadline <= now:
+                del self._probes[token]
+                self._feed(p.ProbeResult(probe.peer, math.inf, 0.0))

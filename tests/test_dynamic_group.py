@@ -1,0 +1,394 @@
+"""Group: seed 004's core over real processes and pyzmq (issue 15, items 2 and 3).
+
+The founder runs in the test's process; the joiners are separate processes
+(``multiprocessing``, spawn) that report every delivery on a queue. Each test is
+bounded by a timeout, and every wait blocks (queue gets, condition waits).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import multiprocessing as mp
+import os
+import struct
+import time
+from collections import Counter
+from collections.abc import Hashable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import pytest
+import zmq
+
+from gridcoll.dynamic.group import Group, GroupError
+from gridcoll.dynamic.nodesets import NodeSet
+from gridcoll.dynamic.protocol import Bcast
+from gridcoll.dynamic.wire import encode
+
+NV = 8
+PAYLOAD = bytes((i * 7 + 3) % 251 for i in range(300 * 1024))  # 300 KiB: 3 segments
+DIGEST = hashlib.sha256(PAYLOAD).hexdigest()
+CTX = mp.get_context("spawn")
+
+
+def _emulator(emu: tuple[str, str] | None) -> Any:
+    if emu is None:
+        return None
+    from gridcoll.network import get_grid
+    from gridcoll.runtime.emulation import Emulator, LinkState
+
+    grid = get_grid(emu[0])
+    return Emulator(grid, LinkState(emu[1], grid))
+
+
+def _worker(
+    address: str,
+    secret: bytes,
+    commands: Any,
+    out: Any,
+    rank: int | None = None,
+    emu: tuple[str, str] | None = None,
+) -> None:
+    """A joiner: reports deliveries, then obeys commands until "stop"."""
+    me: list[int] = []
+
+    def on_deliver(op_id: Hashable, vnodes: frozenset[int], data: object) -> None:
+        digest = hashlib.sha256(data).hexdigest()  # type: ignore[arg-type]
+        out.put(("deliver", me[0] if me else -1, op_id, sorted(vnodes), digest, time.monotonic()))
+
+    group = Group.join(address, secret, on_deliver=on_deliver, rank=rank, emulator=_emulator(emu))
+    me.append(group.pid)
+    out.put(("joined", group.pid, rank, os.getpid()))
+    while True:
+        cmd = commands.get(timeout=120)
+        if cmd[0] == "reduce":
+            group.reduce(cmd[2], "sum", 0, tag=cmd[1])
+        elif cmd[0] == "leave":
+            group.leave()
+            out.put(("left", group.pid))
+        elif cmd[0] == "migrate_on_segment":  # hand our vnodes over mid-broadcast
+            assert group.wait_until(lambda g: g.stats.segments >= 1, 20), asdict(group.stats)
+            moved = group.vnodes
+            group.migrate(moved, cmd[1])
+            out.put(("migrated", group.pid, sorted(moved)))
+        elif cmd[0] == "stop":
+            out.put(("stats", group.pid, asdict(group.stats), group.error))
+            group.close()
+            return
+
+
+class Cluster:
+    """The founder (here) and its spawned joiners."""
+
+    def __init__(
+        self, rank: int | None = None, emu: tuple[str, str] | None = None, **options: Any
+    ) -> None:
+        self.out: Any = CTX.Queue()
+        self.emu = emu
+        self.procs: list[tuple[Any, Any]] = []
+        self.founder = Group.start(
+            NV, on_deliver=self._local, rank=rank, emulator=_emulator(emu), seed=4, **options
+        )
+
+    def _local(self, op_id: Hashable, vnodes: frozenset[int], data: object) -> None:
+        digest = hashlib.sha256(data).hexdigest()  # type: ignore[arg-type]
+        self.out.put(("deliver", self.founder.pid, op_id, sorted(vnodes), digest, time.monotonic()))
+
+    def spawn(self, rank: int | None = None) -> int:
+        commands = CTX.Queue()
+        args = (self.founder.address, self.founder.secret, commands, self.out, rank, self.emu)
+        proc = CTX.Process(target=_worker, args=args, daemon=True)
+        proc.start()
+        self.procs.append((proc, commands))
+        return len(self.procs) - 1
+
+    def expect(self, kind: str, n: int, timeout: float = 60.0) -> list[tuple]:
+        """Take messages until ``n`` of ``kind`` came; keep the deliveries seen."""
+        got, deadline = [], time.monotonic() + timeout
+        while len(got) < n:
+            msg = self.out.get(timeout=max(0.1, deadline - time.monotonic()))
+            if msg[0] == "deliver":
+                self.deliveries.append(msg)
+            if msg[0] == kind:
+                got.append(msg)
+        return got
+
+    deliveries: list[tuple]
+
+    def wait_delivered(self, op_id: Hashable, timeout: float = 60.0) -> None:
+        deadline = time.monotonic() + timeout
+        while self.count(op_id) < NV:
+            msg = self.out.get(timeout=max(0.1, deadline - time.monotonic()))
+            if msg[0] == "deliver":
+                self.deliveries.append(msg)
+
+    def count(self, op_id: Hashable) -> int:
+        return sum(len(d[3]) for d in self.deliveries if d[2] == op_id)
+
+    def stop(self) -> list[tuple]:
+        for _, commands in self.procs:
+            commands.put(("stop",))
+        stats = self.expect("stats", len(self.procs))
+        for proc, _ in self.procs:
+            proc.join(10)
+        self.founder.close()
+        return stats
+
+    def kill(self) -> None:
+        for proc, _ in self.procs:
+            if proc.is_alive():
+                proc.kill()
+        self.founder.close()
+
+
+@pytest.fixture
+def cluster() -> Any:
+    made: list[Cluster] = []
+
+    def make(**kw: Any) -> Cluster:
+        c = Cluster(**kw)
+        c.deliveries = []
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.kill()
+
+
+def _exactly_once(deliveries: list[tuple], op_id: Hashable) -> None:
+    per_vnode = Counter(v for d in deliveries if d[2] == op_id for v in d[3])
+    assert per_vnode == Counter(range(NV)), f"{op_id}: {per_vnode}"
+    assert {d[4] for d in deliveries if d[2] == op_id} == {DIGEST}
+
+
+@pytest.mark.timeout(120)
+def test_four_processes_broadcast_and_reduce(cluster: Any) -> None:
+    c = cluster()
+    for _ in range(3):
+        c.spawn()
+    c.expect("joined", 3)
+    assert c.founder.wait_until(lambda g: len(g.members) == 4 and len(g.vnodes) < NV, 30)
+    op = c.founder.bcast(PAYLOAD, root=0, kind="bandwidth")  # pipelined: 3 segments
+    c.wait_delivered(op)
+    values = {v: 1 << v for v in range(NV)}  # every process offers every vnode's data
+    for _, commands in c.procs:
+        commands.put(("reduce", "r", values))
+    rid = c.founder.reduce(values, "sum", 0, tag="r")
+    res = c.founder.result(rid, timeout=30)
+    assert res.value == (1 << NV) - 1 and not res.missing
+    stats = c.stop()
+    _exactly_once(c.deliveries, op)
+    assert sum(len(d[3]) for d in c.deliveries) == NV
+    assert all(err is None for *_, err in stats)
+    assert sum(s[2]["undeliverable"] for s in stats) == c.founder.stats.undeliverable == 0
+    assert sum(s[2]["segments"] for s in stats) + c.founder.stats.segments >= 3
+    assert {d[1] for d in c.deliveries} == {c.founder.pid, *(s[1] for s in stats)}
+
+
+@pytest.mark.timeout(150)
+def test_leave_and_join_while_broadcasting(cluster: Any) -> None:
+    c = cluster()
+    for _ in range(3):
+        c.spawn()
+    c.expect("joined", 3)
+    assert c.founder.wait_until(lambda g: len(g.members) == 4, 30)
+    first = c.founder.bcast(PAYLOAD, root=0, kind="bandwidth")
+    c.procs[0][1].put(("leave",))  # leaves while the broadcast is under way
+    second = c.founder.bcast(PAYLOAD, root=0, kind="bandwidth")
+    c.expect("left", 1)
+    c.spawn()
+    c.expect("joined", 1)
+    third = c.founder.bcast(PAYLOAD, root=0)
+    for op in (first, second, third):
+        c.wait_delivered(op)
+    assert c.founder.wait_until(lambda g: len(g.members) == 4, 30)
+    stats = c.stop()
+    for op in (first, second, third):
+        _exactly_once(c.deliveries, op)
+    assert all(err is None for *_, err in stats)
+    assert sum(s[2]["undeliverable"] for s in stats) == 0
+
+
+@pytest.mark.timeout(60)
+def test_wrong_secret_is_refused_and_counted() -> None:
+    with Group.start(NV, seed=1) as founder:
+        before = (founder.members, founder.vnodes)
+        with pytest.raises(GroupError, match="refused"):
+            Group.join(founder.address, b"not the secret, wrong length ok", timeout=10)
+        assert founder.wait_until(lambda g: g.stats.auth_failed == 1, 10)
+        assert (
+            (founder.members, founder.vnodes)
+            == before
+            == (
+                frozenset({founder.pid}),
+                frozenset(range(NV)),
+            )
+        )
+
+
+def _client_mac(secret: bytes, a: bytes, b: bytes, pid: int, addr: str) -> bytes:
+    """The handshake's client proof, written from the module doc's rule 1."""
+    msg = b"gridcoll-dynamic-v1/client" + a + b + struct.pack("<QQ", pid, 2**64 - 1)
+    return hmac.new(secret, msg + addr.encode(), hashlib.sha256).digest()
+
+
+def _frame(kind: int, body: bytes) -> bytes:
+    return struct.pack("<2sBBd", b"GZ", 1, kind, float("nan")) + body
+
+
+@pytest.mark.timeout(60)
+def test_malformed_and_oversized_frames_are_dropped(cluster: Any) -> None:
+    c = cluster()
+    founder = c.founder
+    ctx = zmq.Context()
+    raw = ctx.socket(zmq.DEALER)
+    raw.connect(founder.address)
+    try:
+        bcast = Bcast(("x", 1, "raw"), 0, "latency", 1, NodeSet.span(0, NV), False, 0, 3, b"bad")
+        raw.send(b"junk")  # no header
+        raw.send(_frame(99, b""))  # unknown kind
+        raw.send(_frame(7, encode(bcast)))  # a core message before any handshake
+        raw.send(_frame(7, b"\x00" * (founder.max_message + 70000)))  # oversized
+        raw.send(_frame(1, b"short hello"))  # malformed handshake
+        assert founder.wait_until(
+            lambda g: g.stats.malformed >= 3 and g.stats.unauthenticated >= 1, 10
+        )
+        assert founder.stats.oversized == 1
+        # an authenticated peer's malformed message is dropped as well
+        auth = ctx.socket(zmq.DEALER)
+        auth.connect(founder.address)
+        nonce, pid, addr = b"a" * 32, 12345, "tcp://127.0.0.1:1"
+        hello = nonce + struct.pack("<QQ", pid, 2**64 - 1) + struct.pack("<I", len(addr))
+        auth.send(_frame(1, hello + addr.encode()))
+        assert auth.poll(10000)
+        challenge = auth.recv()[12:]
+        auth.send(_frame(3, _client_mac(founder.secret, nonce, challenge, pid, addr)))
+        assert auth.poll(10000)
+        assert auth.recv()[3] == 4  # ACK
+        before = founder.stats.malformed
+        auth.send(_frame(7, encode(bcast)[:-3]))  # truncated
+        assert founder.wait_until(lambda g: g.stats.malformed == before + 1, 10)
+        auth.close(0)
+    finally:
+        raw.close(0)
+        ctx.term()
+    assert founder.vnodes == frozenset(range(NV)) and founder.error is None
+    c.spawn()
+    c.expect("joined", 1)
+    op = founder.bcast(PAYLOAD, root=0)
+    c.wait_delivered(op)
+    c.stop()
+    _exactly_once(c.deliveries, op)
+
+
+@pytest.mark.timeout(120)
+def test_emulated_wan_delays_cross_cluster_delivery(cluster: Any, tmp_path: Path) -> None:
+    from gridcoll.network import get_grid
+    from gridcoll.runtime.emulation import create_link_state
+
+    grid = get_grid("magpie:2,2")
+    path = create_link_state(grid, tmp_path / "links")
+    try:
+        c = cluster(rank=0, emu=("magpie:2,2", str(path)))
+        for rank in (1, 2, 3):
+            c.spawn(rank)
+        joined = c.expect("joined", 3)
+        assert c.founder.wait_until(lambda g: len(g.members) == 4, 30)
+        far_pids = {j[1] for j in joined if grid.cluster_of[j[2]] != grid.cluster_of[0]}
+        start = time.monotonic()
+        op = c.founder.bcast(b"w" * 1024, root=0, kind="latency")
+        c.wait_delivered(op)
+        far = [d for d in c.deliveries if d[2] == op and d[1] in far_pids]
+        assert far, "no vnode in the other cluster"
+        wan = grid.plogp(0, 2).L
+        assert min(d[5] for d in far) - start >= wan
+        stats = c.stop()
+        assert sum(s[2]["emulated"] for s in stats) > 0
+        assert c.founder.stats.emulated > 0
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def test_parameters_are_checked() -> None:
+    with pytest.raises(GroupError):
+        Group.join("tcp://127.0.0.1:1", b"s" * 32, timeout=0.3)
+    with Group.start(2, seed=0) as g, pytest.raises(Exception, match="trusted_pickle"):
+        g.bcast({"a": 1})
+    with Group.start(2, seed=0) as g, pytest.raises(Exception, match="not owned"):
+        g.bcast(b"x", root=5)
+
+
+@pytest.mark.timeout(120)
+def test_vnodes_moved_between_segments_get_the_whole_payload(cluster: Any, tmp_path: Path) -> None:
+    """Segments cross the emulated WAN ~0.1 s apart; a far process hands its vnodes to a
+    process near the root (which has long finished its own vnodes and dropped the
+    segments) after the first one, so the heir needs the segments' bytes carried with
+    the handover to assemble the payload."""
+    from gridcoll.network import get_grid
+    from gridcoll.runtime.emulation import create_link_state
+
+    grid = get_grid("magpie:2,2")
+    path = create_link_state(grid, tmp_path / "links")
+    try:
+        c = cluster(rank=0, emu=("magpie:2,2", str(path)))
+        for rank in (1, 2, 3):
+            c.spawn(rank)
+        pid_of = {rank: pid for _, pid, rank, _ in c.expect("joined", 3)}
+        assert c.founder.wait_until(lambda g: len(g.members) == 4, 30)
+        heir = pid_of[1]  # near the root: done with its own vnodes, its segments dropped
+        c.procs[1][1].put(("migrate_on_segment", heir))  # procs[1] has rank 2
+        op = c.founder.bcast(PAYLOAD, root=0, kind="bandwidth")
+        moved = c.expect("migrated", 1)[0][2]
+        assert moved
+        c.wait_delivered(op)
+        stats = c.stop()
+        _exactly_once(c.deliveries, op)
+        by_heir = {v for d in c.deliveries if d[2] == op and d[1] == heir for v in d[3]}
+        assert set(moved) <= by_heir
+        assert sum(s[2]["undeliverable"] for s in stats) == 0
+    finally:
+        path.unlink(missing_ok=True)
+
+
+@pytest.mark.timeout(60)
+def test_a_killed_process_is_suspected(cluster: Any) -> None:
+    suspected: list[int] = []
+    c = cluster(heartbeat_timeout_s=4.0, on_suspect=suspected.append)
+    for _ in range(2):
+        c.spawn()
+    pid_of = {os_pid: pid for _, pid, _, os_pid in c.expect("joined", 2)}
+    assert c.founder.wait_until(lambda g: len(g.members) == 3, 30)
+    killed, alive = (c.procs[i][0] for i in (0, 1))
+    killed.kill()  # SIGKILL: no leave, no goodbye
+    killed.join(10)
+    victim = pid_of[killed.pid]
+    assert c.founder.wait_until(lambda g: victim in g.suspects, 20)
+    assert suspected == [victim]
+    assert pid_of[alive.pid] not in c.founder.suspects  # the live one keeps beating
+
+
+@pytest.mark.timeout(60)
+def test_iterator_pickle_opt_in_and_array_reduction() -> None:
+    """Two groups in this process (real sockets, two I/O threads)."""
+    import numpy as np
+
+    with (
+        Group.start(4, seed=2, trusted_pickle=True) as a,
+        Group.join(a.address, a.secret, trusted_pickle=True) as b,
+    ):
+        assert a.wait_until(lambda g: len(g.vnodes) == 2, 10)
+        assert b.wait_until(lambda g: len(g.vnodes) == 2, 10)
+        op = a.bcast({"work": [1, 2, 3]}, root=0)
+        got = next(b.deliveries(timeout=10))
+        assert (got.op_id, got.data, got.vnodes) == (op, {"work": [1, 2, 3]}, b.vnodes)
+        assert next(b.deliveries(timeout=0.2), None) is None  # once
+        values = {v: np.full(3, v, dtype=np.int64) for v in range(4)}
+        for g in (a, b):
+            g.reduce(values, "sum", root=0, tag="arr")
+        res = a.result(("reduce", "arr"), timeout=10)
+        assert res.value.tolist() == [6, 6, 6] and not res.missing
+        b.leave()
+        assert a.wait_until(lambda g: len(g.vnodes) == 4 and len(g.members) == 1, 10)

@@ -1,0 +1,196 @@
+"""The wire codec of the dynamic core: round trips and hostile bytes (issue 15, item 1)."""
+
+from __future__ import annotations
+
+import contextlib
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from gridcoll.dynamic import protocol as p
+from gridcoll.dynamic.nodesets import NodeSet
+from gridcoll.dynamic.trees import Summary
+from gridcoll.dynamic.vnodes import VNodeState
+from gridcoll.dynamic.wire import OPS, TYPE_CODES, Codec, WireError, decode, encode
+
+pids = st.integers(0, 2**64 - 1)
+u32 = st.integers(0, 2**32 - 1)
+floats = st.floats(allow_nan=False)
+kinds = st.sampled_from(p.KINDS)
+nodesets = st.lists(st.integers(0, 5000), max_size=20).map(NodeSet.of)
+op_ids = st.one_of(
+    st.integers(-(2**70), 2**70),
+    st.text(max_size=8),
+    st.tuples(st.integers(0, 2**40), st.integers(0, 99), st.sampled_from(["raw", "pickle"])),
+)
+arrays = st.sampled_from(["<f8", "<i4", "|u1", "<c16"]).flatmap(
+    lambda dt: st.lists(st.integers(0, 100), max_size=6).map(
+        lambda xs: np.array(xs, dtype=np.dtype(dt))
+    )
+)
+values = st.one_of(
+    st.none(), st.booleans(), st.integers(), floats, st.binary(max_size=64), st.text(max_size=8)
+)
+ops = st.sampled_from(list(OPS.values()))
+entries = st.lists(st.tuples(u32, pids, u32), max_size=5).map(tuple)
+positions = st.builds(
+    p.Position, kinds, pids, floats, floats, u32, st.lists(pids, max_size=4).map(tuple)
+)
+summaries = st.builds(Summary, floats, floats, u32, floats, u32)
+vstates = st.builds(
+    VNodeState,
+    u32,
+    st.frozensets(op_ids, max_size=3),
+    st.frozensets(op_ids, max_size=3),
+    st.dictionaries(op_ids, nodesets, max_size=3),
+)
+rootsums = st.builds(p.RootSum, op_ids, u32, ops, values, nodesets, st.booleans(), u32)
+messages = st.one_of(
+    st.just(p.InfoRequest()),
+    st.just(p.JoinRequest()),
+    st.builds(
+        p.Info, st.lists(positions, max_size=3).map(tuple), st.frozensets(pids), st.booleans()
+    ),
+    st.builds(
+        p.ChildUpdates,
+        st.lists(
+            st.builds(p.ChildItem, kinds, pids, st.booleans(), nodesets, summaries, floats, floats),
+            max_size=3,
+        ).map(tuple),
+    ),
+    st.builds(p.ParentUpdates, st.lists(positions, max_size=3).map(tuple)),
+    st.builds(
+        p.Bcast,
+        op_ids,
+        u32,
+        kinds,
+        pids,
+        nodesets,
+        st.booleans(),
+        u32,
+        u32,
+        st.binary(max_size=300),
+        st.just(0),
+        st.integers(1, 9),
+    ),
+    st.builds(p.Partial, op_ids, u32, ops, values, nodesets, st.booleans(), u32, u32),
+    st.builds(p.JoinRefused, st.frozensets(pids)),
+    st.builds(p.Welcome, u32, st.frozensets(pids), entries),
+    st.builds(
+        p.Handover,
+        st.lists(st.tuples(u32, vstates), max_size=3).map(tuple),
+        st.lists(rootsums, max_size=2).map(tuple),
+        st.booleans(),
+        st.lists(st.tuples(op_ids, u32, ops, u32, values, u32), max_size=2).map(tuple),
+    ),
+    st.builds(p.Update, st.frozensets(pids), entries),
+    st.builds(p.Leaving, entries, u32),
+    st.builds(p.LeaveAck, st.frozensets(pids), u32),
+)
+
+
+def test_every_message_type_has_a_code() -> None:
+    assert set(TYPE_CODES) == set(p.Message.__args__)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages)
+def test_round_trip(m: p.Message) -> None:
+    assert decode(encode(m)) == m
+
+
+@settings(max_examples=50, deadline=None)
+@given(arrays, op_ids)
+def test_arrays_round_trip(a: np.ndarray, op_id: object) -> None:
+    m = p.Partial(op_id, 3, OPS["sum"], a, NodeSet.of([1, 2]), True, 1, a.nbytes)
+    got = decode(encode(m))
+    assert isinstance(got, p.Partial)
+    assert got.value.dtype == a.dtype and np.array_equal(got.value, a)
+    assert got.value.flags.writeable
+
+
+def test_buffers_travel_as_raw_bytes() -> None:
+    data = np.arange(1000, dtype=np.uint32)
+    m = p.Bcast(1, 0, "latency", 0, NodeSet.span(0, 4), True, 0, data.nbytes, memoryview(data))
+    got = decode(encode(m))
+    assert got.payload == data.tobytes()
+    got = decode(encode(p.Bcast(1, 0, "latency", 0, NodeSet(), True, 0, 3, bytearray(b"abc"))))
+    assert got.payload == b"abc"
+
+
+def test_pickle_only_when_trusted() -> None:
+    m = p.Bcast(1, 0, "latency", 0, NodeSet(), True, 0, 0, {"a": [1, 2]})
+    with pytest.raises(WireError, match="trusted_pickle"):
+        encode(m)
+    trusted = Codec(trusted_pickle=True)
+    data = trusted.encode(m)
+    assert trusted.decode(data) == m
+    with pytest.raises(WireError, match="pickle"):
+        decode(data)  # an untrusting receiver refuses it
+
+
+def test_unnamed_operator_refused() -> None:
+    m = p.Partial(1, 0, lambda a, b: a, 1, NodeSet.of([0]), True, 0)
+    with pytest.raises(WireError, match="no wire name"):
+        encode(m)
+
+
+def test_oversized_refused_both_ways() -> None:
+    small = Codec(max_size=1000)
+    m = p.Bcast(1, 0, "latency", 0, NodeSet(), True, 0, 2000, b"x" * 2000)
+    with pytest.raises(WireError, match="exceeds"):
+        small.encode(m)
+    with pytest.raises(WireError, match="exceeds"):
+        small.decode(encode(m))
+
+
+@pytest.mark.parametrize(
+    ("data", "match"),
+    [
+        (b"", "truncated"),
+        (b"XX\x01\x01", "magic"),
+        (b"GW\x02\x01", "version"),
+        (b"GW\x01\xff", "type"),
+        (encode(p.InfoRequest()) + b"\x00", "trailing"),
+        (encode(p.LeaveAck(frozenset({1, 2}), 3))[:-1], "truncated"),
+    ],
+)
+def test_malformed_examples(data: bytes, match: str) -> None:
+    with pytest.raises(WireError, match=match):
+        decode(data)
+
+
+def test_huge_counts_do_not_allocate() -> None:
+    data = b"GW\x01" + bytes((TYPE_CODES[p.LeaveAck],)) + b"\xff\xff\xff\xff"
+    with pytest.raises(WireError, match="exceeds the bytes left"):
+        decode(data)
+
+
+def test_object_dtype_refused() -> None:
+    good = encode(p.Partial(1, 0, OPS["sum"], np.zeros(2), NodeSet.of([0]), True, 0))
+    bad = good.replace(b"<f8", b"|O8")
+    with pytest.raises(WireError, match="dtype"):
+        decode(bad)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.binary(max_size=200))
+def test_random_bytes_raise_only_wire_error(data: bytes) -> None:
+    for blob in (data, b"GW\x01" + data[:1] + data[1:]):
+        with contextlib.suppress(WireError):
+            decode(blob)
+
+
+@settings(max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages, st.data())
+def test_mutated_messages_raise_only_wire_error(m: p.Message, data: st.DataObject) -> None:
+    blob = bytearray(encode(m))
+    for _ in range(data.draw(st.integers(1, 4))):
+        i = data.draw(st.integers(0, len(blob) - 1))
+        blob[i] = data.draw(st.integers(0, 255))
+    cut = data.draw(st.integers(0, len(blob)))
+    for candidate in (bytes(blob), bytes(blob[:cut])):
+        with contextlib.suppress(WireError):
+            decode(candidate)
