@@ -14,6 +14,8 @@ from hypothesis import strategies as st
 from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.protocol import (
     HEADER_BYTES,
+    Adopt,
+    AdoptItem,
     Bcast,
     BcastRequested,
     ChildUpdates,
@@ -22,6 +24,7 @@ from gridcoll.dynamic.protocol import (
     InfoRequest,
     JoinRequested,
     LeaveRequested,
+    Leaving,
     LocalProtocolError,
     MigrateRequested,
     Probe,
@@ -35,6 +38,7 @@ from gridcoll.dynamic.protocol import (
     Start,
     State,
     TimerExpired,
+    Welcome,
 )
 from gridcoll.dynamic.static import Network, founders
 from gridcoll.dynamic.trees import (
@@ -367,3 +371,105 @@ def test_stable_trees_report_reach_sets_and_the_model_picks_a_tree() -> None:
     # a forced tree is honoured
     out = root.handle(BcastRequested("b", 0, 1, kind="bandwidth"))
     assert {s.message.kind for s in _sends(out, Bcast)} == {"bandwidth"}
+
+
+# -- repair: adoption by the grandparent, a joiner's first probe ---------------------------
+def _line(p: int, q: int) -> tuple[float, float]:
+    """Processes on a line: RTT grows with the square of the gap, so the chain
+    0 - 1 - 2 - 3 is every tree-of-0's best shape (rule N) and the bandwidth tree's."""
+    gap = abs(p - q)
+    return 1e-3 * gap * gap, 1e8 / (gap * gap)
+
+
+def _chain(n: int) -> Network:
+    procs = _founders(n)
+    net = Network(procs, _line, random.Random(1))
+    for p in procs:
+        net.feed(p, Start())
+    net.run()
+    for kind in ("latency", "bandwidth"):
+        assert [procs[p].parent(kind, 0) for p in range(1, n)] == list(range(n - 1))
+    return net
+
+
+def test_a_leavers_child_moves_up_to_its_grandparent_without_probing() -> None:
+    net = _chain(3)
+    out = net.processes[1].handle(LeaveRequested(heir=0))
+    to_child = [type(s.message) for s in _sends(out) if s.dst == 2]
+    assert to_child.index(Adopt) < to_child.index(Leaving)  # FIFO: acted on first
+    (adopt,) = [s.message for s in _sends(out, Adopt) if s.dst == 2]
+    items = {(i.kind, i.root): i for i in adopt.items}
+    assert items["latency", 0].parent == 0 and items["bandwidth", 0].parent == 0
+    child = net.processes[2]
+    moved = child.handle(Received(1, adopt))
+    assert child.parent("latency", 0) == 0 and child.parent("bandwidth", 0) == 0
+    assert child.trees["latency", 0].rtt == pytest.approx(1e-3 + 1e-3)  # bound via 1
+    assert child.trees["bandwidth", 0].bw == pytest.approx(1e8)
+    (attach,) = [s for s in _sends(moved, ChildUpdates) if s.dst == 0]
+    assert {(i.kind, i.root) for i in attach.message.items if i.attach} >= {
+        ("latency", 0),
+        ("bandwidth", 0),
+    }
+    assert all(i.reach == NodeSet.of([2]) for i in attach.message.items if i.root == 0)
+    # The grandparent takes it as a child on the attach alone: no probe was needed.
+    net.processes[0].handle(Received(2, attach.message))
+    assert 2 in net.processes[0].trees["latency", 0].children
+    net.apply(1, out)
+    net.apply(2, moved)
+    net.run()
+    assert child.parent("latency", 0) == 0 and not child.trees["latency", 0].estimated
+    net.feed(0, BcastRequested("b", 0, 1))
+    net.run()
+    assert sorted(v for _, op, vs in net.delivered if op == "b" for v in vs) == [0, 1, 2]
+
+
+def test_adoption_climbs_past_a_grandparent_that_leaves_too() -> None:
+    net = _chain(4)
+    left = {p: net.processes[p].handle(LeaveRequested(heir=0)) for p in (1, 2)}
+    (adopt,) = [s.message for s in _sends(left[2], Adopt) if s.dst == 3]
+    last = net.processes[3]
+    out = last.handle(Received(2, adopt))
+    assert last.parent("latency", 0) == 1  # 1 is leaving too, 3 does not know yet
+    (attach,) = [s.message for s in _sends(out, ChildUpdates) if s.dst == 1]
+    (redirect,) = _sends(net.processes[1].handle(Received(3, attach)), Adopt)
+    assert redirect.dst == 3 and {i.parent for i in redirect.message.items} == {0}
+    last.handle(Received(1, redirect.message))
+    assert last.parent("latency", 0) == 0 and last.parent("bandwidth", 0) == 0
+    assert last.trees["latency", 0].path == (0,)
+    # An Adopt from anyone but the parent, or naming a departed process, is ignored.
+    last.handle(Received(2, Adopt((AdoptItem("latency", 0, 2, 1e-3, 1e8),))))
+    assert last.parent("latency", 0) == 0
+
+
+def test_a_leaving_gateways_lan_keeps_one_wide_area_edge() -> None:
+    for seed in range(20):  # a converged tree where LAN 1's gateway has two children
+        net = _converged(12, seed=seed)
+        gates = [p for p in range(1, 12, 2) if net.processes[p].parent("latency", 0) % 2 == 0]
+        assert len(gates) == 1  # Property I: one wide-area edge into LAN 1
+        gate = net.processes[gates[0]]
+        if len(gate.trees["latency", 0].children) >= 2:
+            break
+    else:
+        pytest.fail("no gateway with two children")
+    kids = sorted(gate.trees["latency", 0].children)
+    out = gate.handle(LeaveRequested(heir=kids[0]))
+    adopts = {s.dst: s.message for s in _sends(out, Adopt)}
+    for c in kids:
+        net.processes[c].handle(Received(gate.pid, adopts[c]))
+    parents = {c: net.processes[c].parent("latency", 0) for c in kids}
+    wide = [c for c, p in parents.items() if p % 2 == 0]
+    assert len(wide) == 1  # the nearest child took the gateway's place ...
+    assert all(p == wide[0] for c, p in parents.items() if c != wide[0])  # ... the rest below
+
+
+def test_a_joiners_first_probe_is_the_member_that_welcomed_it() -> None:
+    for seed in range(5):
+        net = _converged(8, seed=seed)
+        joiner = net.processes[20] = Process(20, rng=random.Random(seed))
+        contact = 3 + seed % 4
+        (req,) = _sends(joiner.handle(JoinRequested(contact)))
+        out = net.processes[contact].handle(Received(20, req.message))
+        (welcome,) = _sends(out, Welcome)
+        first = joiner.handle(Received(contact, welcome.message))
+        assert [a.peer for a in first if isinstance(a, Probe)] == [contact]
+        assert [s.dst for s in _sends(first, InfoRequest)] == [contact]

@@ -77,6 +77,30 @@ flow up. A process that finds itself
 among its own ancestors (two crossing moves made a cycle) drops its parent and probes
 again. A new member (a new tree) or a lost parent restarts the probing.
 
+*Repair (sec. IV-A, made faster).* The paper repairs a tree by probing: a process whose
+parent left probes random peers until it has a parent again, then 10 more. Each probe
+downloads 128 KiB, so over thin wide-area links a repair by probing takes seconds per
+probe, and meanwhile the leaver's whole subtree is reached point-to-point. Here a
+leaver first sends each child, for every tree, an Adopt before its Leaving (FIFO: the
+child acts on the Adopt first). Its nearest child (smallest RTT to the leaver, then
+most descendants) is told to take the leaver's place below the leaver's parent, the
+other children to move below that child, so the leaver's subtree stays one subtree
+and a LAN reached through the leaver keeps a single wide-area edge (Property I). A
+child moves at once, without probing; its RTT to its new parent is bounded by the sum
+through the leaver and its bandwidth by the smaller of the two (the leaver's own
+measurements, carried in the Adopt), and its distance and rate are recomputed when
+the new parent sends its position. The tree stays connected and no reach set is lost
+for longer than the Adopt and the attach take. Then the child renews its extra probes
+and improves by the paper's rules; a probe of the adopted parent replaces the bounds
+by measurements. A LEAVING or LEFT process that is attached to (its Adopt crossed, or
+the new parent leaves too) answers with an Adopt to its own parent when it left, so
+the child climbs towards the root. At most as many adoptions in a row as there are
+members are taken (a cycle of leavers' parents cannot loop); an Adopt naming a
+departed process, or reaching a child that moved meanwhile, is ignored, and the child
+repairs by probing when the Leaving arrives.
+A joiner's first probe is the member that welcomed it (a live member connected to
+every tree: a parent in every tree after one probe), then random ones as the paper's.
+
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
 predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`) and treats
 the whole namespace as its target set. A process given a target set (I) delivers the
@@ -247,6 +271,26 @@ class ParentUpdates:
 
 
 @dataclass(frozen=True, slots=True)
+class AdoptItem:
+    """Re-attach to ``parent`` (the sender's own parent) in one tree; ``rtt`` and ``bw``
+    are what the sender measured to it."""
+
+    kind: str
+    root: int
+    parent: int
+    rtt: float
+    bw: float
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """A leaver to its children (or a LEAVING or LEFT process to a child that attached
+    to it meanwhile): re-attach to my parent, your grandparent (module doc, "Repair")."""
+
+    items: tuple[AdoptItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Bcast:
     op_id: Hashable
     root: int
@@ -337,6 +381,7 @@ Message = (
     | Info
     | ChildUpdates
     | ParentUpdates
+    | Adopt
     | Bcast
     | Partial
     | JoinRequest
@@ -361,6 +406,8 @@ def message_bytes(m: Message) -> int:
         return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.items)
     if isinstance(m, ChildUpdates):
         return HEADER_BYTES + sum(32 + i.reach.nbytes for i in m.items)
+    if isinstance(m, Adopt):
+        return HEADER_BYTES + 28 * len(m.items)
     if isinstance(m, Welcome):
         return HEADER_BYTES + 4 * len(m.members) + 12 * len(m.route)
     if isinstance(m, Handover):
@@ -531,6 +578,8 @@ class _Tree:
     children: dict[int, _Child] = field(default_factory=dict)
     sent_up: tuple[NodeSet, Summary] | None = None
     sent_down: tuple[float, float, int, tuple[int, ...]] | None = None
+    estimated: bool = False  # rtt and bw to the parent are bounds from an Adopt
+    adopted: int = 0  # adoptions since the last move by probing
 
     def connected(self) -> bool:
         return self.dist < math.inf if self.kind == "latency" else self.est > 0
@@ -541,6 +590,7 @@ class _Tree:
     def disconnect(self) -> None:
         self.parent, self.rtt, self.bw = None, math.inf, 0.0
         self.dist, self.est, self.path = math.inf, 0.0, ()
+        self.estimated, self.adopted = False, 0
 
 
 @dataclass
@@ -627,6 +677,8 @@ class Process:
         self._child_batch: dict[int, list[ChildItem]] = {}
         self._early: list[tuple[int, Message]] = []
         self._round = 0
+        self._former: dict[tuple[str, int], AdoptItem] = {}  # our parents when we left
+        self._sponsor: int | None = None  # a joiner's first probe: the member it joined by
 
     # -- the API ----------------------------------------------------------------------
     def handle(self, event: Event) -> list[Action]:
@@ -705,6 +757,7 @@ class Process:
             Info: self._on_info,
             ChildUpdates: self._on_child_updates,
             ParentUpdates: self._on_parent_updates,
+            Adopt: self._on_adopt,
             Bcast: self._on_bcast,
             Partial: self._on_partial,
             JoinRequest: self._on_join_request,
@@ -729,6 +782,8 @@ class Process:
             self._send(src, LeaveAck(frozenset(self.members), m.round))
         elif isinstance(m, InfoRequest):
             self._on_info_request(src, m)
+        elif isinstance(m, ChildUpdates):
+            self._redirect(src, m)
         elif isinstance(m, JoinRequest):  # members it knew left later: no cycle
             self._send(src, JoinRefused(frozenset(self.members - {self.pid})))
 
@@ -799,6 +854,7 @@ class Process:
         for v, pid, epoch in m.route:
             self.table.route[v] = (pid, epoch)
         self.state = State.ACTIVE
+        self._sponsor = src  # first probe: a parent in every tree at once
         self._add_member(self.pid)
         self._learn_members(src, m.members)
         early, self._early = self._early, []
@@ -827,12 +883,34 @@ class Process:
         self._hand_over(sorted(self._table().owned), heir)
         for r in list(self._reduces.values()):
             self._flush_reduce(r, force_p2p=True)
+        adopt: dict[int, list[AdoptItem]] = {}
         for key, tree in self.trees.items():
             if tree.parent is not None:
                 self._batch_child(tree.parent, ChildItem(key[0], key[1], attach=False))
+                self._former[key] = AdoptItem(*key, tree.parent, tree.rtt, tree.bw)
+                for c, item in self._adoptions(tree).items():
+                    adopt.setdefault(c, []).append(item)
+        for c, items in sorted(adopt.items()):  # before Leaving: FIFO, so it acts first
+            self._send(c, Adopt(tuple(items)))
         self._drop_children()
         for p in others:
             self._ask_to_ack(p)
+
+    def _adoptions(self, tree: _Tree) -> dict[int, AdoptItem]:
+        """Where a leaver's children go (module doc, "Repair"): the nearest one (the
+        smallest RTT to us, then the most descendants) takes our place below our
+        parent, the others move below it, so our subtree stays one subtree (a LAN
+        reached through us keeps one wide-area edge, Property I)."""
+        kids = tree.children
+        if not kids:
+            return {}
+        first = min(kids, key=lambda c: (kids[c].rtt, -kids[c].summary.descendants, c))
+        key = (tree.kind, tree.root)
+        out = {first: self._former[key]}
+        for c in kids:
+            if c != first:
+                out[c] = AdoptItem(*key, first, kids[first].rtt, kids[first].bw)
+        return out
 
     def _ask_to_ack(self, pid: int, again: bool = False) -> None:
         if (not again and (pid in self._acked or pid in self._awaiting)) or pid == self.pid:
@@ -972,7 +1050,9 @@ class Process:
     def _maybe_probe(self) -> None:
         if self._probing is not None or not self._wants_probe():
             return
-        peer = self.rng.choice(self._others())
+        peer, self._sponsor = self._sponsor, None
+        if peer not in self.members or peer == self.pid:
+            peer = self.rng.choice(self._others())
         self._probing, self._probe_result, self._probe_info = peer, None, None
         self.probes_made += 1
         self._out.append(Probe(peer, PROBE_BYTES))
@@ -1017,7 +1097,13 @@ class Process:
             self._chain_left -= 1
 
     def _judge(self, tree: _Tree, cand: int, pos: Position, rtt: float, bw: float) -> None:
-        if tree.parent == cand or self.pid in pos.path:
+        if tree.parent == cand:
+            if tree.estimated and self.pid not in pos.path:  # measured now: replace bounds
+                tree.rtt, tree.bw, tree.estimated = rtt, bw, False
+                self._position_from(tree, pos.dist, pos.est, pos.nchildren, (*pos.path, cand))
+                self._down.add((tree.kind, tree.root))
+            return
+        if self.pid in pos.path:
             return
         if pos.root != cand and not pos.path:
             return  # cand is not connected to this tree
@@ -1045,7 +1131,7 @@ class Process:
         key = (tree.kind, tree.root)
         if tree.parent is not None:
             self._batch_child(tree.parent, ChildItem(tree.kind, tree.root, attach=False))
-        tree.parent, tree.rtt, tree.bw = cand, rtt, bw
+        tree.parent, tree.rtt, tree.bw, tree.estimated, tree.adopted = cand, rtt, bw, False, 0
         self._position_from(tree, pos.dist, pos.est, pos.nchildren + 1, (*pos.path, cand))
         tree.sent_up = None  # the new parent must hear from us
         self._up.add(key)
@@ -1061,7 +1147,8 @@ class Process:
 
     def _on_child_updates(self, src: int, m: ChildUpdates) -> None:
         if self.state is not State.ACTIVE:
-            return  # leaving: the child will learn we left
+            self._redirect(src, m)  # leaving: send the child up to our parent
+            return
         for item in m.items:
             key = (item.kind, item.root)
             tree = self.trees.get(key)
@@ -1078,6 +1165,41 @@ class Process:
             if new:
                 self._down.add(key)
                 self._new_children.setdefault(key, set()).add(src)
+
+    def _redirect(self, src: int, m: ChildUpdates) -> None:
+        """A child attached to us after we left its tree: re-attach to our parent then
+        (module doc, "Repair")."""
+        items = [
+            self._former[i.kind, i.root]
+            for i in m.items
+            if i.attach and (i.kind, i.root) in self._former
+        ]
+        if items:
+            self._send(src, Adopt(tuple(items)))
+
+    def _on_adopt(self, src: int, m: Adopt) -> None:
+        """Our parent ``src`` leaves: move at once, without probing, to the parent it
+        names (module doc, "Repair"); at most as many adoptions in a row as there are
+        members, so redirects among leavers end."""
+        if self.state is not State.ACTIVE or src in self.departed:
+            return
+        for item in m.items:
+            key = (item.kind, item.root)
+            tree = self.trees.get(key)
+            if tree is None or tree.parent != src or item.parent in self.departed:
+                continue  # moved away meanwhile, or the new parent left: probe (Leaving)
+            if item.parent == self.pid or tree.adopted >= len(self.members):
+                continue
+            up = len(tree.path) >= 2 and tree.path[-2] == item.parent
+            tree.path = tree.path[:-1] if up else (*tree.path[:-1], item.parent)
+            tree.parent, tree.estimated = item.parent, True
+            tree.adopted += 1
+            tree.rtt += item.rtt  # bounds through the leaver, until the next probe of it
+            tree.bw = min(tree.bw, item.bw)
+            tree.sent_up = None  # the new parent must hear from us
+            self._up.add(key)
+            self._down.add(key)
+            self._extra_left = self.extra_probes  # then improve, as the paper's repair
 
     def _on_parent_updates(self, src: int, m: ParentUpdates) -> None:
         if self.state is not State.ACTIVE:
