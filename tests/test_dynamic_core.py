@@ -27,6 +27,7 @@ from gridcoll.dynamic.protocol import (
     Leaving,
     LocalProtocolError,
     MigrateRequested,
+    ParentUpdates,
     Probe,
     ProbeResult,
     Process,
@@ -381,8 +382,8 @@ def _line(p: int, q: int) -> tuple[float, float]:
     return 1e-3 * gap * gap, 1e8 / (gap * gap)
 
 
-def _chain(n: int) -> Network:
-    procs = _founders(n)
+def _chain(n: int, **kw) -> Network:
+    procs = _founders(n, **kw)
     net = Network(procs, _line, random.Random(1))
     for p in procs:
         net.feed(p, Start())
@@ -473,3 +474,67 @@ def test_a_joiners_first_probe_is_the_member_that_welcomed_it() -> None:
         first = joiner.handle(Received(contact, welcome.message))
         assert [a.peer for a in first if isinstance(a, Probe)] == [contact]
         assert [s.dst for s in _sends(first, InfoRequest)] == [contact]
+
+
+def test_a_move_detaches_from_the_old_parent_only_once_the_new_one_took_it() -> None:
+    net = _chain(3, remember=False)  # measure again: 2 moved meanwhile
+    log: list[tuple[str, int, object]] = []
+    feed, apply = net.feed, net.apply
+
+    def logged_feed(pid, event):
+        log.append(("fed", pid, event))
+        feed(pid, event)
+
+    def logged_apply(pid, actions):
+        actions = list(actions)
+        log.extend(("sent", pid, a) for a in actions if isinstance(a, Send))
+        apply(pid, actions)
+
+    net.feed, net.apply = logged_feed, logged_apply
+    # Process 2 now sits next to 0 (and 9 far away); a join makes everyone probe again.
+    net.measure = lambda p, q: (
+        (1e-1, 1e5) if 9 in (p, q) else (5e-4, 1e9) if {p, q} == {0, 2} else _line(p, q)
+    )
+    net.processes[9] = Process(9, rng=random.Random(9))
+    net.feed(9, JoinRequested(contact=1))
+    net.run()
+    assert net.processes[2].parent("latency", 0) == 0
+
+    def at(pred) -> int:
+        return next(i for i, e in enumerate(log) if pred(e))
+
+    def item(m, cls, attach):
+        return isinstance(m, cls) and any(
+            (i.kind, i.root, i.attach) == ("latency", 0, attach) for i in m.items
+        )
+
+    attach = at(
+        lambda e: e[:2] == ("sent", 2) and e[2].dst == 0 and item(e[2].message, ChildUpdates, True)
+    )
+    taken = at(
+        lambda e: (
+            e[:2] == ("fed", 2)
+            and isinstance(e[2], Received)
+            and e[2].src == 0
+            and isinstance(e[2].message, ParentUpdates)
+            and any((p.kind, p.root) == ("latency", 0) for p in e[2].message.items)
+        )
+    )
+    detach = at(
+        lambda e: e[:2] == ("sent", 2) and e[2].dst == 1 and item(e[2].message, ChildUpdates, False)
+    )
+    assert attach < taken < detach
+    assert 2 not in net.processes[1].trees["latency", 0].children
+
+
+def test_a_peer_is_measured_once_then_only_asked_for_its_info() -> None:
+    a, b = _founders(2).values()
+    b.handle(Start())
+    out = a.handle(Start())
+    assert Probe(1) in out
+    info = _sends(b.handle(Received(0, InfoRequest())), Info)[0].message
+    a.handle(ProbeResult(1, WAN, 1e6))
+    again = a.handle(Received(1, info))  # a parent everywhere: the extra probes start
+    assert not any(isinstance(x, Probe) for x in again)  # 1 is measured: no download
+    assert [s.dst for s in _sends(again, InfoRequest)] == [1]
+    assert a.measured[1] == ProbeResult(1, WAN, 1e6)

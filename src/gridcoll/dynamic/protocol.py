@@ -70,12 +70,18 @@ every tree, sec. IV-B) until it has a parent in every tree, then ``extra_probes`
 then up to ``chain_probes`` more while it sees itself as a LAN gateway behind another
 remote LAN (:func:`~gridcoll.dynamic.trees.chained`; that budget is renewed only by
 membership changes); the rules are :mod:`gridcoll.dynamic.trees`. Losing a parent
-(its leave, or a cycle) renews the extra probes, as the paper's repair does. Moving
-sends a detach to the old parent and an attach to the new one. Positions flow down
-(a parent's distance, rate, child count and ancestors), reach sets and summaries
-flow up. A process that finds itself
-among its own ancestors (two crossing moves made a cycle) drops its parent and probes
-again. A new member (a new tree) or a lost parent restarts the probing.
+(its leave, or a cycle) renews the extra probes, as the paper's repair does. A peer
+is measured once (``remember``): a later probe of it sends only the InfoRequest (its
+place in the trees changes, the link to it is taken not to), which spares the
+wide-area links a 128 KiB download per repeated probe. Moving sends an attach to the
+new parent and, once the new parent's first position update shows it took us, a
+detach to the old one (make before break: a broadcast passing meanwhile finds the
+subtree in one of the two parents' reach sets instead of falling back to one
+point-to-point message per vnode; Invariant B does not need reach sets disjoint).
+Positions flow down (a parent's distance, rate, child count and ancestors), reach
+sets and summaries flow up. A process that finds itself among its own ancestors
+(two crossing moves made a cycle) drops its parent and probes again. A new member
+(a new tree) or a lost parent restarts the probing.
 
 *Repair (sec. IV-A, made faster).* The paper repairs a tree by probing: a process whose
 parent left probes random peers until it has a parent again, then 10 more. Each probe
@@ -579,6 +585,7 @@ class _Tree:
     sent_up: tuple[NodeSet, Summary] | None = None
     sent_down: tuple[float, float, int, tuple[int, ...]] | None = None
     estimated: bool = False  # rtt and bw to the parent are bounds from an Adopt
+    old_parent: int | None = None  # to detach from once the new parent took us
     adopted: int = 0  # adoptions since the last move by probing
 
     def connected(self) -> bool:
@@ -628,6 +635,8 @@ class Process:
         chain_probes: after the extra probes, at most this many more while this
             process is a LAN gateway behind another remote LAN in some latency tree
             (:func:`~gridcoll.dynamic.trees.chained`: Property I, seen locally).
+        remember: measure each peer once: a later probe of it only asks for its
+            Info (module doc, "Repair").
     """
 
     def __init__(
@@ -641,6 +650,7 @@ class Process:
         default_timeout_s: float = 1.0,
         give_up_factor: float = 10.0,
         chain_probes: int = 30,
+        remember: bool = True,
     ) -> None:
         if extra_probes < 0:
             raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
@@ -658,6 +668,8 @@ class Process:
         self.departed: set[int] = set()
         self.trees: dict[tuple[str, int], _Tree] = {}
         self.probes_made = 0
+        self.remember = remember
+        self.measured: dict[int, ProbeResult] = {}  # peer -> its measurement
         self.stragglers = 0
         self._founders = founder_vnodes
         self._extra_left = extra_probes
@@ -885,6 +897,7 @@ class Process:
             self._flush_reduce(r, force_p2p=True)
         adopt: dict[int, list[AdoptItem]] = {}
         for key, tree in self.trees.items():
+            self._detach_old(tree)
             if tree.parent is not None:
                 self._batch_child(tree.parent, ChildItem(key[0], key[1], attach=False))
                 self._former[key] = AdoptItem(*key, tree.parent, tree.rtt, tree.bw)
@@ -950,6 +963,7 @@ class Process:
             self.trees.pop((kind, pid), None)
         for key, tree in self.trees.items():
             if tree.parent == pid:
+                self._detach_old(tree)
                 tree.disconnect()
                 self._down.add(key)
                 self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
@@ -1055,12 +1069,16 @@ class Process:
             peer = self.rng.choice(self._others())
         self._probing, self._probe_result, self._probe_info = peer, None, None
         self.probes_made += 1
-        self._out.append(Probe(peer, PROBE_BYTES))
+        self._probe_result = self.measured.get(peer) if self.remember else None
+        if self._probe_result is None:
+            self._out.append(Probe(peer, PROBE_BYTES))
         self._send(peer, InfoRequest())
 
     def _on_probe_result(self, event: ProbeResult) -> None:
         if event.peer != self._probing:
             return  # a probe of a process that has left meanwhile
+        if math.isfinite(event.rtt_s):
+            self.measured[event.peer] = event
         self._probe_result = event
         self._decide()
 
@@ -1128,14 +1146,24 @@ class Process:
         self._move(tree, cand, pos, rtt, bw)
 
     def _move(self, tree: _Tree, cand: int, pos: Position, rtt: float, bw: float) -> None:
+        """Attach to ``cand``; detach from the old parent once ``cand`` has taken us
+        (its first position update): make before break, so that a broadcast passing
+        meanwhile still finds our subtree in one of the two parents' reach sets."""
         key = (tree.kind, tree.root)
-        if tree.parent is not None:
-            self._batch_child(tree.parent, ChildItem(tree.kind, tree.root, attach=False))
+        self._detach_old(tree, keep=cand)
+        if tree.parent is not None and tree.parent != cand:
+            tree.old_parent = tree.parent
         tree.parent, tree.rtt, tree.bw, tree.estimated, tree.adopted = cand, rtt, bw, False, 0
         self._position_from(tree, pos.dist, pos.est, pos.nchildren + 1, (*pos.path, cand))
         tree.sent_up = None  # the new parent must hear from us
         self._up.add(key)
         self._down.add(key)
+
+    def _detach_old(self, tree: _Tree, keep: int | None = None) -> None:
+        """Send the detach a move left pending (see :meth:`_move`)."""
+        old, tree.old_parent = tree.old_parent, None
+        if old is not None and old != keep:
+            self._batch_child(old, ChildItem(tree.kind, tree.root, attach=False))
 
     def _position_from(self, tree: _Tree, dist: float, est: float, n: int, path: tuple) -> None:
         tree.dist = dist + tree.rtt + self.send_overhead_s * (n - 1)
@@ -1190,6 +1218,8 @@ class Process:
                 continue  # moved away meanwhile, or the new parent left: probe (Leaving)
             if item.parent == self.pid or tree.adopted >= len(self.members):
                 continue
+            if tree.old_parent == item.parent:
+                tree.old_parent = None  # back to where we were: no detach
             up = len(tree.path) >= 2 and tree.path[-2] == item.parent
             tree.path = tree.path[:-1] if up else (*tree.path[:-1], item.parent)
             tree.parent, tree.estimated = item.parent, True
@@ -1209,9 +1239,11 @@ class Process:
             tree = self.trees.get(key)
             if tree is None or tree.parent != src:
                 continue  # stale: we moved away meanwhile
+            self._detach_old(tree)  # the new parent has taken us
             path = (*pos.path, src)
             if self.pid in path:  # crossing moves made a cycle: leave it (sec. IV-B repair)
                 self._batch_child(src, ChildItem(pos.kind, pos.root, attach=False))
+                self._detach_old(tree)
                 tree.disconnect()
                 self._extra_left = self.extra_probes  # (the chain budget is per membership change)
             else:

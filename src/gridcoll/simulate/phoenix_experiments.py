@@ -272,21 +272,25 @@ def recovery_times(
     ops: Sequence[OpResult], changes: Sequence[float], stable_s: float
 ) -> list[float | None]:
     """For each change time: how long until broadcasts are back within
-    :data:`RECOVERY_TOLERANCE` of ``stable_s``, from the change to the start of the
-    first broadcast (started after it) that completes within the tolerance and is
-    followed only by such broadcasts until the next change (broadcasts that end after
-    the next change are left out: that change slows them); None if never."""
+    :data:`RECOVERY_TOLERANCE` of ``stable_s``.
+
+    The broadcasts a change can slow are those that end after it: the one in flight at
+    the change, then the ones started after it. Recovery is measured from the change
+    to the start of the first of them that completes within the tolerance and is
+    followed only by such broadcasts until the next change, 0 if that is the one in
+    flight (the change slowed nothing); broadcasts that end after the next change are
+    left out (that change slows them). None if never back.
+    """
     out: list[float | None] = []
     bounds = [*changes[1:], float("inf")]
     for change, nxt in zip(changes, bounds, strict=True):
-        window = [op for op in ops if op.end_s is not None and change <= op.start_s]
-        window = [op for op in window if op.end_s <= nxt]  # not slowed by the next change
+        window = [op for op in ops if op.end_s is not None and change < op.end_s <= nxt]
         back = None
-        for op in reversed(window):
+        for op in sorted(window, key=lambda op: op.start_s, reverse=True):
             if op.time_s > stable_s * (1 + RECOVERY_TOLERANCE):
                 break
             back = op
-        out.append(None if back is None else back.start_s - change)
+        out.append(None if back is None else max(0.0, back.start_s - change))
     return out
 
 
