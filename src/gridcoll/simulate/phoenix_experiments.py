@@ -17,7 +17,8 @@ baselines are gridcoll's builders replayed by :func:`~gridcoll.simulate.simulate
   size the best of 16 KiB-1 MiB simulated.
 
 Stable-state experiments (figs. 6-8) start once the processes have settled
-(:meth:`PhoenixSim.settle`: no probe or message left in flight). Bandwidth is the
+(:meth:`PhoenixSim.settle`: no probe or message left in flight), and so does fig. 9's
+clock (:func:`transition`, ``settle_s``). Bandwidth is the
 paper's: ``nbytes * P / time`` (sec. V-A.2).
 
 The ``progress`` argument of each function is called ``progress(done, total)``.
