@@ -103,7 +103,11 @@ the new parent leaves too) answers with an Adopt to its own parent when it left,
 the child climbs towards the root. At most as many adoptions in a row as there are
 members are taken (a cycle of leavers' parents cannot loop); an Adopt naming a
 departed process, or reaching a child that moved meanwhile, is ignored, and the child
-repairs by probing when the Leaving arrives.
+repairs by probing when the Leaving arrives. A LEAVING process keeps the children it
+had when it left (no longer updated) and forwards a tree broadcast that still reaches
+it along them, as before: they are alive and reach what they reached, whereas one
+point-to-point message per vnode of its subtree would carry the whole payload once
+per vnode (any split of a target set keeps Invariant B).
 A joiner's first probe is the member that welcomed it (a live member connected to
 every tree: a parent in every tree after one probe), then random ones as the paper's.
 
@@ -905,7 +909,6 @@ class Process:
                     adopt.setdefault(c, []).append(item)
         for c, items in sorted(adopt.items()):  # before Leaving: FIFO, so it acts first
             self._send(c, Adopt(tuple(items)))
-        self._drop_children()
         for p in others:
             self._ask_to_ack(p)
 
@@ -970,10 +973,6 @@ class Process:
             if tree.children.pop(pid, None) is not None:
                 self._up.add(key)
                 self._down.add(key)
-
-    def _drop_children(self) -> None:
-        for tree in self.trees.values():
-            tree.children.clear()
 
     # -- vnodes -------------------------------------------------------------------------
     def _table(self) -> VNodeTable:
@@ -1347,7 +1346,7 @@ class Process:
         if (
             m.via_tree
             and tree is not None
-            and self.state is State.ACTIVE
+            and self.state in (State.ACTIVE, State.LEAVING)  # leaving: former children
             and m.hops <= len(self.members)
         ):
             for c in self._ordered_children(tree):
