@@ -538,3 +538,16 @@ def test_a_peer_is_measured_once_then_only_asked_for_its_info() -> None:
     assert not any(isinstance(x, Probe) for x in again)  # 1 is measured: no download
     assert [s.dst for s in _sends(again, InfoRequest)] == [1]
     assert a.measured[1] == ProbeResult(1, WAN, 1e6)
+
+
+def test_a_left_process_forwards_a_late_tree_broadcast_along_its_old_children() -> None:
+    net = _chain(3)
+    net.feed(1, LeaveRequested(heir=0))
+    net.run()
+    gone = net.processes[1]
+    assert gone.state is State.LEFT and net.processes[2].parent("latency", 0) == 0
+    late = Bcast("b", 0, "latency", 0, NodeSet.of([1, 2]), True, 1, 1 << 20)
+    out = gone.handle(Received(0, late))  # its parent sent it before the detach arrived
+    sent = {s.dst: (s.message.via_tree, s.message.targets) for s in _sends(out, Bcast)}
+    # 2's subtree along the tree; vnode 1, handed to 0, point-to-point to its owner
+    assert sent == {2: (True, NodeSet.of([2])), 0: (False, NodeSet.of([1]))}

@@ -50,8 +50,9 @@ a pointer to it for them.
 *Stragglers.* One gap remains: a leaver L that processed another leaver X's Leaving
 no longer hears of X's later changes, so if X is handed vnodes while leaving, L may
 still forward a message to X on a stale pointer after X is LEFT. A LEFT process
-therefore still takes messages: it forwards broadcasts, partial sums and vnodes along
-its own pointers (which only point forward in a vnode's history), answers Leaving and
+therefore still takes messages: it forwards broadcasts (those that came along a tree
+along the children it had, see "Repair"), partial sums and vnodes along its own
+pointers (which only point forward in a vnode's history), answers Leaving and
 InfoRequest, refuses a JoinRequest with the members it knew (JoinRefused: the joiner
 asks one of them; they left later than it or not at all, so this ends), drops the
 rest, and counts them in ``stragglers``. A real deployment must
@@ -103,11 +104,12 @@ the new parent leaves too) answers with an Adopt to its own parent when it left,
 the child climbs towards the root. At most as many adoptions in a row as there are
 members are taken (a cycle of leavers' parents cannot loop); an Adopt naming a
 departed process, or reaching a child that moved meanwhile, is ignored, and the child
-repairs by probing when the Leaving arrives. A LEAVING process keeps the children it
-had when it left (no longer updated) and forwards a tree broadcast that still reaches
-it along them, as before: they are alive and reach what they reached, whereas one
-point-to-point message per vnode of its subtree would carry the whole payload once
-per vnode (any split of a target set keeps Invariant B).
+repairs by probing when the Leaving arrives. A LEAVING or LEFT process keeps the
+children it had when it left (no longer updated, not even when they leave) and
+forwards a tree broadcast that still reaches it along them, as before: they reach
+what they reached (alive, or forwarding the same way), whereas one point-to-point
+message per vnode of its subtree would carry the whole payload once per vnode. Any
+split of a target set keeps Invariant B, and the hop bound ends a cycle.
 A joiner's first probe is the member that welcomed it (a live member connected to
 every tree: a parent in every tree after one probe), then random ones as the paper's.
 
@@ -970,8 +972,8 @@ class Process:
                 tree.disconnect()
                 self._down.add(key)
                 self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
-            if tree.children.pop(pid, None) is not None:
-                self._up.add(key)
+            if self.state is State.ACTIVE and tree.children.pop(pid, None) is not None:
+                self._up.add(key)  # (a leaver keeps the children it had: module doc)
                 self._down.add(key)
 
     # -- vnodes -------------------------------------------------------------------------
@@ -1346,7 +1348,7 @@ class Process:
         if (
             m.via_tree
             and tree is not None
-            and self.state in (State.ACTIVE, State.LEAVING)  # leaving: former children
+            and self.state in (State.ACTIVE, State.LEAVING, State.LEFT)  # see "Repair"
             and m.hops <= len(self.members)
         ):
             for c in self._ordered_children(tree):
