@@ -18,6 +18,7 @@ from gridcoll.dynamic.protocol import (
     AdoptItem,
     Bcast,
     BcastRequested,
+    ChildItem,
     ChildUpdates,
     Deliver,
     Info,
@@ -551,3 +552,14 @@ def test_a_left_process_forwards_a_late_tree_broadcast_along_its_old_children() 
     sent = {s.dst: (s.message.via_tree, s.message.targets) for s in _sends(out, Bcast)}
     # 2's subtree along the tree; vnode 1, handed to 0, point-to-point to its owner
     assert sent == {2: (True, NodeSet.of([2])), 0: (False, NodeSet.of([1]))}
+
+
+def test_a_late_broadcast_follows_a_child_that_moved_away() -> None:
+    net = _chain(3)
+    mid = net.processes[1]
+    mid.handle(Received(2, ChildUpdates((ChildItem("latency", 0, attach=False),))))
+    assert 2 not in mid.trees["latency", 0].children
+    late = Bcast("b", 0, "latency", 0, NodeSet.of([1, 2]), True, 1, 1 << 20)
+    out = mid.handle(Received(0, late))
+    sent = {s.dst: (s.message.via_tree, s.message.targets) for s in _sends(out, Bcast)}
+    assert sent == {2: (True, NodeSet.of([2]))}  # one tree message, not per vnode

@@ -108,8 +108,13 @@ repairs by probing when the Leaving arrives. A LEAVING or LEFT process keeps the
 children it had when it left (no longer updated, not even when they leave) and
 forwards a tree broadcast that still reaches it along them, as before: they reach
 what they reached (alive, or forwarding the same way), whereas one point-to-point
-message per vnode of its subtree would carry the whole payload once per vnode. Any
-split of a target set keeps Invariant B, and the hop bound ends a cycle.
+message per vnode of its subtree would carry the whole payload once per vnode. For
+the same reason a parent remembers the last reach set of each child that moved away
+(until it comes back or departs) and sends a tree broadcast's targets that none of its
+children reaches but such a former child did to that child, which forwards them down
+its subtree of now, rather than point-to-point: a move made while a broadcast is on
+its way (the new parent's branch already passed) costs one message, not one per
+vnode. Any split of a target set keeps Invariant B, and the hop bound ends a cycle.
 A joiner's first probe is the member that welcomed it (a live member connected to
 every tree: a parent in every tree after one probe), then random ones as the paper's.
 
@@ -593,6 +598,7 @@ class _Tree:
     estimated: bool = False  # rtt and bw to the parent are bounds from an Adopt
     old_parent: int | None = None  # to detach from once the new parent took us
     adopted: int = 0  # adoptions since the last move by probing
+    former: dict[int, NodeSet] = field(default_factory=dict)  # moved-away child -> reach
 
     def connected(self) -> bool:
         return self.dist < math.inf if self.kind == "latency" else self.est > 0
@@ -972,6 +978,7 @@ class Process:
                 tree.disconnect()
                 self._down.add(key)
                 self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
+            tree.former.pop(pid, None)
             if self.state is State.ACTIVE and tree.children.pop(pid, None) is not None:
                 self._up.add(key)  # (a leaver keeps the children it had: module doc)
                 self._down.add(key)
@@ -1184,10 +1191,13 @@ class Process:
             if tree is None:
                 continue
             if not item.attach:
-                if tree.children.pop(src, None) is not None:
+                old = tree.children.pop(src, None)
+                if old is not None:
+                    tree.former[src] = old.reach  # for late broadcasts (module doc)
                     self._up.add(key)
                     self._down.add(key)
                 continue
+            tree.former.pop(src, None)
             new = src not in tree.children
             tree.children[src] = _Child(item.reach, item.summary, item.rtt, item.bw)
             self._up.add(key)
@@ -1351,8 +1361,9 @@ class Process:
             and self.state in (State.ACTIVE, State.LEAVING, State.LEFT)  # see "Repair"
             and m.hops <= len(self.members)
         ):
-            for c in self._ordered_children(tree):
-                sub = rest & tree.children[c].reach
+            kids = [(c, tree.children[c].reach) for c in self._ordered_children(tree)]
+            for c, reach in [*kids, *sorted(tree.former.items())]:  # "Repair"
+                sub = rest & reach
                 if sub:
                     self._send(
                         c,
