@@ -563,3 +563,15 @@ def test_a_late_broadcast_follows_a_child_that_moved_away() -> None:
     out = mid.handle(Received(0, late))
     sent = {s.dst: (s.message.via_tree, s.message.targets) for s in _sends(out, Bcast)}
     assert sent == {2: (True, NodeSet.of([2]))}  # one tree message, not per vnode
+
+
+def test_a_late_broadcast_goes_through_a_child_that_left() -> None:
+    net = _chain(3)
+    out = net.processes[1].handle(LeaveRequested(heir=0))
+    (leaving,) = [s.message for s in _sends(out, Leaving) if s.dst == 0]
+    root = net.processes[0]
+    root.handle(Received(1, leaving))  # before 2, adopted, has attached to 0
+    assert root.trees["bandwidth", 0].children == {}
+    out = root.handle(BcastRequested("b", 0, 1 << 20, kind="bandwidth"))
+    sent = {s.dst: s.message.via_tree for s in _sends(out, Bcast)}
+    assert sent == {1: True}  # through 1, which forwards along its old children

@@ -110,11 +110,12 @@ forwards a tree broadcast that still reaches it along them, as before: they reac
 what they reached (alive, or forwarding the same way), whereas one point-to-point
 message per vnode of its subtree would carry the whole payload once per vnode. For
 the same reason a parent remembers the last reach set of each child that moved away
-(until it comes back or departs) and sends a tree broadcast's targets that none of its
+or left (until it comes back) and sends a tree broadcast's targets that none of its
 children reaches but such a former child did to that child, which forwards them down
-its subtree of now, rather than point-to-point: a move made while a broadcast is on
-its way (the new parent's branch already passed) costs one message, not one per
-vnode. Any split of a target set keeps Invariant B, and the hop bound ends a cycle.
+its subtree of now (a leaver: along its old children), rather than point-to-point: a
+move or a leave while a broadcast is on its way (before the new parent's branch or
+the adopted child's attach has the subtree) costs one message, not one per vnode.
+Any split of a target set keeps Invariant B, and the hop bound ends a cycle.
 A joiner's first probe is the member that welcomed it (a live member connected to
 every tree: a parent in every tree after one probe), then random ones as the paper's.
 
@@ -978,9 +979,10 @@ class Process:
                 tree.disconnect()
                 self._down.add(key)
                 self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
-            tree.former.pop(pid, None)
-            if self.state is State.ACTIVE and tree.children.pop(pid, None) is not None:
-                self._up.add(key)  # (a leaver keeps the children it had: module doc)
+            old = tree.children.pop(pid, None) if self.state is State.ACTIVE else None
+            if old is not None:  # (a leaver keeps the children it had: module doc)
+                tree.former[pid] = old.reach  # it forwards along its own old children
+                self._up.add(key)
                 self._down.add(key)
 
     # -- vnodes -------------------------------------------------------------------------
