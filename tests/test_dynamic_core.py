@@ -14,16 +14,21 @@ from hypothesis import strategies as st
 from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.protocol import (
     HEADER_BYTES,
+    Adopt,
+    AdoptItem,
     Bcast,
     BcastRequested,
+    ChildItem,
     ChildUpdates,
     Deliver,
     Info,
     InfoRequest,
     JoinRequested,
     LeaveRequested,
+    Leaving,
     LocalProtocolError,
     MigrateRequested,
+    ParentUpdates,
     Probe,
     ProbeResult,
     Process,
@@ -35,6 +40,7 @@ from gridcoll.dynamic.protocol import (
     Start,
     State,
     TimerExpired,
+    Welcome,
 )
 from gridcoll.dynamic.static import Network, founders
 from gridcoll.dynamic.trees import (
@@ -433,3 +439,205 @@ def test_remote_probes_give_one_root_property_one() -> None:
     assert wan(plain.latency[0]) > 3 and wan(plain.bandwidth[0]) > 3
     assert wan(more.latency[0]) == 3 and wan(more.bandwidth[0]) == 3
     assert more.probes > plain.probes
+
+
+# -- repair: adoption by the grandparent, a joiner's first probe ---------------------------
+def _line(p: int, q: int) -> tuple[float, float]:
+    """Processes on a line: RTT grows with the square of the gap, so the chain
+    0 - 1 - 2 - 3 is every tree-of-0's best shape (rule N) and the bandwidth tree's."""
+    gap = abs(p - q)
+    return 1e-3 * gap * gap, 1e8 / (gap * gap)
+
+
+def _chain(n: int, **kw) -> Network:
+    procs = _founders(n, **kw)
+    net = Network(procs, _line, random.Random(1))
+    for p in procs:
+        net.feed(p, Start())
+    net.run()
+    for kind in ("latency", "bandwidth"):
+        assert [procs[p].parent(kind, 0) for p in range(1, n)] == list(range(n - 1))
+    return net
+
+
+def test_a_leavers_child_moves_up_to_its_grandparent_without_probing() -> None:
+    net = _chain(3)
+    out = net.processes[1].handle(LeaveRequested(heir=0))
+    to_child = [type(s.message) for s in _sends(out) if s.dst == 2]
+    assert to_child.index(Adopt) < to_child.index(Leaving)  # FIFO: acted on first
+    (adopt,) = [s.message for s in _sends(out, Adopt) if s.dst == 2]
+    items = {(i.kind, i.root): i for i in adopt.items}
+    assert items["latency", 0].parent == 0 and items["bandwidth", 0].parent == 0
+    child = net.processes[2]
+    moved = child.handle(Received(1, adopt))
+    assert child.parent("latency", 0) == 0 and child.parent("bandwidth", 0) == 0
+    assert child.trees["latency", 0].rtt == pytest.approx(1e-3 + 1e-3)  # bound via 1
+    assert child.trees["bandwidth", 0].bw == pytest.approx(1e8)
+    (attach,) = [s for s in _sends(moved, ChildUpdates) if s.dst == 0]
+    assert {(i.kind, i.root) for i in attach.message.items if i.attach} >= {
+        ("latency", 0),
+        ("bandwidth", 0),
+    }
+    assert all(i.reach == NodeSet.of([2]) for i in attach.message.items if i.root == 0)
+    # The grandparent takes it as a child on the attach alone: no probe was needed.
+    net.processes[0].handle(Received(2, attach.message))
+    assert 2 in net.processes[0].trees["latency", 0].children
+    net.apply(1, out)
+    net.apply(2, moved)
+    net.run()
+    assert child.parent("latency", 0) == 0 and not child.trees["latency", 0].estimated
+    net.feed(0, BcastRequested("b", 0, 1))
+    net.run()
+    assert sorted(v for _, op, vs in net.delivered if op == "b" for v in vs) == [0, 1, 2]
+
+
+def test_adoption_climbs_past_a_grandparent_that_leaves_too() -> None:
+    net = _chain(4)
+    left = {p: net.processes[p].handle(LeaveRequested(heir=0)) for p in (1, 2)}
+    (adopt,) = [s.message for s in _sends(left[2], Adopt) if s.dst == 3]
+    last = net.processes[3]
+    out = last.handle(Received(2, adopt))
+    assert last.parent("latency", 0) == 1  # 1 is leaving too, 3 does not know yet
+    (attach,) = [s.message for s in _sends(out, ChildUpdates) if s.dst == 1]
+    (redirect,) = _sends(net.processes[1].handle(Received(3, attach)), Adopt)
+    assert redirect.dst == 3 and {i.parent for i in redirect.message.items} == {0}
+    last.handle(Received(1, redirect.message))
+    assert last.parent("latency", 0) == 0 and last.parent("bandwidth", 0) == 0
+    assert last.trees["latency", 0].path == (0,)
+    # An Adopt from anyone but the parent, or naming a departed process, is ignored.
+    last.handle(Received(2, Adopt((AdoptItem("latency", 0, 2, 1e-3, 1e8),))))
+    assert last.parent("latency", 0) == 0
+
+
+def test_a_leaving_gateways_lan_keeps_one_wide_area_edge() -> None:
+    for seed in range(20):  # a converged tree where LAN 1's gateway has two children
+        net = _converged(12, seed=seed)
+        gates = [p for p in range(1, 12, 2) if net.processes[p].parent("latency", 0) % 2 == 0]
+        assert len(gates) == 1  # Property I: one wide-area edge into LAN 1
+        gate = net.processes[gates[0]]
+        if len(gate.trees["latency", 0].children) >= 2:
+            break
+    else:
+        pytest.fail("no gateway with two children")
+    kids = sorted(gate.trees["latency", 0].children)
+    out = gate.handle(LeaveRequested(heir=kids[0]))
+    adopts = {s.dst: s.message for s in _sends(out, Adopt)}
+    for c in kids:
+        net.processes[c].handle(Received(gate.pid, adopts[c]))
+    parents = {c: net.processes[c].parent("latency", 0) for c in kids}
+    wide = [c for c, p in parents.items() if p % 2 == 0]
+    assert len(wide) == 1  # the nearest child took the gateway's place ...
+    assert all(p == wide[0] for c, p in parents.items() if c != wide[0])  # ... the rest below
+
+
+def test_a_joiners_first_probe_is_the_member_that_welcomed_it() -> None:
+    for seed in range(5):
+        net = _converged(8, seed=seed)
+        joiner = net.processes[20] = Process(20, rng=random.Random(seed))
+        contact = 3 + seed % 4
+        (req,) = _sends(joiner.handle(JoinRequested(contact)))
+        out = net.processes[contact].handle(Received(20, req.message))
+        (welcome,) = _sends(out, Welcome)
+        first = joiner.handle(Received(contact, welcome.message))
+        assert [a.peer for a in first if isinstance(a, Probe)] == [contact]
+        assert [s.dst for s in _sends(first, InfoRequest)] == [contact]
+
+
+def test_a_move_detaches_from_the_old_parent_only_once_the_new_one_took_it() -> None:
+    net = _chain(3, remember=False)  # measure again: 2 moved meanwhile
+    log: list[tuple[str, int, object]] = []
+    feed, apply = net.feed, net.apply
+
+    def logged_feed(pid, event):
+        log.append(("fed", pid, event))
+        feed(pid, event)
+
+    def logged_apply(pid, actions):
+        actions = list(actions)
+        log.extend(("sent", pid, a) for a in actions if isinstance(a, Send))
+        apply(pid, actions)
+
+    net.feed, net.apply = logged_feed, logged_apply
+    # Process 2 now sits next to 0 (and 9 far away); a join makes everyone probe again.
+    net.measure = lambda p, q: (
+        (1e-1, 1e5) if 9 in (p, q) else (5e-4, 1e9) if {p, q} == {0, 2} else _line(p, q)
+    )
+    net.processes[9] = Process(9, rng=random.Random(9))
+    net.feed(9, JoinRequested(contact=1))
+    net.run()
+    assert net.processes[2].parent("latency", 0) == 0
+
+    def at(pred) -> int:
+        return next(i for i, e in enumerate(log) if pred(e))
+
+    def item(m, cls, attach):
+        return isinstance(m, cls) and any(
+            (i.kind, i.root, i.attach) == ("latency", 0, attach) for i in m.items
+        )
+
+    attach = at(
+        lambda e: e[:2] == ("sent", 2) and e[2].dst == 0 and item(e[2].message, ChildUpdates, True)
+    )
+    taken = at(
+        lambda e: (
+            e[:2] == ("fed", 2)
+            and isinstance(e[2], Received)
+            and e[2].src == 0
+            and isinstance(e[2].message, ParentUpdates)
+            and any((p.kind, p.root) == ("latency", 0) for p in e[2].message.items)
+        )
+    )
+    detach = at(
+        lambda e: e[:2] == ("sent", 2) and e[2].dst == 1 and item(e[2].message, ChildUpdates, False)
+    )
+    assert attach < taken < detach
+    assert 2 not in net.processes[1].trees["latency", 0].children
+
+
+def test_a_peer_is_measured_once_then_only_asked_for_its_info() -> None:
+    a, b = _founders(2).values()
+    b.handle(Start())
+    out = a.handle(Start())
+    assert Probe(1) in out
+    info = _sends(b.handle(Received(0, InfoRequest())), Info)[0].message
+    a.handle(ProbeResult(1, WAN, 1e6))
+    again = a.handle(Received(1, info))  # a parent everywhere: the extra probes start
+    assert not any(isinstance(x, Probe) for x in again)  # 1 is measured: no download
+    assert [s.dst for s in _sends(again, InfoRequest)] == [1]
+    assert a.measured[1] == ProbeResult(1, WAN, 1e6)
+
+
+def test_a_left_process_forwards_a_late_tree_broadcast_along_its_old_children() -> None:
+    net = _chain(3)
+    net.feed(1, LeaveRequested(heir=0))
+    net.run()
+    gone = net.processes[1]
+    assert gone.state is State.LEFT and net.processes[2].parent("latency", 0) == 0
+    late = Bcast("b", 0, "latency", 0, NodeSet.of([1, 2]), True, 1, 1 << 20)
+    out = gone.handle(Received(0, late))  # its parent sent it before the detach arrived
+    sent = {s.dst: (s.message.via_tree, s.message.targets) for s in _sends(out, Bcast)}
+    # 2's subtree along the tree; vnode 1, handed to 0, point-to-point to its owner
+    assert sent == {2: (True, NodeSet.of([2])), 0: (False, NodeSet.of([1]))}
+
+
+def test_a_late_broadcast_follows_a_child_that_moved_away() -> None:
+    net = _chain(3)
+    mid = net.processes[1]
+    mid.handle(Received(2, ChildUpdates((ChildItem("latency", 0, attach=False),))))
+    assert 2 not in mid.trees["latency", 0].children
+    late = Bcast("b", 0, "latency", 0, NodeSet.of([1, 2]), True, 1, 1 << 20)
+    out = mid.handle(Received(0, late))
+    sent = {s.dst: (s.message.via_tree, s.message.targets) for s in _sends(out, Bcast)}
+    assert sent == {2: (True, NodeSet.of([2]))}  # one tree message, not per vnode
+
+
+def test_a_late_broadcast_goes_through_a_child_that_left() -> None:
+    net = _chain(3)
+    out = net.processes[1].handle(LeaveRequested(heir=0))
+    (leaving,) = [s.message for s in _sends(out, Leaving) if s.dst == 0]
+    root = net.processes[0]
+    root.handle(Received(1, leaving))  # before 2, adopted, has attached to 0
+    assert root.trees["bandwidth", 0].children == {}
+    out = root.handle(BcastRequested("b", 0, 1 << 20, kind="bandwidth"))
+    sent = {s.dst: s.message.via_tree for s in _sends(out, Bcast)}
+    assert sent == {1: True}  # through 1, which forwards along its old children

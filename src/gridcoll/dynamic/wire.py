@@ -63,6 +63,8 @@ import numpy as np
 from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.protocol import (
     KINDS,
+    Adopt,
+    AdoptItem,
     Bcast,
     ChildItem,
     ChildUpdates,
@@ -160,6 +162,7 @@ TYPE_CODES: dict[type, int] = {
     Update: 11,
     Leaving: 12,
     LeaveAck: 13,
+    Adopt: 14,
 }
 _TYPES = {code: t for t, code in TYPE_CODES.items()}
 
@@ -499,6 +502,14 @@ def _w_message(w: Writer, m: Message) -> None:
         w.u32(len(m.items))
         for p in m.items:
             _w_position(w, p)
+    elif isinstance(m, Adopt):
+        w.u32(len(m.items))
+        for a in m.items:
+            w.u8(KINDS.index(a.kind))
+            w.u64(a.root)
+            w.u64(a.parent)
+            w.f64(a.rtt)
+            w.f64(a.bw)
     elif isinstance(m, Bcast):
         w.value(m.op_id)
         w.u32(m.root)
@@ -572,6 +583,12 @@ def _r_message(r: Reader, t: type) -> Message:
         return ChildUpdates(tuple(items))
     if t is ParentUpdates:
         return ParentUpdates(tuple(_r_position(r) for _ in range(r.count(33))))
+    if t is Adopt:
+        return Adopt(
+            tuple(
+                AdoptItem(r.kind(), r.u64(), r.u64(), r.f64(), r.f64()) for _ in range(r.count(33))
+            )
+        )
     if t is Bcast:
         op_id = _hashable(r.value())
         root, kind, tree_root, targets = r.u32(), r.kind(), r.u64(), r.nodeset()
