@@ -255,3 +255,7 @@ def test_recovery_is_measured_to_the_first_broadcast_back_to_stable():
     assert recovery_times(calm, [10.0], 1.0) == [0.0]
     hit = [op(8, 1), op(9.5, 3), op(12.5, 1), op(13.5, 1)]
     assert recovery_times(hit, [10.0], 1.0) == [pytest.approx(2.5)]
+    # a broadcast started just after the change that is still running at the next one
+    # was slowed by this change (it should have ended well before): not recovered
+    straddles = [op(8, 1), op(9, 1.05), op(10.05, 30), op(40.05, 1)]
+    assert recovery_times(straddles, [10.0, 20.0], 1.0) == [None, pytest.approx(20.05)]

@@ -132,7 +132,11 @@ one segment) and sends them all at once, in order; each :class:`Bcast` carries i
 ``segment`` and ``nsegments`` and a target set of its own. A process given a segment
 with a target set (I) delivers it to the vnodes it owns, (II) sends each child, most
 descendants first, the targets the child reaches, (III) sends the rest point-to-point
-to their owners by its routing table, at once: a segment moves on as soon as it
+to their owners by its routing table, at once, as a binomial relay: the owners
+(ordered by id) are halved, the upper half's targets go to its first owner, which
+applies the same rules to them, and so on, so a process sends ``log2(owners) + 1``
+copies instead of one per owner (a repair's fallback otherwise makes one process send
+the whole payload once per vnode of a lost subtree); a segment moves on as soon as it
 arrives, so the segments of one broadcast overlap down the tree (the driver's links
 serialise them). Point-to-point messages are never forwarded along a tree; tree
 messages that have made more hops than there are members go point-to-point (a
@@ -1501,8 +1505,12 @@ class Process:
         by_owner: dict[int, list[int]] = {}
         for v in rest:
             by_owner.setdefault(table.owner(v), []).append(v)
-        for owner, vs in sorted(by_owner.items()):
-            self._send(owner, _replace_targets(m, NodeSet.of(vs), False))
+        groups = sorted(by_owner.items())
+        while groups:  # rule III as a binomial relay: log2(owners) + 1 sends from here
+            half = groups[len(groups) // 2 :] if len(groups) > 1 else groups
+            targets = NodeSet.of(v for _, vs in half for v in vs)
+            self._send(half[0][0], _replace_targets(m, targets, False))
+            groups = groups[: len(groups) // 2] if len(groups) > 1 else []
 
     # -- reduction (sec. IV-E) --------------------------------------------------------------
     def timeout(self, nbytes: int = 0) -> float:

@@ -301,19 +301,28 @@ def recovery_times(
     :data:`RECOVERY_TOLERANCE` of ``stable_s``.
 
     The broadcasts a change can slow are those that end after it: the one in flight at
-    the change, then the ones started after it. Recovery is measured from the change
-    to the start of the first of them that completes within the tolerance and is
-    followed only by such broadcasts until the next change, 0 if that is the one in
-    flight (the change slowed nothing); broadcasts that end after the next change are
-    left out (that change slows them). None if never back.
+    the change, then the ones started after it, up to the next change. Recovery is
+    measured from the change to the start of the first of them that completes within
+    the tolerance and is followed only by such broadcasts, 0 if that is the one in
+    flight (the change slowed nothing). A broadcast that ends after the next change
+    counts if it should have ended before it (started at least the tolerated time
+    before it: slow already) and is left out otherwise (the next change may be what
+    slows it); one that never ends is slow. None if never back.
     """
+    limit = stable_s * (1 + RECOVERY_TOLERANCE)
     out: list[float | None] = []
     bounds = [*changes[1:], float("inf")]
     for change, nxt in zip(changes, bounds, strict=True):
-        window = [op for op in ops if op.end_s is not None and change < op.end_s <= nxt]
+        window = [
+            op
+            for op in ops
+            if (op.end_s is None or op.end_s > change)
+            and op.start_s < nxt
+            and ((op.end_s is not None and op.end_s <= nxt) or op.start_s + limit <= nxt)
+        ]
         back = None
         for op in sorted(window, key=lambda op: op.start_s, reverse=True):
-            if op.time_s > stable_s * (1 + RECOVERY_TOLERANCE):
+            if op.time_s is None or op.time_s > limit:
                 break
             back = op
         out.append(None if back is None else max(0.0, back.start_s - change))
