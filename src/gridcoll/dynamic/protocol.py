@@ -124,11 +124,13 @@ every tree: a parent in every tree after one probe), then random ones as the pap
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
 predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency
 tree store and forward, the bandwidth tree pipelined) and treats the whole namespace
-as its target set. On the bandwidth tree the message is pipelined ("long messages are
-pipelined along the spanning trees"): the root cuts it into ``nsegments`` segments of
-the size the model picks from its own bandwidth summary
-(:func:`~gridcoll.dynamic.trees.segment_size`; short messages and the latency tree:
-one segment) and sends them all at once, in order; each :class:`Bcast` carries its
+as its target set. A long message is pipelined ("long messages are pipelined along
+the spanning trees"): the root cuts it into ``nsegments`` segments of the size the
+model picks from its own bandwidth summary (:func:`~gridcoll.dynamic.trees.segment_size`;
+a short message is one segment), on whichever tree carries it (the model picks the
+latency tree for a long message only while the bandwidth tree is being repaired, and
+its store-and-forward estimate is then an upper bound), and sends them all at once,
+in order; each :class:`Bcast` carries its
 ``segment`` and ``nsegments`` and a target set of its own. A process given a segment
 with a target set (I) delivers it to the vnodes it owns, (II) sends each child, most
 descendants first, the targets the child reaches, (III) sends the rest point-to-point
@@ -1416,7 +1418,7 @@ class Process:
         kind = event.kind or self.choose_kind(event.nbytes)
         if kind not in KINDS:
             raise LocalProtocolError(f"tree kind must be one of {KINDS}, got {kind!r}")
-        size = self.segment_size(event.nbytes) if kind == "bandwidth" else event.nbytes
+        size = self.segment_size(event.nbytes)
         n = max(1, math.ceil(event.nbytes / size)) if size > 0 else 1
         sliceable = (
             isinstance(event.payload, bytes | bytearray | memoryview)
