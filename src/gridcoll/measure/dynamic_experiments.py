@@ -518,6 +518,7 @@ def _session(
     run = _Run(grid, links, timeout_s, dict(group_options or {}))
     try:
         started = time.monotonic()
+        progress(0, 4)
         workers = [run.spawn(r) for r in range(grid.nranks)]
         startup = run.up_costs(workers, timeout_s)
         progress(1, 4)
