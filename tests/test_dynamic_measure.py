@@ -50,7 +50,9 @@ def test_reduction_is_exact_on_six_processes() -> None:
 @pytest.mark.timeout(120)
 def test_transition_two_leave_and_rejoin_with_nothing_lost() -> None:
     grid = get_grid("das2-spread:4,2")
-    result = transition(grid, leave_s=2.0, rejoin_s=4.0, until_s=6.0, nbytes=64 * 1024)
+    result = transition(
+        grid, leave_s=2.0, rejoin_s=4.0, until_s=6.0, nbytes=64 * 1024, settle_timeout_s=None
+    )
     assert result["leavers"] == 2
     assert (result["lost"], result["duplicated"], result["wrong_size"]) == (0, 0, 0)
     assert result["incomplete"] == 0
@@ -64,7 +66,14 @@ def test_transition_crash_ends_and_reports_the_lost_vnodes() -> None:
     after the kill miss them; the run must still end and say so."""
     grid = get_grid("das2-spread:4,2")
     result = transition(
-        grid, leave_s=2.0, rejoin_s=3.0, until_s=5.0, nbytes=1024, crash=True, op_timeout_s=1.5
+        grid,
+        leave_s=2.0,
+        rejoin_s=3.0,
+        until_s=5.0,
+        nbytes=1024,
+        crash=True,
+        op_timeout_s=1.5,
+        settle_timeout_s=None,
     )
     assert result["crash"] and result["killed"] == 2
     assert result["lost"] > 0 and result["incomplete"] > 0 and result["duplicated"] == 0

@@ -86,14 +86,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=size_arg,
         default=None,
         metavar="SIZE",
-        help="transition: the broadcast size (default 4MiB)",
+        help="transition: the broadcast size (default 4MiB; with --measure 256KiB)",
     )
     parser.add_argument(
         "--times",
         default=None,
         metavar="LEAVE,REJOIN,END",
         help="transition: when half the processes leave, rejoin, and the run ends "
-        "(default 60,90,120 seconds; with --measure 30,45,60)",
+        "(default 60,90,120 seconds; with --measure 30,45,60 after the trees settle)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="FILE.png", help="draw the experiment's figure")
