@@ -106,7 +106,8 @@ def plot_dynamic(result: dict, path: str | Path) -> Path:
         ax.set_xlabel("wall time at the broadcast's start (s)")
         ax.set_ylabel("completion time (s)")
         size = format_size(result["nbytes"])
-        ax.set_title(f"Fig. 9: {size} broadcasts, half the processes leave and rejoin")
+        how = ", measured" if result.get("mode") == "measure" else ""
+        ax.set_title(f"Fig. 9: {size} broadcasts, half the processes leave and rejoin{how}")
     else:
         raise ValueError(f"no figure for experiment {kind!r}")
     ax.grid(True, alpha=0.3)
