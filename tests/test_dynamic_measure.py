@@ -90,6 +90,8 @@ def _args(*argv: str) -> argparse.Namespace:
 def test_cli_checks_the_measure_flags() -> None:
     with pytest.raises(ParameterError, match="need --measure"):
         cli_run(_args("--experiment", "transition", "--crash"))
+    with pytest.raises(ParameterError, match="need --measure"):
+        cli_run(_args("--experiment", "latency", "--settle", "3"))
     with pytest.raises(ParameterError, match="for transition"):
         cli_run(_args("--experiment", "latency", "--measure", "--crash"))
     with pytest.raises(ParameterError, match="exclude"):
@@ -108,3 +110,28 @@ def test_cli_checks_the_measure_flags() -> None:
         )
     assert default_grid("latency", 32) == "das2-spread:32,3"
     assert default_grid("transition", 8) == "das2-spread:8,4"
+
+
+@pytest.mark.timeout(120)
+def test_cli_measure_prints_the_json(capsys: pytest.CaptureFixture[str]) -> None:
+    import json
+
+    from gridcoll.cli.main import main
+
+    argv = [
+        "dynamic",
+        "--experiment",
+        "reduction",
+        "--measure",
+        "--processes",
+        "4",
+        "--settle",
+        "0",
+    ]
+    argv.append("--json")
+    assert main(argv) == 0
+    captured = capsys.readouterr()
+    result = json.loads(captured.out)
+    assert (result["mode"], result["grid"], result["sum"]) == ("measure", "das2-spread:4,3", 10)
+    assert result["wall_s"] > 0 and "reduction on das2-spread:4,3" in captured.err
+    assert result["settled"] is False  # --settle 0: measured at once

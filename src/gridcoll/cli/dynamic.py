@@ -70,6 +70,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="--measure: the number of processes (default 32; sets the default grid)",
     )
     parser.add_argument(
+        "--settle",
+        type=float,
+        default=None,
+        metavar="S",
+        help="--measure: wait at most S seconds for the trees to settle before measuring "
+        "(default 180, transition 120; 0: start at once)",
+    )
+    parser.add_argument(
         "--crash",
         action="store_true",
         help="--measure transition: SIGKILL the leavers instead of leaving politely",
@@ -129,8 +137,10 @@ def _options(args: argparse.Namespace) -> dict:
 def _check_mode(args: argparse.Namespace) -> None:
     if args.measure and args.simulate:
         raise ParameterError("--measure and --simulate exclude each other")
-    if not args.measure and (args.processes is not None or args.crash):
-        raise ParameterError("--processes and --crash need --measure")
+    if not args.measure and (args.processes is not None or args.crash or args.settle is not None):
+        raise ParameterError("--processes, --settle and --crash need --measure")
+    if args.settle is not None and args.settle < 0:
+        raise ParameterError(f"--settle needs seconds >= 0, got {args.settle}")
     if args.crash and args.experiment != "transition":
         raise ParameterError(f"--crash is for transition, not {args.experiment}")
     if args.processes is not None and args.processes < 2:
@@ -169,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
     if args.measure:
         if args.crash:
             kwargs["crash"] = True
+        if args.settle is not None:
+            kwargs["settle_timeout_s"] = args.settle
         result = func(grid, progress=_stderr_progress(args.experiment, grid.name), **kwargs)
         print(file=sys.stderr)
     else:
