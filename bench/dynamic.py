@@ -8,14 +8,23 @@ summary: latency within 1.3x MagPIe-like, bandwidth at least 95% of List, recove
 most 2 s, zero lost and duplicated deliveries. ``--quick``: 24-process grids, two
 sizes, a 64 KiB transition with changes at 40 s and 60 s.
 
-Run: ``python bench/dynamic.py [--quick] [--out bench/results/dynamic.json]``.
+``--measure`` runs them instead on real processes
+(:mod:`gridcoll.measure.dynamic_experiments`): ``--processes N`` (default 32) on
+``das2-spread:N,3`` (latency, reduction) or ``:N,4`` (bandwidth: 64 KiB to 4 MiB;
+transition: 4 MiB, changes at 30 s and 45 s, end at 60 s), the baselines simulated on
+the same grid; it writes ``bench/results/dynamic-measure.json`` unless ``--out`` says
+otherwise. With ``--quick``: 6 processes, two sizes, a 64 KiB transition at 4 s, 8 s,
+12 s.
+
+Run: ``python bench/dynamic.py [--quick] [--measure [--processes N]] [--out FILE]``.
 """
 
 from __future__ import annotations
 
 import time
+from typing import Any
 
-from _common import Bench, console, table
+from _common import RESULTS, Bench, console, table
 from gridcoll.network import get_grid
 from gridcoll.simulate.phoenix_experiments import DEFAULT_GRIDS, EXPERIMENTS
 
@@ -45,12 +54,48 @@ GOALS = {
 """Experiment -> (headline field, issue 14's goal met?, the goal in words)."""
 
 
+MEASURE_QUICK = {
+    "latency": {"repeats": 3, "settle_timeout_s": 30.0},
+    "bandwidth": {"sizes": (64 * KiB, 1 * MiB), "settle_timeout_s": 30.0},
+    "reduction": {"settle_timeout_s": 30.0},
+    "transition": {"nbytes": 64 * KiB, "leave_s": 4.0, "rejoin_s": 8.0, "until_s": 12.0},
+}
+"""``--measure --quick``: keyword arguments per experiment (6 processes)."""
+
+
+def _cases(bench: Bench) -> dict[str, tuple[str, Any, dict]]:
+    """Experiment -> (grid, function, keyword arguments) for the mode."""
+    args = bench.args
+    if not args.measure:
+        cases = {}
+        for name, run in EXPERIMENTS.items():
+            spec, kwargs = QUICK[name] if bench.quick else (DEFAULT_GRIDS[name], {})
+            cases[name] = (spec, run, kwargs)
+        return cases
+    from gridcoll.measure.dynamic_experiments import MEASURE_EXPERIMENTS, default_grid
+
+    n = 6 if bench.quick and args.processes is None else (args.processes or 32)
+    return {
+        name: (default_grid(name, n), run, MEASURE_QUICK[name] if bench.quick else {})
+        for name, run in MEASURE_EXPERIMENTS.items()
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     bench = Bench("dynamic", "seed 004's experiments in simulation (figs. 6-9)", argv)
-    bench.parse()
+    bench.parser.add_argument(
+        "--measure", action="store_true", help="real processes (gridcoll.dynamic.Group)"
+    )
+    bench.parser.add_argument(
+        "--processes", type=int, default=None, help="--measure: processes (default 32)"
+    )
+    args = bench.parse()
+    if args.measure:
+        bench.description = "seed 004's experiments measured on real processes (figs. 6-9)"
+        if args.out == RESULTS / "dynamic.json":
+            args.out = RESULTS / "dynamic-measure.json"
     summary = {}
-    for name, run in EXPERIMENTS.items():
-        spec, kwargs = QUICK[name] if bench.quick else (DEFAULT_GRIDS[name], {})
+    for name, (spec, run, kwargs) in _cases(bench).items():
         started = time.perf_counter()
         result = run(get_grid(spec), **kwargs)
         wall = time.perf_counter() - started
@@ -63,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
         summary[name] = {"grid": spec, field: value, "goal": goal, "met": ok, "wall_s": wall}
         if name == "transition":
             summary[name].update({k: result[k] for k in ("delivered", "lost", "duplicated")})
+        if args.measure:
+            summary[name].update({k: result[k] for k in ("startup_s", "join_s", "settled")})
     columns = [
         ("experiment", "experiment", None),
         ("grid", "grid", None),
@@ -82,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
         }
         for name, s in summary.items()
     ]
-    console().print(table("seed 004 in simulation", rows, columns))
+    mode = "measured" if args.measure else "in simulation"
+    console().print(table(f"seed 004 {mode}", rows, columns))
     path = bench.finish(summary=summary)
     console().print(f"wrote {path}")
     return 0

@@ -2,19 +2,26 @@
 
 ``--experiment latency|bandwidth|reduction|transition`` runs one of
 :data:`gridcoll.simulate.phoenix_experiments.EXPERIMENTS` in simulation (``--simulate``,
-the only mode so far): :mod:`gridcoll.dynamic`'s processes on the simulator's link
-model beside the paper's baselines (MPICH-like, MagPIe-like, List). ``--grid`` defaults
-to the paper's set-up for the experiment (``das2-spread:201,3``, ``:137,4``,
-``:128,3``, ``:160,4``). It prints a table and the headline (``--json``: one object,
-every series and ``ratio_to_magpie_like``, ``ratio_to_list`` or ``recovery_s``,
-``delivered``, ``lost``, ``duplicated``); ``--plot`` draws the figure.
+the default): :mod:`gridcoll.dynamic`'s processes on the simulator's link model beside
+the paper's baselines (MPICH-like, MagPIe-like, List). ``--grid`` defaults to the
+paper's set-up for the experiment (``das2-spread:201,3``, ``:137,4``, ``:128,3``,
+``:160,4``). ``--measure`` runs it instead with ``--processes N`` real processes
+(:mod:`gridcoll.measure.dynamic_experiments`, default 32, on ``das2-spread:N,3`` or
+``:N,4``), the baselines simulated on the same grid; ``--crash`` makes transition's
+leavers die by SIGKILL. A progress line goes to stderr. It prints a table and the
+headline (``--json``: one object, every series and ``ratio_to_magpie_like``,
+``ratio_to_list`` or ``recovery_s``, ``delivered``, ``lost``, ``duplicated``);
+``--plot`` draws the figure.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
@@ -50,6 +57,31 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="a preset or a grid file (default: the paper's set-up for the experiment)",
     )
     parser.add_argument("--simulate", action="store_true", help="simulate (the default)")
+    parser.add_argument(
+        "--measure",
+        action="store_true",
+        help="run with real processes (gridcoll.dynamic.Group) on the emulated grid",
+    )
+    parser.add_argument(
+        "--processes",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--measure: the number of processes (default 32; sets the default grid)",
+    )
+    parser.add_argument(
+        "--settle",
+        type=float,
+        default=None,
+        metavar="S",
+        help="--measure: wait at most S seconds for the trees to settle before measuring "
+        "(default 180, transition 120; 0: start at once)",
+    )
+    parser.add_argument(
+        "--crash",
+        action="store_true",
+        help="--measure transition: SIGKILL the leavers instead of leaving politely",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seeds the processes (default 0)")
     parser.add_argument(
         "--sizes",
@@ -62,14 +94,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=size_arg,
         default=None,
         metavar="SIZE",
-        help="transition: the broadcast size (default 4MiB)",
+        help="transition: the broadcast size (default 4MiB; with --measure 256KiB)",
     )
     parser.add_argument(
         "--times",
         default=None,
         metavar="LEAVE,REJOIN,END",
         help="transition: when half the processes leave, rejoin, and the run ends "
-        "(default 60,90,120 seconds)",
+        "(default 60,90,120 seconds; with --measure 30,45,60 after the trees settle)",
     )
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.add_argument("--plot", metavar="FILE.png", help="draw the experiment's figure")
@@ -102,23 +134,64 @@ def _options(args: argparse.Namespace) -> dict:
     return kwargs
 
 
-def run(args: argparse.Namespace) -> int:
-    """Run the experiment; print the table (or the JSON); draw the plot."""
+def _check_mode(args: argparse.Namespace) -> None:
+    if args.measure and args.simulate:
+        raise ParameterError("--measure and --simulate exclude each other")
+    if not args.measure and (args.processes is not None or args.crash or args.settle is not None):
+        raise ParameterError("--processes, --settle and --crash need --measure")
+    if args.settle is not None and args.settle < 0:
+        raise ParameterError(f"--settle needs seconds >= 0, got {args.settle}")
+    if args.crash and args.experiment != "transition":
+        raise ParameterError(f"--crash is for transition, not {args.experiment}")
+    if args.processes is not None and args.processes < 2:
+        raise ParameterError(f"--processes needs at least 2, got {args.processes}")
+    if args.measure and args.sizes is not None and args.experiment == "reduction":
+        raise ParameterError("--measure reduction adds one integer per vnode: no --sizes")
+
+
+def _experiment(args: argparse.Namespace) -> tuple[Any, str]:
+    """The experiment function and its default grid for the mode."""
+    if args.measure:
+        from gridcoll.measure.dynamic_experiments import (
+            DEFAULT_PROCESSES,
+            MEASURE_EXPERIMENTS,
+            default_grid,
+        )
+
+        n = args.processes or DEFAULT_PROCESSES
+        return MEASURE_EXPERIMENTS[args.experiment], default_grid(args.experiment, n)
     from gridcoll.simulate.phoenix_experiments import DEFAULT_GRIDS, EXPERIMENTS
 
+    return EXPERIMENTS[args.experiment], DEFAULT_GRIDS[args.experiment]
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run the experiment; print the table (or the JSON); draw the plot."""
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ParameterError(f"--plot needs a .png, .svg or .pdf file name, got {args.plot!r}")
+    _check_mode(args)
     kwargs = _options(args)
-    grid = load_grid_arg(args.grid or DEFAULT_GRIDS[args.experiment])
+    func, default = _experiment(args)
+    grid = load_grid_arg(args.grid or default)
+    if args.processes is not None and grid.nranks != args.processes:
+        raise ParameterError(f"--processes {args.processes} but {grid.name} has {grid.nranks}")
     started = time.monotonic()
-    with progress_bar() as bar:
-        task = bar.add_task(f"{args.experiment} on {grid.name}", total=None)
+    if args.measure:
+        if args.crash:
+            kwargs["crash"] = True
+        if args.settle is not None:
+            kwargs["settle_timeout_s"] = args.settle
+        result = func(grid, progress=_stderr_progress(args.experiment, grid.name), **kwargs)
+        print(file=sys.stderr)
+    else:
+        with progress_bar() as bar:
+            task = bar.add_task(f"{args.experiment} on {grid.name}", total=None)
 
-        def progress(done: int, total: int) -> None:
-            bar.update(task, completed=done, total=total)
+            def progress(done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
 
-        result = EXPERIMENTS[args.experiment](grid, progress=progress, **kwargs)
-    result["mode"] = "simulate"
+            result = func(grid, progress=progress, **kwargs)
+        result["mode"] = "simulate"
     result["wall_s"] = time.monotonic() - started
     if args.plot:
         from gridcoll.plot.dynamic import plot_dynamic
@@ -133,6 +206,22 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         out.print(f"figure written to {args.plot}")
     return 0
+
+
+_STAGES = ("starting processes", "forming the group", "settling", "measuring", "done")
+
+
+def _stderr_progress(experiment: str, grid: str) -> Callable[[int, int], None]:
+    """One progress line on stderr, rewritten in place (``--measure``)."""
+    started = time.monotonic()
+
+    def progress(done: int, total: int) -> None:
+        stage = _STAGES[min(done, len(_STAGES) - 1)]
+        took = time.monotonic() - started
+        print(f"\r{experiment} on {grid}: {stage} ({took:.0f} s)", end="", file=sys.stderr)
+        sys.stderr.flush()
+
+    return progress
 
 
 def _table(result: dict) -> Table:
@@ -161,6 +250,18 @@ def _table(result: dict) -> Table:
 
 
 def _headline(result: dict) -> str:
+    text = _headline_text(result)
+    if result.get("mode") == "measure":
+        text = f"measured with {result['nprocs']} processes, baselines simulated; {text}"
+        if result.get("crash"):
+            text += (
+                f"; {result['killed']} SIGKILLed, {result['killed_suspected_by_root']} "
+                "suspected by the root (their vnodes are not re-mapped yet)"
+            )
+    return text
+
+
+def _headline_text(result: dict) -> str:
     exp = result["experiment"]
     if exp in ("latency", "reduction"):
         return (

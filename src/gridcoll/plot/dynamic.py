@@ -26,8 +26,15 @@ _LABELS = {
     "magpie_like": "MagPIe-like",
     "list": "List",
     "ours": "gridcoll.dynamic",
+    "ours_simulated": "gridcoll.dynamic (simulated)",
 }
-_STYLE = {"mpich_like": "v--", "magpie_like": "s--", "list": "^--", "ours": "o-"}
+_STYLE = {
+    "mpich_like": "v--",
+    "magpie_like": "s--",
+    "list": "^--",
+    "ours": "o-",
+    "ours_simulated": "d:",
+}
 
 
 def _sizes_axis(ax: Any, sizes: list[int]) -> None:
@@ -60,9 +67,13 @@ def plot_dynamic(result: dict, path: str | Path) -> Path:
     fig = Figure(figsize=(7.0, 4.2), layout="constrained")
     ax = fig.add_subplot()
     title = f"{result['grid']} ({result['nprocs']} processes)"
+    if result.get("mode") == "measure":
+        labels = {**_LABELS, "ours": "gridcoll.dynamic (measured)"}
+    else:
+        labels = _LABELS
     if kind == "latency":
         for name, times in result["arrivals_ms"].items():
-            ax.plot(range(1, len(times) + 1), times, _STYLE[name][0], ms=2, label=_LABELS[name])
+            ax.plot(range(1, len(times) + 1), times, _STYLE[name][0], ms=2, label=labels[name])
         ax.set_xlabel("process (sorted by arrival)")
         ax.set_ylabel("arrival of a 1-byte broadcast (ms)")
         ax.set_title(f"Fig. 6: 1-byte broadcast, {title}")
@@ -71,7 +82,7 @@ def plot_dynamic(result: dict, path: str | Path) -> Path:
         key = "bandwidth_MBps" if kind == "bandwidth" else "time_s"
         for name in result["rows"][0][key]:
             ys = [row[key][name] for row in result["rows"]]
-            ax.plot(sizes, ys, _STYLE[name], label=_LABELS[name])
+            ax.plot(sizes, ys, _STYLE[name], label=labels[name])
         _sizes_axis(ax, sizes)
         if kind == "bandwidth":
             ax.set_ylim(bottom=0)
@@ -95,7 +106,8 @@ def plot_dynamic(result: dict, path: str | Path) -> Path:
         ax.set_xlabel("wall time at the broadcast's start (s)")
         ax.set_ylabel("completion time (s)")
         size = format_size(result["nbytes"])
-        ax.set_title(f"Fig. 9: {size} broadcasts, half the processes leave and rejoin")
+        how = ", measured" if result.get("mode") == "measure" else ""
+        ax.set_title(f"Fig. 9: {size} broadcasts, half the processes leave and rejoin{how}")
     else:
         raise ValueError(f"no figure for experiment {kind!r}")
     ax.grid(True, alpha=0.3)

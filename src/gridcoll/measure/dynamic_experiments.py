@@ -1,0 +1,871 @@
+"""Seed 004's four experiments measured on real processes (issue 15, item 6).
+
+:mod:`gridcoll.simulate.phoenix_experiments` runs figs. 6-9 in simulation; this module
+runs the same experiments with ``N`` operating-system processes, each a spawned Python
+process with its own :class:`gridcoll.dynamic.Group` (pyzmq, the unchanged protocol
+core) on an emulated grid (:mod:`gridcoll.runtime.emulation`), and returns the same
+JSON fields, with measured extras.
+
+Theory of operation
+-------------------
+*Processes.* The caller's process is an *orchestrator*, not a member. It spawns one
+worker per rank of the grid (``multiprocessing``, spawn) and talks to each over its
+own duplex pipe: commands go down, replies and every delivery come up, each delivery
+stamped with ``time.monotonic()`` at the receiver. ``time.monotonic`` is one clock for
+the whole machine, so a root's send time and a receiver's delivery time compare. A
+pipe per worker (not one shared queue) means a worker killed with SIGKILL breaks only
+its own pipe (an EOF the orchestrator notes), never a lock others need. The
+orchestrator blocks in :func:`multiprocessing.connection.wait` with a timeout: it
+never spins. Every worker builds ``Emulator(grid, LinkState(path, grid))`` on one
+shared link-state file, so the grid means what it means under MPI and the simulator.
+
+*Forming the group.* Rank 0 founds the computation with ``N`` vnodes
+(:meth:`Group.start`). The lowest rank of each other cluster joins through rank 0,
+then every other rank joins through the first member of its own cluster (a join
+only crosses the WAN once per cluster). A join hands the joiner half of its
+contact's vnodes, which leaves some with none and some with several, so the
+orchestrator then asks the owners to migrate (:meth:`Group.migrate`) until rank
+``i`` owns exactly vnode ``i`` (vnode 0, the root, stays on rank 0). Start-up cost
+is the time from ``Process.start`` to the worker's first message (Python, imports);
+join cost is :meth:`Group.join`'s wall time in the worker.
+
+*Settling.* Stable-state experiments (figs. 6-8) start once no process is probing
+(the core's :meth:`~gridcoll.dynamic.protocol.Process.probing`, asked on the group's
+I/O thread) and the probe counts did not move between two rounds of asking, or after
+``settle_timeout_s`` (then ``settled`` is false and the figures are of trees still
+being built).
+
+*Experiments.* ``latency``: repeated 1-byte broadcasts from vnode 0, each receiver's
+arrival minus the root's send time; the last arrival's median over the repeats.
+``bandwidth``: each size broadcast from vnode 0 (the root's model picks the tree), the
+time to the last delivery, ``nbytes * P / time``. ``reduction``: every process adds
+``v + 1`` for its vnode ``v`` towards vnode 0, started together at an agreed instant;
+the time to the result at the root, checked exact. ``transition``: broadcasts back to
+back from vnode 0 once the trees have settled (each starts when the previous reached
+every vnode, or after ``op_timeout_s``); at ``leave_s`` the odd ranks migrate their
+vnode to their even neighbour and leave (``crash``: are SIGKILLed instead), at
+``rejoin_s`` new processes on the same ranks join through that neighbour, which hands
+each one vnode back. A checker counts every vnode's deliveries of every broadcast:
+``delivered``, ``lost`` (vnodes never given a broadcast, after a final drain),
+``duplicated``.
+
+*Baselines.* MPICH-like, MagPIe-like and List are not re-implemented on processes:
+their figures are the simulator's on the same grid (``baseline: "simulated"``), next
+to ours simulated (``ours_simulated``) and ours measured (``ours``).
+
+*Crashes.* The core does not yet re-map a SIGKILLed process's vnodes (heartbeats only
+*suspect* it: :attr:`Group.suspects`), so with ``crash`` every later broadcast misses
+the dead vnodes: those broadcasts end at ``op_timeout_s`` as ``incomplete`` and the
+missing deliveries count as ``lost``. The run still ends in bounded time and reports
+how many of the killed processes the root suspects.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import statistics
+import threading
+import time
+from collections.abc import Callable, Hashable, Sequence
+from dataclasses import asdict, dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+from typing import Any
+
+from gridcoll.errors import GridcollError, ParameterError
+from gridcoll.network.grid import Grid
+from gridcoll.simulate import phoenix_experiments as sim
+
+__all__ = [
+    "DEFAULT_PROCESSES",
+    "MEASURE_EXPERIMENTS",
+    "MeasureError",
+    "bandwidth",
+    "default_grid",
+    "latency",
+    "reduction",
+    "transition",
+]
+
+DEFAULT_PROCESSES = 32
+"""Issue 15: 32 processes on this 2-core machine."""
+
+BANDWIDTH_SIZES = (64 * 1024, 256 * 1024, 1024 * 1024)
+"""Fig. 7's range cut to fit a 5-minute run (the paper goes to 64 MiB): das2's
+wide-area links carry 0.4-3.5 MB/s, so one 4 MiB broadcast takes seconds."""
+
+TRANSITION = (30.0, 45.0, 60.0, 256 * 1024)
+"""Fig. 9 time-scaled by 1/2 (leave at 30 s, rejoin at 45 s, end at 60 s, counted from
+when the trees have settled) and its 4 MB scaled down to 256 KiB, so that a few
+broadcasts fit between two changes on das2's slow wide-area links."""
+
+_IDLE_S = 900.0
+"""A worker with no command for this long exits (its orchestrator is gone)."""
+
+Progress = Callable[[int, int], None]
+
+
+class MeasureError(GridcollError):
+    """A measured experiment failed: a worker error, a timeout, a wrong result."""
+
+
+def default_grid(experiment: str, nprocs: int = DEFAULT_PROCESSES) -> str:
+    """``das2-spread:N,3`` for latency and reduction, ``das2-spread:N,4`` otherwise."""
+    return f"das2-spread:{nprocs},{3 if experiment in ('latency', 'reduction') else 4}"
+
+
+def _noop(done: int, total: int) -> None:
+    pass
+
+
+def _stats(values: Sequence[float]) -> dict[str, float | None]:
+    if not values:
+        return {"median": None, "max": None}
+    return {"median": statistics.median(values), "max": max(values)}
+
+
+# -- the worker (one spawned process per rank) ---------------------------------------------
+def _probing(group: Any) -> bool:
+    """The core's ``probing()``, asked on the group's I/O thread (the core is not
+    thread-safe, and :class:`Group` does not publish it)."""
+    return bool(group._call(group.core.probing))
+
+
+class _Member:
+    """A worker's state: its group, and a lock for the pipe two threads write to."""
+
+    def __init__(self, rank: int, conn: Connection, grid: Grid, links: str) -> None:
+        from gridcoll.runtime.emulation import Emulator, LinkState
+
+        self.rank, self.conn = rank, conn
+        self.lock = threading.Lock()
+        self.emulator = Emulator(grid, LinkState(links, grid))
+        self.group: Any = None
+
+    def put(self, *msg: object) -> None:
+        with self.lock, contextlib.suppress(OSError):
+            self.conn.send(msg)
+
+    def on_deliver(self, op_id: Hashable, vnodes: frozenset[int], data: object) -> None:
+        size = len(data) if isinstance(data, bytes) else -1
+        self.put("deliver", self.rank, op_id, tuple(sorted(vnodes)), time.monotonic(), size)
+
+    def options(self, opts: dict) -> dict:
+        return {"rank": self.rank, "emulator": self.emulator, "on_deliver": self.on_deliver, **opts}
+
+    def handle(self, cmd: tuple) -> bool:
+        """Run one command; False once told to stop."""
+        from gridcoll.dynamic.group import Group
+
+        name, args = cmd[0], cmd[1:]
+        g = self.group
+        if name == "start":
+            t = time.monotonic()
+            self.group = Group.start(args[0], **self.options(args[1]))
+            self.put("member", self.rank, self.group.pid, self.group.address, time.monotonic() - t)
+        elif name == "join":
+            t = time.monotonic()
+            self.group = Group.join(args[0], args[1], **self.options(args[2]))
+            self.put("member", self.rank, self.group.pid, self.group.address, time.monotonic() - t)
+        elif name == "secret":
+            self.put("secret", self.rank, g.secret)
+        elif name == "state":
+            vnodes, members = tuple(sorted(g.vnodes)), len(g.members)
+            self.put("state", self.rank, vnodes, _probing(g), g.stats.probes, members)
+        elif name == "migrate":
+            g.migrate(frozenset(args[0]), args[1])
+            self.put("migrated", self.rank)
+        elif name == "bcast":
+            t = time.monotonic()
+            op = g.bcast(bytes(args[0]), 0, kind=args[1])
+            self.put("sent", self.rank, op, t)
+        elif name == "reduce":
+            self._reduce(*args)
+        elif name == "leave":
+            if args[0] is not None and g.vnodes:
+                g.migrate(g.vnodes, args[0])
+            g.leave(timeout=60.0)
+            self.put("left", self.rank, time.monotonic())
+        elif name == "suspects":
+            self.put("suspects", self.rank, tuple(sorted(g.suspects)))
+        elif name == "stop":
+            error = None if g is None else g.error
+            self.put("stopped", self.rank, None if g is None else asdict(g.stats), error)
+            return False
+        else:
+            raise MeasureError(f"unknown command {name!r}")
+        return True
+
+    def _reduce(self, tag: str, nvnodes: int, start_at: float, timeout: float) -> None:
+        threading.Event().wait(max(0.0, start_at - time.monotonic()))
+        g = self.group
+        op = g.reduce({v: v + 1 for v in range(nvnodes)}, "sum", 0, tag=tag)
+        if 0 in g.vnodes:
+            res = g.result(op, timeout=timeout)
+            self.put(
+                "reduced", self.rank, tag, res.value, tuple(sorted(res.missing)), time.monotonic()
+            )
+
+
+def _worker(rank: int, conn: Connection, grid: Grid, links: str) -> None:
+    """A spawned process: report "up", then obey commands until "stop"."""
+    member = _Member(rank, conn, grid, links)
+    member.put("up", rank, time.monotonic())
+    try:
+        while conn.poll(_IDLE_S):
+            cmd = conn.recv()
+            try:
+                if not member.handle(cmd):
+                    break
+            except Exception as err:  # reported, not fatal: the orchestrator decides
+                member.put("error", rank, f"{cmd[0]}: {type(err).__name__}: {err}")
+    except (EOFError, OSError):
+        pass  # the orchestrator is gone
+    finally:
+        if member.group is not None:
+            member.group.close()
+
+
+# -- the orchestrator ------------------------------------------------------------------------
+@dataclass
+class _Proc:
+    rank: int
+    proc: Any
+    conn: Connection
+    spawned: float
+    up: float | None = None
+    pid: int | None = None
+    address: str | None = None
+    alive: bool = True
+
+
+@dataclass
+class _Op:
+    """One broadcast as the checker sees it (the attributes recovery_times reads)."""
+
+    op_id: Hashable
+    nbytes: int
+    sent: float
+    start_s: float
+    end_s: float | None = None
+    time_s: float | None = None
+    counts: dict[int, int] = field(default_factory=dict)
+    arrivals: dict[int, float] = field(default_factory=dict)
+    bad_size: int = 0
+
+
+class _Run:
+    """The orchestrator of one experiment: spawns, commands and watches the workers."""
+
+    def __init__(self, grid: Grid, links: Path, timeout_s: float, group_options: dict) -> None:
+        self.grid, self.links, self.timeout_s = grid, str(links), timeout_s
+        self.group_options = group_options
+        self.ctx = mp.get_context("spawn")
+        self.procs: dict[int, _Proc] = {}  # rank -> the current worker there
+        self.retired: list[_Proc] = []  # left or killed: left ones still forward
+        self.spares: list[_Proc] = []  # started, not yet given a rank's place
+        self.closed = False
+        self.inbox: list[tuple] = []
+        self.ops: dict[Hashable, _Op] = {}
+        self.early: dict[Hashable, list[tuple]] = {}
+        self.join_s: list[float] = []
+        self.secret = b""
+
+    # messages
+    def spawn(self, rank: int, spare: bool = False) -> _Proc:
+        ours, theirs = self.ctx.Pipe()
+        proc = self.ctx.Process(
+            target=_worker, args=(rank, theirs, self.grid, self.links), daemon=True
+        )
+        spawned = time.monotonic()
+        proc.start()
+        theirs.close()
+        made = _Proc(rank, proc, ours, spawned)
+        if spare:
+            self.spares.append(made)
+        else:
+            self.procs[rank] = made
+        return made
+
+    def promote(self, spare: _Proc) -> None:
+        """A spare takes its rank's place; the worker it replaces is retired."""
+        self.spares.remove(spare)
+        self.retired.append(self.procs[spare.rank])
+        self.procs[spare.rank] = spare
+
+    def send(self, rank: int, *cmd: object) -> None:
+        p = self.procs[rank]
+        if not p.alive:
+            raise MeasureError(f"rank {rank}'s worker is gone")
+        p.conn.send(cmd)
+
+    def _live(self) -> list[_Proc]:
+        return [p for p in (*self.procs.values(), *self.retired, *self.spares) if p.alive]
+
+    def pump(self, timeout: float) -> None:
+        """Take what the workers sent within ``timeout`` (blocking): deliveries go to
+        the checker, the rest to the inbox."""
+        live = {p.conn: p for p in self._live()}
+        for conn in wait(list(live), max(0.0, timeout)):
+            p = live[conn]  # type: ignore[index]
+            while p.alive and p.conn.poll():
+                try:
+                    msg = p.conn.recv()
+                except (EOFError, OSError):
+                    p.alive = False
+                    break
+                self._dispatch(p, msg)
+
+    def _dispatch(self, p: _Proc, msg: tuple) -> None:
+        if msg[0] == "deliver":
+            op = self.ops.get(msg[2])
+            if op is None:  # the root's own delivery can come before its "sent"
+                self.early.setdefault(msg[2], []).append(msg)
+            else:
+                self._count(op, msg)
+        elif msg[0] == "up":
+            p.up = msg[2]
+        elif msg[0] == "error":
+            raise MeasureError(f"rank {msg[1]}: {msg[2]}")
+        else:
+            self.inbox.append(msg)
+
+    @staticmethod
+    def _count(op: _Op, msg: tuple) -> None:
+        _, _rank, _op_id, vnodes, t, size = msg
+        for v in vnodes:
+            op.counts[v] = op.counts.get(v, 0) + 1
+            op.arrivals[v] = t - op.sent
+        op.bad_size += size != op.nbytes
+
+    def expect(self, kind: str, n: int, timeout: float | None = None) -> list[tuple]:
+        """Wait for ``n`` messages of ``kind``; raise :class:`MeasureError` on timeout."""
+        deadline = time.monotonic() + (self.timeout_s if timeout is None else timeout)
+        while True:
+            got = [m for m in self.inbox if m[0] == kind]
+            if len(got) >= n:
+                taken = got[:n]
+                for m in taken:
+                    self.inbox.remove(m)
+                return taken
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise MeasureError(f"timed out waiting for {n} {kind!r} (got {len(got)})")
+            self.pump(min(left, 1.0))
+
+    def ask(self, kind: str, ranks: Sequence[int], *cmd: object) -> dict[int, tuple]:
+        for r in ranks:
+            self.send(r, *cmd)
+        return {m[1]: m for m in self.expect(kind, len(ranks))}
+
+    def close(self) -> list[tuple]:
+        """Stop every live worker; kill those that do not exit. Returns their reports."""
+        if self.closed:
+            return []
+        stopped: list[tuple] = []
+        live = self._live()
+        for p in live:
+            with contextlib.suppress(OSError):
+                p.conn.send(("stop",))
+        with contextlib.suppress(MeasureError):
+            stopped = self.expect("stopped", len(live), timeout=20.0)
+        self.closed = True
+        for p in (*self.procs.values(), *self.retired, *self.spares):
+            p.proc.join(5.0)
+            if p.proc.is_alive():
+                p.proc.kill()
+                p.proc.join(5.0)
+            p.alive = False
+            p.conn.close()
+        return stopped
+
+    # forming the group
+    def up_costs(self, procs: Sequence[_Proc], timeout: float) -> list[float]:
+        deadline = time.monotonic() + timeout
+        while any(p.up is None for p in procs):
+            if time.monotonic() > deadline:
+                raise MeasureError("workers did not start in time")
+            if any(not p.alive and p.up is None for p in procs):
+                raise MeasureError("a worker exited while starting (see its stderr)")
+            self.pump(1.0)
+        return [p.up - p.spawned for p in procs]  # type: ignore[operator]
+
+    def found(self) -> None:
+        self.send(0, "start", self.grid.nranks, self.group_options)
+        self._members(self.expect("member", 1))
+        self.secret = self.ask("secret", [0], "secret")[0][2]
+
+    def join(self, ranks: Sequence[int], contact: Callable[[int], int]) -> None:
+        for r in ranks:
+            self.send(r, "join", self.procs[contact(r)].address, self.secret, self.group_options)
+        self._members(self.expect("member", len(ranks)))
+
+    def _members(self, msgs: list[tuple]) -> None:
+        for _, rank, pid, address, took in msgs:
+            self.procs[rank].pid, self.procs[rank].address = pid, address
+            self.join_s.append(took)
+
+    def form(self) -> None:
+        """Found at rank 0, join the others by cluster, then map vnode i to rank i."""
+        cluster_of = self.grid.cluster_of
+        first: dict[int, int] = {}
+        for r in range(self.grid.nranks):
+            first.setdefault(cluster_of[r], r)
+        self.found()
+        leaders = [r for c, r in first.items() if c != cluster_of[0]]
+        self.join(leaders, lambda r: 0)
+        rest = [r for r in range(1, self.grid.nranks) if r not in leaders]
+        self.join(rest, lambda r: first[cluster_of[r]])
+        self.place()
+
+    def states(self) -> dict[int, tuple]:
+        return self.ask("state", sorted(self.procs), "state")
+
+    def place(self, timeout: float = 120.0) -> None:
+        """Migrate vnodes until rank i owns exactly vnode i."""
+        n, deadline = self.grid.nranks, time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            states = self.states()
+            known = all(m[5] == n for m in states.values())
+            owned = {r: set(m[2]) for r, m in states.items()}
+            if all(owned[r] == {r} for r in range(n)):
+                return
+            if not known or sum(len(v) for v in owned.values()) != n:  # still spreading
+                self.pump(0.2)
+                continue
+            moves: dict[tuple[int, int], list[int]] = {}
+            for r, vs in owned.items():
+                for v in vs - {r}:
+                    moves.setdefault((r, v), []).append(v)
+            for (r, dst), vs in moves.items():
+                self.send(r, "migrate", vs, self.procs[dst].pid)
+            self.expect("migrated", len(moves))
+        raise MeasureError(f"vnodes not placed one per process within {timeout} s")
+
+    def settle(self, timeout: float) -> tuple[float, bool]:
+        """Wait until no process probes and the probe counts stand still."""
+        started, before = time.monotonic(), None
+        while time.monotonic() - started < timeout:
+            states = self.states()
+            probes = tuple(states[r][4] for r in sorted(states))
+            if not any(m[3] for m in states.values()) and probes == before:
+                return time.monotonic() - started, True
+            before = probes
+            self.pump(0.5)
+        return time.monotonic() - started, False
+
+    def nprobes(self) -> int:
+        return sum(m[4] for m in self.states().values())
+
+    # broadcasts
+    def bcast(self, nbytes: int, t0: float, kind: str | None = None) -> _Op:
+        self.send(0, "bcast", nbytes, kind)
+        _, _, op_id, sent = self.expect("sent", 1)[0]
+        op = _Op(op_id, nbytes, sent, sent - t0)
+        self.ops[op_id] = op
+        for msg in self.early.pop(op_id, []):
+            self._count(op, msg)
+        return op
+
+    def finish(self, op: _Op, deadline: float) -> bool:
+        """Wait until ``op`` reached every vnode (True) or ``deadline`` (False)."""
+        n = self.grid.nranks
+        while len(op.counts) < n:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return False
+            self.pump(min(left, 1.0))
+        if op.end_s is None:
+            op.time_s = max(op.arrivals.values())
+            op.end_s = op.start_s + op.time_s
+        return True
+
+    def bcast_done(self, nbytes: int, kind: str | None = None) -> _Op:
+        op = self.bcast(nbytes, time.monotonic())
+        if not self.finish(op, time.monotonic() + self.timeout_s):
+            raise MeasureError(
+                f"a {nbytes}-byte broadcast reached {len(op.counts)} of "
+                f"{self.grid.nranks} vnodes in {self.timeout_s} s"
+            )
+        if any(c != 1 for c in op.counts.values()) or op.bad_size:
+            raise MeasureError(f"a {nbytes}-byte broadcast was delivered wrongly: {op.counts}")
+        return op
+
+
+def _costs(run: _Run, startup: list[float], formed_s: float, settle: tuple) -> dict:
+    return {
+        "mode": "measure",
+        "processes": run.grid.nranks,
+        "baseline": "simulated (gridcoll.simulate, same grid); ours also measured",
+        "startup_s": _stats(startup),
+        "join_s": _stats(run.join_s),
+        "form_s": formed_s,
+        "settle_s": settle[0],
+        "settled": settle[1],
+    }
+
+
+def _session(
+    grid: Grid,
+    body: Callable[[_Run], dict],
+    *,
+    timeout_s: float,
+    settle_timeout_s: float | None,
+    group_options: dict | None,
+    progress: Progress,
+) -> dict:
+    """Spawn, form, (settle,) run ``body``, stop: the common frame of every experiment."""
+    from gridcoll.runtime.emulation import create_link_state
+
+    links = create_link_state(grid)
+    run = _Run(grid, links, timeout_s, dict(group_options or {}))
+    try:
+        started = time.monotonic()
+        progress(0, 4)
+        workers = [run.spawn(r) for r in range(grid.nranks)]
+        startup = run.up_costs(workers, timeout_s)
+        progress(1, 4)
+        run.form()
+        formed = time.monotonic() - started
+        progress(2, 4)
+        settle = (0.0, False) if settle_timeout_s is None else run.settle(settle_timeout_s)
+        progress(3, 4)
+        result = body(run)
+        result.update(_costs(run, startup, formed, settle))
+        result["startup_s"] = _stats(startup + result.pop("rejoin_startup", []))
+        progress(4, 4)
+        reports = run.close()
+        result["worker_errors"] = [r[3] for r in reports if r[3]]
+        return result
+    finally:
+        run.close()
+        links.unlink(missing_ok=True)
+
+
+def _median(values: Sequence[float]) -> float:
+    return statistics.median(values)
+
+
+def _with_measured(simulated: dict, measured: Any) -> dict:
+    """A simulated series with ``ours`` renamed ``ours_simulated`` and the measured
+    ``ours`` last."""
+    out = {k: v for k, v in simulated.items() if k != "ours"}
+    return {**out, "ours_simulated": simulated["ours"], "ours": measured}
+
+
+# -- the experiments ---------------------------------------------------------------------------
+def latency(
+    grid: Grid,
+    *,
+    repeats: int = 5,
+    seed: int = 0,
+    timeout_s: float = 60.0,
+    settle_timeout_s: float | None = 180.0,
+    group_options: dict | None = None,
+    progress: Progress = _noop,
+) -> dict:
+    """Fig. 6 measured: ``repeats`` 1-byte broadcasts from vnode 0 on real processes.
+
+    ``last_arrival_ms["ours"]`` is the median over the repeats of the last arrival;
+    ``arrivals_ms["ours"]`` the repeat with the median last arrival. The baselines and
+    ``ours_simulated`` come from :func:`gridcoll.simulate.phoenix_experiments.latency`.
+    """
+    base = sim.latency(grid, seed=seed)
+
+    def body(run: _Run) -> dict:
+        ops = [run.bcast_done(1) for _ in range(repeats)]
+        lasts = [op.time_s for op in ops]
+        med = sorted(ops, key=lambda op: op.time_s)[len(ops) // 2]
+        arrivals = sorted(t for v, t in med.arrivals.items() if v != 0)
+        return {"lasts": lasts, "arrivals": arrivals, "nprobes": run.nprobes()}
+
+    got = _session(
+        grid,
+        body,
+        timeout_s=timeout_s,
+        settle_timeout_s=settle_timeout_s,
+        group_options=group_options,
+        progress=progress,
+    )
+    last = _with_measured(base["last_arrival_ms"], _median(got.pop("lasts")) * 1e3)
+    arrivals = _with_measured(base["arrivals_ms"], [t * 1e3 for t in got.pop("arrivals")])
+    return {
+        "experiment": "latency",
+        "grid": grid.name,
+        "nprocs": grid.nranks,
+        "repeats": repeats,
+        "last_arrival_ms": last,
+        "arrivals_ms": arrivals,
+        "ratio_to_magpie_like": last["ours"] / last["magpie_like"],
+        "ratio_to_mpich_like": last["ours"] / last["mpich_like"],
+        "ratio_to_simulated": last["ours"] / last["ours_simulated"],
+        "simulated_settle_s": base["settle_s"],
+        **got,
+    }
+
+
+def bandwidth(
+    grid: Grid,
+    *,
+    sizes: Sequence[int] = BANDWIDTH_SIZES,
+    repeats: int = 2,
+    seed: int = 0,
+    timeout_s: float = 120.0,
+    settle_timeout_s: float | None = 180.0,
+    group_options: dict | None = None,
+    progress: Progress = _noop,
+) -> dict:
+    """Fig. 7 measured: for each size, the median over ``repeats`` of the time from
+    the root's send to the last delivery; bandwidth ``nbytes * P / time``;
+    ``ratio_to_list`` at the largest size against List simulated."""
+    base = sim.bandwidth(grid, sizes=sizes, seed=seed)
+    P = grid.nranks
+
+    def body(run: _Run) -> dict:
+        times = {m: _median([run.bcast_done(m).time_s for _ in range(repeats)]) for m in sizes}
+        return {"times": times, "nprobes": run.nprobes()}
+
+    got = _session(
+        grid,
+        body,
+        timeout_s=timeout_s,
+        settle_timeout_s=settle_timeout_s,
+        group_options=group_options,
+        progress=progress,
+    )
+    measured = got.pop("times")
+    rows = []
+    for row in base["rows"]:
+        times = _with_measured(row["time_s"], measured[row["nbytes"]])
+        bw = {k: row["nbytes"] * P / t / 1e6 for k, t in times.items()}
+        rows.append({"nbytes": row["nbytes"], "time_s": times, "bandwidth_MBps": bw})
+    ratios = {
+        str(r["nbytes"]): r["bandwidth_MBps"]["ours"] / r["bandwidth_MBps"]["list"] for r in rows
+    }
+    return {
+        "experiment": "bandwidth",
+        "grid": grid.name,
+        "nprocs": P,
+        "repeats": repeats,
+        "rows": rows,
+        "ratio_to_list": ratios[str(rows[-1]["nbytes"])],
+        "ratio_to_list_by_size": ratios,
+        "ratio_to_simulated_by_size": {
+            str(r["nbytes"]): r["time_s"]["ours"] / r["time_s"]["ours_simulated"] for r in rows
+        },
+        "simulated_settle_s": base["settle_s"],
+        **got,
+    }
+
+
+def reduction(
+    grid: Grid,
+    *,
+    repeats: int = 3,
+    seed: int = 0,
+    timeout_s: float = 60.0,
+    settle_timeout_s: float | None = 180.0,
+    group_options: dict | None = None,
+    progress: Progress = _noop,
+) -> dict:
+    """Fig. 8 measured: every process adds ``v + 1`` for its vnode ``v`` (one 64-bit
+    integer, 8 bytes) towards vnode 0, all started at one agreed instant; the median
+    over ``repeats`` of the time to the result at the root, which must be exact and
+    miss no vnode."""
+    base = sim.reduction(grid, sizes=(8,), seed=seed)
+    n = grid.nranks
+    expected = n * (n + 1) // 2
+
+    def body(run: _Run) -> dict:
+        times = []
+        for i in range(repeats):
+            start_at = time.monotonic() + 0.5
+            for r in range(n):
+                run.send(r, "reduce", f"r{i}", n, start_at, timeout_s)
+            _, _, _, value, missing, done = run.expect("reduced", 1)[0]
+            if value != expected or missing:
+                raise MeasureError(f"reduction {i}: {value!r} (want {expected}), missing {missing}")
+            times.append(done - start_at)
+        return {"times": times, "sum": expected, "nprobes": run.nprobes()}
+
+    got = _session(
+        grid,
+        body,
+        timeout_s=timeout_s,
+        settle_timeout_s=settle_timeout_s,
+        group_options=group_options,
+        progress=progress,
+    )
+    row = base["rows"][0]
+    times = _with_measured(row["time_s"], _median(got["times"]))
+    return {
+        "experiment": "reduction",
+        "grid": grid.name,
+        "nprocs": n,
+        "repeats": repeats,
+        "rows": [{"nbytes": row["nbytes"], "time_s": times}],
+        "ratio_to_magpie_like": times["ours"] / times["magpie_like"],
+        "ratio_by_size": {str(row["nbytes"]): times["ours"] / times["magpie_like"]},
+        "ratio_to_simulated": times["ours"] / times["ours_simulated"],
+        "simulated_settle_s": base["settle_s"],
+        **got,
+    }
+
+
+@dataclass
+class _Churn:
+    """The leave/rejoin schedule of :func:`transition`, applied as time passes."""
+
+    run: _Run
+    t0: float
+    leave_s: float
+    rejoin_s: float
+    crash: bool
+    leavers: list[int]
+    done: set[str] = field(default_factory=set)
+    killed: list[int] = field(default_factory=list)
+    fresh: list[_Proc] = field(default_factory=list)
+
+    def next_at(self) -> float:
+        pending = [t for k, t in self._steps() if k not in self.done]
+        return min(pending, default=float("inf"))
+
+    def _steps(self) -> list[tuple[str, float]]:
+        return [("leave", self.leave_s), ("join", self.rejoin_s)]
+
+    def apply(self) -> None:
+        now = time.monotonic() - self.t0
+        for step, at in self._steps():
+            if step not in self.done and now >= at:
+                self.done.add(step)
+                getattr(self, f"_{step}")()
+
+    def _leave(self) -> None:
+        for r in self.leavers:
+            p = self.run.procs[r]
+            self.killed.append(p.pid)  # type: ignore[arg-type]
+            if self.crash:
+                p.proc.kill()  # SIGKILL: no leave, no goodbye
+                p.alive = False
+            else:
+                self.run.send(r, "leave", self.run.procs[r - 1].pid)
+
+    def _join(self) -> None:
+        for spare in self.fresh:
+            self.run.promote(spare)
+            contact = self.run.procs[spare.rank - 1].address
+            self.run.send(spare.rank, "join", contact, self.run.secret, self.run.group_options)
+
+
+def transition(
+    grid: Grid,
+    *,
+    leave_s: float = TRANSITION[0],
+    rejoin_s: float = TRANSITION[1],
+    until_s: float = TRANSITION[2],
+    nbytes: int = TRANSITION[3],
+    crash: bool = False,
+    op_timeout_s: float = 10.0,
+    timeout_s: float = 60.0,
+    settle_timeout_s: float | None = 120.0,
+    seed: int = 0,
+    group_options: dict | None = None,
+    progress: Progress = _noop,
+) -> dict:
+    """Fig. 9 measured, time-scaled: broadcasts back to back from vnode 0 while the odd
+    ranks leave at ``leave_s`` (``crash``: are SIGKILLed) and come back as new
+    processes at ``rejoin_s`` (module doc). Times count from when the trees have
+    settled (``settle_timeout_s``; None: from when the group is formed, as the
+    simulation does, while the trees are still being built). A broadcast not complete
+    within ``op_timeout_s`` is given up (``incomplete``) and the next one starts. Returns the
+    simulation's fields (``broadcasts``, ``stable_s``, ``recovery_s``, ``delivered``,
+    ``lost``, ``duplicated``, ``incomplete``) and the measured extras."""
+    if not 0 < leave_s < rejoin_s < until_s:
+        raise ParameterError(
+            f"need 0 < leave < rejoin < until, got {leave_s!r}, {rejoin_s!r}, {until_s!r}"
+        )
+    n = grid.nranks
+    leavers = [r for r in range(1, n) if r % 2]
+
+    def body(run: _Run) -> dict:
+        fresh = [run.spawn(r, spare=True) for r in leavers]  # the rejoiners, idle till then
+        run.up_costs(fresh, timeout_s)
+        t0 = time.monotonic()
+        churn = _Churn(run, t0, leave_s, rejoin_s, crash, leavers, fresh=fresh)
+        ops: list[_Op] = []
+        while time.monotonic() - t0 < until_s:
+            churn.apply()
+            op = run.bcast(nbytes, t0)
+            ops.append(op)
+            deadline = time.monotonic() + op_timeout_s
+            while not run.finish(op, min(deadline, t0 + churn.next_at())):
+                if time.monotonic() >= deadline:
+                    break
+                churn.apply()
+        churn.apply()
+        drain = time.monotonic() + op_timeout_s
+        for op in ops:  # drain: what is still on its way is late, not lost
+            run.finish(op, drain)
+        if not crash:
+            run.expect("left", len(leavers))
+        run._members(run.expect("member", len(leavers) if "join" in churn.done else 0))
+        suspected = run.ask("suspects", [0], "suspects")[0][2]
+        return {
+            "ops": ops,
+            "killed": churn.killed,
+            "suspected": suspected,
+            "rejoin_startup": [p.up - p.spawned for p in fresh if p.up is not None],
+        }
+
+    got = _session(
+        grid,
+        body,
+        timeout_s=timeout_s,
+        settle_timeout_s=settle_timeout_s,
+        group_options=group_options,
+        progress=progress,
+    )
+    ops: list[_Op] = got.pop("ops")
+    killed, suspected = got.pop("killed"), set(got.pop("suspected"))
+    done = [op for op in ops if op.end_s is not None]
+    before = sorted(op.time_s for op in done if leave_s / 2 <= op.start_s and op.end_s <= leave_s)
+    stable = before[len(before) // 2] if before else None
+    recovery = (
+        sim.recovery_times(done, [leave_s, rejoin_s], stable)  # type: ignore[arg-type]
+        if stable is not None
+        else [None, None]
+    )
+    return {
+        "experiment": "transition",
+        "grid": grid.name,
+        "nprocs": n,
+        "nbytes": nbytes,
+        "changes_s": {"leave": leave_s, "rejoin": rejoin_s, "until": until_s},
+        "leavers": len(leavers),
+        "crash": crash,
+        "broadcasts": [
+            {"start_s": op.start_s, "end_s": op.end_s, "time_s": op.time_s} for op in ops
+        ],
+        "stable_s": stable,
+        "note": None if stable is not None else "no broadcast completed in [leave/2, leave]",
+        "recovery_s": recovery,
+        "delivered": sum(sum(op.counts.values()) for op in ops),
+        "lost": sum(n - len(op.counts) for op in ops),
+        "duplicated": sum(c - 1 for op in ops for c in op.counts.values() if c > 1),
+        "wrong_size": sum(op.bad_size for op in ops),
+        "incomplete": sum(1 for op in ops if op.end_s is None),
+        "killed": len(killed) if crash else 0,
+        "killed_suspected_by_root": len(suspected & set(killed)) if crash else 0,
+        "op_timeout_s": op_timeout_s,
+        **got,
+    }
+
+
+MEASURE_EXPERIMENTS: dict[str, Callable[..., dict]] = {
+    "latency": latency,
+    "bandwidth": bandwidth,
+    "reduction": reduction,
+    "transition": transition,
+}
+"""``--experiment`` name -> measured experiment function."""
