@@ -10,8 +10,8 @@ sizes, a 64 KiB transition with changes at 40 s and 60 s.
 
 ``--measure`` runs them instead on real processes
 (:mod:`gridcoll.measure.dynamic_experiments`): ``--processes N`` (default 32) on
-``das2-spread:N,3`` (latency, reduction) or ``:N,4`` (bandwidth: 64 KiB to 4 MiB;
-transition: 4 MiB, changes at 30 s and 45 s, end at 60 s), the baselines simulated on
+``das2-spread:N,3`` (latency, reduction) or ``:N,4`` (bandwidth: 64 KiB to 1 MiB;
+transition: 256 KiB, changes at 30 s and 45 s, end at 60 s), the baselines simulated on
 the same grid; it writes ``bench/results/dynamic-measure.json`` unless ``--out`` says
 otherwise. With ``--quick``: 6 processes, two sizes, a 64 KiB transition at 4 s, 8 s,
 12 s.
