@@ -464,6 +464,11 @@ class Group:
     def state(self) -> p.State:
         return self._view.state
 
+    def probing(self) -> bool:
+        """Whether the core is still probing (its trees not settled), asked on the I/O
+        thread (the core is not thread-safe)."""
+        return bool(self._call(self.core.probing))
+
     def wait_until(self, predicate: Callable[[Group], bool], timeout: float) -> bool:
         """Block until ``predicate(self)`` holds (checked after every event); False on
         timeout."""

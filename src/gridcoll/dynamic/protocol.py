@@ -200,7 +200,6 @@ from gridcoll.dynamic.trees import (
     choose_tree,
     latency_better,
     latency_summary,
-    pipelined_time,
     segment_size,
 )
 from gridcoll.dynamic.vnodes import VNodeState, VNodeTable
@@ -1455,18 +1454,6 @@ class Process:
             return nbytes
         summary = self._summary(tree)
         return segment_size(summary, nbytes, self._segment_cost(summary))
-
-    def predicted_time(self, kind: str, nbytes: int) -> float:
-        """The model's time for an ``nbytes`` broadcast from here on tree ``kind``: the
-        latency tree store and forward, the bandwidth tree pipelined."""
-        tree = self.trees.get((kind, self.pid))
-        if tree is None:
-            return math.inf
-        summary = self._summary(tree)
-        if kind == "latency":
-            return summary.time(nbytes)
-        cost = self._segment_cost(summary)
-        return pipelined_time(summary, nbytes, segment_size(summary, nbytes, cost), cost)
 
     def choose_kind(self, nbytes: int) -> str:
         """The tree the model predicts faster for an ``nbytes`` broadcast from here."""

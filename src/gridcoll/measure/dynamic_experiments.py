@@ -126,12 +126,6 @@ def _stats(values: Sequence[float]) -> dict[str, float | None]:
 
 
 # -- the worker (one spawned process per rank) ---------------------------------------------
-def _probing(group: Any) -> bool:
-    """The core's ``probing()``, asked on the group's I/O thread (the core is not
-    thread-safe, and :class:`Group` does not publish it)."""
-    return bool(group._call(group.core.probing))
-
-
 class _Member:
     """A worker's state: its group, and a lock for the pipe two threads write to."""
 
@@ -172,7 +166,7 @@ class _Member:
             self.put("secret", self.rank, g.secret)
         elif name == "state":
             vnodes, members = tuple(sorted(g.vnodes)), len(g.members)
-            self.put("state", self.rank, vnodes, _probing(g), g.stats.probes, members)
+            self.put("state", self.rank, vnodes, g.probing(), g.stats.probes, members)
         elif name == "migrate":
             g.migrate(frozenset(args[0]), args[1])
             self.put("migrated", self.rank)
