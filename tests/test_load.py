@@ -242,4 +242,3 @@ def test_cli_mpirun_refuses_a_trace_naming_a_missing_link_before_launching(capsy
     path.write_text(json.dumps(HALF.to_json()))
     assert main(["mpirun", "--grid", "teragrid", "--load", str(path), "--", "false"]) != 0
     assert "lacks: c0->c1" in capsys.readouterr().err
-

@@ -688,8 +688,7 @@ def test_watchdog_ends_a_call_past_its_deadline_and_spares_a_finished_one():
     assert fired.wait(5.0)
     assert reasons == [
         "last words: native broadcast from root 3 did not complete within 0.1 s",
-        "native broadcast from root 3 did not complete within 0.1 s "
-        "(a rank died or never joined)",
+        "native broadcast from root 3 did not complete within 0.1 s (a rank died or never joined)",
     ]
 
 

@@ -289,9 +289,7 @@ def seed001_trace(
     return trace if time_scale == 1.0 else trace.scaled(time_scale)
 
 
-def load_from_spec(
-    spec: str, grid, duration: float = 3600.0, time_scale: float = 1.0
-) -> LoadTrace:
+def load_from_spec(spec: str, grid, duration: float = 3600.0, time_scale: float = 1.0) -> LoadTrace:
     """A load trace named on the command line: ``seed001`` or ``seed001:SEED`` (the
     generator, :func:`seed001_trace`, over ``duration`` unscaled seconds), or a
     ``gridcoll-load/1`` file; times multiplied by ``time_scale``; checked against
