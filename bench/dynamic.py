@@ -12,9 +12,11 @@ sizes, a 64 KiB transition with changes at 40 s and 60 s.
 (:mod:`gridcoll.measure.dynamic_experiments`): ``--processes N`` (default 32) on
 ``das2-spread:N,3`` (latency, reduction) or ``:N,4`` (bandwidth: 64 KiB to 1 MiB;
 transition: 256 KiB, changes at 30 s and 45 s, end at 60 s), the baselines simulated on
-the same grid; it writes ``bench/results/dynamic-measure.json`` unless ``--out`` says
-otherwise. With ``--quick``: 6 processes, two sizes, a 64 KiB transition at 4 s, 8 s,
-12 s.
+the same grid, and issue 15's exactly-once checker (``churn``: 20 runs of random joins
+and leaves during 64 KiB broadcasts, 8 processes unless ``--processes``); it writes
+``bench/results/dynamic-measure.json`` unless ``--out`` says otherwise. With
+``--quick``: 6 processes, two sizes, a 64 KiB transition at 4 s, 8 s, 12 s, two churn
+runs.
 
 Run: ``python bench/dynamic.py [--quick] [--measure [--processes N]] [--out FILE]``.
 """
@@ -50,6 +52,7 @@ GOALS = {
         lambda r: all(x is not None and x <= 2.0 for x in r),
         "<= 2 s each (seed 004: ~8 s)",
     ),
+    "churn": ("lost", lambda x: x == 0, "0 lost and 0 duplicated over every run"),
 }
 """Experiment -> (headline field, issue 14's goal met?, the goal in words)."""
 
@@ -59,6 +62,7 @@ MEASURE_QUICK = {
     "bandwidth": {"sizes": (64 * KiB, 1 * MiB), "settle_timeout_s": 30.0},
     "reduction": {"settle_timeout_s": 30.0},
     "transition": {"nbytes": 64 * KiB, "leave_s": 4.0, "rejoin_s": 8.0, "until_s": 12.0},
+    "churn": {"runs": 2, "changes": 4, "duration_s": 8.0, "nbytes": 16 * KiB},
 }
 """``--measure --quick``: keyword arguments per experiment (6 processes)."""
 
@@ -72,11 +76,19 @@ def _cases(bench: Bench) -> dict[str, tuple[str, Any, dict]]:
             spec, kwargs = QUICK[name] if bench.quick else (DEFAULT_GRIDS[name], {})
             cases[name] = (spec, run, kwargs)
         return cases
-    from gridcoll.measure.dynamic_experiments import MEASURE_EXPERIMENTS, default_grid
+    from gridcoll.measure.dynamic_experiments import (
+        DEFAULT_PROCESSES,
+        MEASURE_EXPERIMENTS,
+        default_grid,
+    )
 
-    n = 6 if bench.quick and args.processes is None else (args.processes or 32)
+    def nprocs(name: str) -> int:
+        if bench.quick and args.processes is None:
+            return 6
+        return args.processes or DEFAULT_PROCESSES[name]
+
     return {
-        name: (default_grid(name, n), run, MEASURE_QUICK[name] if bench.quick else {})
+        name: (default_grid(name, nprocs(name)), run, MEASURE_QUICK[name] if bench.quick else {})
         for name, run in MEASURE_EXPERIMENTS.items()
     }
 
@@ -87,7 +99,10 @@ def main(argv: list[str] | None = None) -> int:
         "--measure", action="store_true", help="real processes (gridcoll.dynamic.Group)"
     )
     bench.parser.add_argument(
-        "--processes", type=int, default=None, help="--measure: processes (default 32)"
+        "--processes",
+        type=int,
+        default=None,
+        help="--measure: processes (default 32; churn 8)",
     )
     args = bench.parse()
     if args.measure:
@@ -102,14 +117,15 @@ def main(argv: list[str] | None = None) -> int:
         field, met, goal = GOALS[name]
         value = result[field]
         ok = met(value)
-        if name == "transition":
+        if name in ("transition", "churn"):
             ok = ok and result["lost"] == 0 and result["duplicated"] == 0
         bench.add(experiment=name, grid=spec, wall_s=wall, result=result)
         summary[name] = {"grid": spec, field: value, "goal": goal, "met": ok, "wall_s": wall}
-        if name == "transition":
+        if name in ("transition", "churn"):
             summary[name].update({k: result[k] for k in ("delivered", "lost", "duplicated")})
         if args.measure:
-            summary[name].update({k: result[k] for k in ("startup_s", "join_s", "settled")})
+            costs = ("startup_s", "join_s", "settled", "nruns", "broadcasts")
+            summary[name].update({k: result[k] for k in costs if k in result})
     columns = [
         ("experiment", "experiment", None),
         ("grid", "grid", None),

@@ -8,14 +8,24 @@ once, the exact sum, clean churn), never timing: the machine is shared.
 from __future__ import annotations
 
 import argparse
+import random
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from gridcoll.cli.dynamic import add_parser
 from gridcoll.cli.dynamic import run as cli_run
 from gridcoll.errors import ParameterError
-from gridcoll.measure.dynamic_experiments import default_grid, latency, reduction, transition
+from gridcoll.measure.dynamic_experiments import (
+    churn,
+    churn_steps,
+    default_grid,
+    latency,
+    reduction,
+    transition,
+)
 from gridcoll.network import get_grid
 from gridcoll.plot.dynamic import plot_dynamic
 
@@ -81,6 +91,82 @@ def test_transition_crash_ends_and_reports_the_lost_vnodes() -> None:
     assert result["delivered"] + result["lost"] == total
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    nprocs=st.integers(3, 40),
+    changes=st.integers(0, 30),
+    duration=st.floats(1.0, 100.0),
+    seed=st.integers(0, 2**32),
+)
+def test_churn_steps_are_a_schedule_the_orchestrator_can_run(
+    nprocs: int, changes: int, duration: float, seed: int
+) -> None:
+    steps = churn_steps(nprocs, changes, duration, random.Random(seed))
+    assert len(steps) <= changes
+    assert [t for t, *_ in steps] == sorted(t for t, *_ in steps)
+    assert all(0.05 * duration <= t <= 0.7 * duration for t, *_ in steps)
+    present, left, back = set(range(nprocs)), set(), set()
+    for _, action, rank, via in steps:
+        # the heir or contact is a founder still there (its pid and address known)
+        assert via in present and via not in back and via != rank
+        if action == "leave":
+            assert rank != 0 and rank in present and rank not in back and rank not in left
+            present.discard(rank)
+            left.add(rank)
+        else:
+            assert action == "join" and rank in left and rank not in present
+            present.add(rank)
+            back.add(rank)
+        assert len(present) >= (nprocs + 1) // 2 and 0 in present
+
+
+def test_churn_steps_mix_joins_and_leaves() -> None:
+    steps = churn_steps(8, 6, 20.0, random.Random(0))
+    assert {a for _, a, _, _ in steps} == {"leave", "join"}
+
+
+@pytest.mark.timeout(180)
+def test_churn_checker_counts_every_vnode_once_on_real_processes() -> None:
+    grid = get_grid("das2-spread:6,3")
+    result = churn(grid, runs=1, changes=4, duration_s=8.0, nbytes=16 * 1024, seed=3)
+    (run,) = result["runs"]
+    actions = [s["action"] for s in run["steps"]]
+    assert "leave" in actions and "join" in actions  # real churn happened
+    assert (result["lost"], result["duplicated"], result["wrong_size"]) == (0, 0, 0)
+    assert result["incomplete"] == 0 and result["worker_errors"] == []
+    assert result["delivered"] == 6 * result["broadcasts"] > 0
+
+
+def test_cli_prints_the_churn_checkers_counts() -> None:
+    from rich.console import Console
+
+    from gridcoll.cli.dynamic import _headline, _table
+
+    steps = [{"at_s": 1.0, "action": "leave", "rank": 3, "via": 1}]
+    row = {"run": 0, "steps": steps, "broadcasts": 5, "delivered": 40, "lost": 0}
+    result = {
+        "experiment": "churn",
+        "mode": "measure",
+        "grid": "das2-spread:8,4",
+        "nprocs": 8,
+        "nruns": 1,
+        "changes": 6,
+        "runs": [{**row, "duplicated": 1}],
+        **{k: row[k] for k in ("broadcasts", "delivered", "lost")},
+        "duplicated": 1,
+        "incomplete": 0,
+    }
+    text = _headline(result)
+    assert text.startswith("measured with 8 processes; 1 runs of 6 random joins and leaves")
+    assert "delivered 40, lost 0, duplicated 1 (goal: 0 and 0)" in text
+    console = Console(width=120, record=True)
+    console.print(_table(result))
+    out = console.export_text()
+    assert "das2-spread:8,4" in out and "duplicated" in out
+    cells = [c.strip() for c in out.splitlines()[-2].split("│")[1:-1]]
+    assert cells == ["0", "0", "1", "5", "40", "0", "1"]  # run, joins, leaves, ...
+
+
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())
@@ -108,6 +194,13 @@ def test_cli_checks_the_measure_flags() -> None:
                 "das2-spread:6,3",
             )
         )
+    with pytest.raises(ParameterError, match="add --measure"):
+        cli_run(_args("--experiment", "churn"))
+    with pytest.raises(ParameterError, match="--runs is for churn"):
+        cli_run(_args("--experiment", "transition", "--measure", "--runs", "3"))
+    with pytest.raises(ParameterError, match="at least 1"):
+        cli_run(_args("--experiment", "churn", "--measure", "--runs", "0"))
+    assert default_grid("churn") == "das2-spread:8,4"
     assert default_grid("latency", 32) == "das2-spread:32,3"
     assert default_grid("transition", 8) == "das2-spread:8,4"
 

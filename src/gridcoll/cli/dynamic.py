@@ -8,7 +8,10 @@ paper's set-up for the experiment (``das2-spread:201,3``, ``:137,4``, ``:128,3``
 ``:160,4``). ``--measure`` runs it instead with ``--processes N`` real processes
 (:mod:`gridcoll.measure.dynamic_experiments`, default 32, on ``das2-spread:N,3`` or
 ``:N,4``), the baselines simulated on the same grid; ``--crash`` makes transition's
-leavers die by SIGKILL. A progress line goes to stderr. It prints a table and the
+leavers die by SIGKILL. ``--experiment churn --measure [--runs N]`` is issue 15's
+exactly-once checker: ``N`` runs (default 20) of random joins and leaves on real
+processes (default 8) during broadcasts, every vnode's deliveries counted. A progress
+line goes to stderr. It prints a table and the
 headline (``--json``: one object, every series and ``ratio_to_magpie_like``,
 ``ratio_to_list`` or ``recovery_s``, ``delivered``, ``lost``, ``duplicated``);
 ``--plot`` draws the figure.
@@ -30,7 +33,7 @@ from gridcoll.errors import ParameterError
 
 __all__ = ["add_parser", "run"]
 
-EXPERIMENT_NAMES = ("latency", "bandwidth", "reduction", "transition")
+EXPERIMENT_NAMES = ("latency", "bandwidth", "reduction", "transition", "churn")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
@@ -48,7 +51,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "--experiment",
         required=True,
         choices=EXPERIMENT_NAMES,
-        help="fig. 6 latency, fig. 7 bandwidth, fig. 8 reduction, fig. 9 transition",
+        help="fig. 6 latency, fig. 7 bandwidth, fig. 8 reduction, fig. 9 transition; "
+        "churn (--measure): the exactly-once checker over runs of random joins and leaves",
     )
     parser.add_argument(
         "--grid",
@@ -82,6 +86,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         action="store_true",
         help="--measure transition: SIGKILL the leavers instead of leaving politely",
     )
+    parser.add_argument(
+        "--runs",
+        type=int,
+        default=None,
+        metavar="N",
+        help="--measure churn: the number of runs, each a new group (default 20)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seeds the processes (default 0)")
     parser.add_argument(
         "--sizes",
@@ -94,7 +105,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         type=size_arg,
         default=None,
         metavar="SIZE",
-        help="transition: the broadcast size (default 4MiB; with --measure 256KiB)",
+        help="transition, churn: the broadcast size (default 4MiB; with --measure "
+        "256KiB; churn 64KiB)",
     )
     parser.add_argument(
         "--times",
@@ -119,8 +131,16 @@ def _options(args: argparse.Namespace) -> dict:
         if not sizes or any(s < 1 for s in sizes):
             raise ParameterError(f"--sizes needs positive sizes, got {args.sizes!r:.60}")
         kwargs["sizes"] = sorted(set(sizes))
-    if (args.size is not None or args.times is not None) and exp != "transition":
-        raise ParameterError(f"--size and --times are for transition, not {exp}")
+    if args.size is not None and exp not in ("transition", "churn"):
+        raise ParameterError(f"--size is for transition and churn, not {exp}")
+    if args.times is not None and exp != "transition":
+        raise ParameterError(f"--times is for transition, not {exp}")
+    if args.runs is not None:
+        if exp != "churn":
+            raise ParameterError(f"--runs is for churn, not {exp}")
+        if args.runs < 1:
+            raise ParameterError(f"--runs needs at least 1, got {args.runs}")
+        kwargs["runs"] = args.runs
     if args.size is not None:
         kwargs["nbytes"] = args.size
     if args.times is not None:
@@ -141,6 +161,13 @@ def _check_mode(args: argparse.Namespace) -> None:
         raise ParameterError("--processes, --settle and --crash need --measure")
     if args.settle is not None and args.settle < 0:
         raise ParameterError(f"--settle needs seconds >= 0, got {args.settle}")
+    if args.experiment == "churn" and not args.measure:
+        raise ParameterError(
+            "churn runs real processes: add --measure (in simulation, the churn property "
+            "tests check exactly-once delivery: tests/test_dynamic_churn.py)"
+        )
+    if args.experiment == "churn" and args.plot:
+        raise ParameterError("churn has no figure: its result is the checker's counts")
     if args.crash and args.experiment != "transition":
         raise ParameterError(f"--crash is for transition, not {args.experiment}")
     if args.processes is not None and args.processes < 2:
@@ -158,7 +185,7 @@ def _experiment(args: argparse.Namespace) -> tuple[Any, str]:
             default_grid,
         )
 
-        n = args.processes or DEFAULT_PROCESSES
+        n = args.processes or DEFAULT_PROCESSES[args.experiment]
         return MEASURE_EXPERIMENTS[args.experiment], default_grid(args.experiment, n)
     from gridcoll.simulate.phoenix_experiments import DEFAULT_GRIDS, EXPERIMENTS
 
@@ -216,9 +243,12 @@ def _stderr_progress(experiment: str, grid: str) -> Callable[[int, int], None]:
     started = time.monotonic()
 
     def progress(done: int, total: int) -> None:
-        stage = _STAGES[min(done, len(_STAGES) - 1)]
+        stages = len(_STAGES) - 1  # per group formed: churn forms one per run
+        runs = max(1, total // stages)
+        stage = _STAGES[stages if done >= total else done % stages]
+        run = f"run {done // stages + 1} of {runs}: " if runs > 1 and done < total else ""
         took = time.monotonic() - started
-        print(f"\r{experiment} on {grid}: {stage} ({took:.0f} s)", end="", file=sys.stderr)
+        print(f"\r{experiment} on {grid}: {run}{stage} ({took:.0f} s)   ", end="", file=sys.stderr)
         sys.stderr.flush()
 
     return progress
@@ -240,6 +270,17 @@ def _table(result: dict) -> Table:
             table.add_column(f"{name} ({'MB/s' if exp == 'bandwidth' else 's'})", justify="right")
         for row in result["rows"]:
             table.add_row(str(row["nbytes"]), *(f"{row[key][n]:.4g}" for n in names))
+    elif exp == "churn":
+        for col in ("run", "joins", "leaves", "broadcasts", "delivered", "lost", "duplicated"):
+            table.add_column(col, justify="right")
+        for row in result["runs"]:
+            actions = [s["action"] for s in row["steps"]]
+            table.add_row(
+                str(row["run"]),
+                str(actions.count("join")),
+                str(actions.count("leave")),
+                *(str(row[k]) for k in ("broadcasts", "delivered", "lost", "duplicated")),
+            )
     else:
         table.add_column("start (s)", justify="right")
         table.add_column("completion (s)", justify="right")
@@ -251,7 +292,9 @@ def _table(result: dict) -> Table:
 
 def _headline(result: dict) -> str:
     text = _headline_text(result)
-    if result.get("mode") == "measure":
+    if result["experiment"] == "churn":
+        text = f"measured with {result['nprocs']} processes; {text}"
+    elif result.get("mode") == "measure":
         text = f"measured with {result['nprocs']} processes, baselines simulated; {text}"
         if result.get("crash"):
             text += (
@@ -263,6 +306,13 @@ def _headline(result: dict) -> str:
 
 def _headline_text(result: dict) -> str:
     exp = result["experiment"]
+    if exp == "churn":
+        return (
+            f"{result['nruns']} runs of {result['changes']} random joins and leaves, "
+            f"{result['broadcasts']} broadcasts: delivered {result['delivered']}, lost "
+            f"{result['lost']}, duplicated {result['duplicated']} (goal: 0 and 0), "
+            f"incomplete {result['incomplete']}"
+        )
     if exp in ("latency", "reduction"):
         return (
             f"ours / MagPIe-like: {result['ratio_to_magpie_like']:.3f} "

@@ -49,6 +49,13 @@ each one vnode back. A checker counts every vnode's deliveries of every broadcas
 ``delivered``, ``lost`` (vnodes never given a broadcast, after a final drain),
 ``duplicated``.
 
+*The churn checker* (issue 15's goal of zero lost and zero duplicated deliveries over
+20 runs with random joins and leaves): :func:`churn` forms a new group per run and
+broadcasts back to back from vnode 0 while :func:`churn_steps` (seeded per run) makes
+founders leave, giving their vnodes to another founder, and brings left ranks back as
+new processes through a founder; the same checker counts every vnode's deliveries. The
+churn starts at once, while the trees are still being built.
+
 *Baselines.* MPICH-like, MagPIe-like and List are not re-implemented on processes:
 their figures are the simulator's on the same grid (``baseline: "simulated"``), next
 to ours simulated (``ours_simulated``) and ours measured (``ours``).
@@ -64,6 +71,7 @@ from __future__ import annotations
 
 import contextlib
 import multiprocessing as mp
+import random
 import statistics
 import threading
 import time
@@ -82,14 +90,23 @@ __all__ = [
     "MEASURE_EXPERIMENTS",
     "MeasureError",
     "bandwidth",
+    "churn",
+    "churn_steps",
     "default_grid",
     "latency",
     "reduction",
     "transition",
 ]
 
-DEFAULT_PROCESSES = 32
-"""Issue 15: 32 processes on this 2-core machine."""
+DEFAULT_PROCESSES = {
+    "latency": 32,
+    "bandwidth": 32,
+    "reduction": 32,
+    "transition": 32,
+    "churn": 8,
+}
+"""Issue 15: 32 processes on this 2-core machine; the churn checker's 20 runs, 8 each
+(and up to 6 newcomers)."""
 
 BANDWIDTH_SIZES = (64 * 1024, 256 * 1024, 1024 * 1024)
 """Fig. 7's range cut to fit a 5-minute run (the paper goes to 64 MiB): das2's
@@ -110,8 +127,10 @@ class MeasureError(GridcollError):
     """A measured experiment failed: a worker error, a timeout, a wrong result."""
 
 
-def default_grid(experiment: str, nprocs: int = DEFAULT_PROCESSES) -> str:
-    """``das2-spread:N,3`` for latency and reduction, ``das2-spread:N,4`` otherwise."""
+def default_grid(experiment: str, nprocs: int | None = None) -> str:
+    """``das2-spread:N,3`` for latency and reduction, ``das2-spread:N,4`` otherwise
+    (``N`` defaults to the experiment's :data:`DEFAULT_PROCESSES`)."""
+    nprocs = DEFAULT_PROCESSES[experiment] if nprocs is None else nprocs
     return f"das2-spread:{nprocs},{3 if experiment in ('latency', 'reduction') else 4}"
 
 
@@ -537,10 +556,6 @@ def _session(
         links.unlink(missing_ok=True)
 
 
-def _median(values: Sequence[float]) -> float:
-    return statistics.median(values)
-
-
 def _with_measured(simulated: dict, measured: Any) -> dict:
     """A simulated series with ``ours`` renamed ``ours_simulated`` and the measured
     ``ours`` last."""
@@ -582,7 +597,7 @@ def latency(
         group_options=group_options,
         progress=progress,
     )
-    last = _with_measured(base["last_arrival_ms"], _median(got.pop("lasts")) * 1e3)
+    last = _with_measured(base["last_arrival_ms"], statistics.median(got.pop("lasts")) * 1e3)
     arrivals = _with_measured(base["arrivals_ms"], [t * 1e3 for t in got.pop("arrivals")])
     return {
         "experiment": "latency",
@@ -617,7 +632,9 @@ def bandwidth(
     P = grid.nranks
 
     def body(run: _Run) -> dict:
-        times = {m: _median([run.bcast_done(m).time_s for _ in range(repeats)]) for m in sizes}
+        times = {
+            m: statistics.median([run.bcast_done(m).time_s for _ in range(repeats)]) for m in sizes
+        }
         return {"times": times, "nprobes": run.nprobes()}
 
     got = _session(
@@ -692,7 +709,7 @@ def reduction(
         progress=progress,
     )
     row = base["rows"][0]
-    times = _with_measured(row["time_s"], _median(got["times"]))
+    times = _with_measured(row["time_s"], statistics.median(got["times"]))
     return {
         "experiment": "reduction",
         "grid": grid.name,
@@ -709,47 +726,82 @@ def reduction(
 
 @dataclass
 class _Churn:
-    """The leave/rejoin schedule of :func:`transition`, applied as time passes."""
+    """Leaves, crashes and joins applied as time passes: ``steps`` of ``(at_s, action,
+    rank, other)``, sorted by time. ``leave``: rank's process migrates its vnodes to
+    rank ``other``'s process and leaves; ``crash``: it is SIGKILLed; ``join``: the spare
+    spawned for rank joins through rank ``other``'s process."""
 
     run: _Run
     t0: float
-    leave_s: float
-    rejoin_s: float
-    crash: bool
-    leavers: list[int]
-    done: set[str] = field(default_factory=set)
+    steps: list[tuple[float, str, int, int]]
+    applied: int = 0
+    left: int = 0
+    joined: int = 0
     killed: list[int] = field(default_factory=list)
-    fresh: list[_Proc] = field(default_factory=list)
 
     def next_at(self) -> float:
-        pending = [t for k, t in self._steps() if k not in self.done]
-        return min(pending, default=float("inf"))
-
-    def _steps(self) -> list[tuple[str, float]]:
-        return [("leave", self.leave_s), ("join", self.rejoin_s)]
+        return self.steps[self.applied][0] if self.applied < len(self.steps) else float("inf")
 
     def apply(self) -> None:
         now = time.monotonic() - self.t0
-        for step, at in self._steps():
-            if step not in self.done and now >= at:
-                self.done.add(step)
-                getattr(self, f"_{step}")()
+        while self.applied < len(self.steps) and self.steps[self.applied][0] <= now:
+            _, action, rank, other = self.steps[self.applied]
+            self.applied += 1
+            getattr(self, f"_{action}")(rank, other)
 
-    def _leave(self) -> None:
-        for r in self.leavers:
-            p = self.run.procs[r]
-            self.killed.append(p.pid)  # type: ignore[arg-type]
-            if self.crash:
-                p.proc.kill()  # SIGKILL: no leave, no goodbye
-                p.alive = False
-            else:
-                self.run.send(r, "leave", self.run.procs[r - 1].pid)
+    def _leave(self, rank: int, other: int) -> None:
+        self.killed.append(self.run.procs[rank].pid)  # type: ignore[arg-type]
+        self.run.send(rank, "leave", self.run.procs[other].pid)
+        self.left += 1
 
-    def _join(self) -> None:
-        for spare in self.fresh:
-            self.run.promote(spare)
-            contact = self.run.procs[spare.rank - 1].address
-            self.run.send(spare.rank, "join", contact, self.run.secret, self.run.group_options)
+    def _crash(self, rank: int, other: int) -> None:
+        p = self.run.procs[rank]
+        self.killed.append(p.pid)  # type: ignore[arg-type]
+        p.proc.kill()  # SIGKILL: no leave, no goodbye
+        p.alive = False
+
+    def _join(self, rank: int, other: int) -> None:
+        spare = next(s for s in self.run.spares if s.rank == rank)
+        contact = self.run.procs[other].address
+        self.run.promote(spare)
+        self.run.send(rank, "join", contact, self.run.secret, self.run.group_options)
+        self.joined += 1
+
+
+def _back_to_back(
+    run: _Run, churn: _Churn, nbytes: int, until_s: float, op_timeout_s: float
+) -> list[_Op]:
+    """Broadcasts from vnode 0 back to back while ``churn`` is applied, each given up
+    after ``op_timeout_s``; then a drain, so that what is still on its way counts as
+    late, not lost, and the leavers' and joiners' reports."""
+    ops: list[_Op] = []
+    while time.monotonic() - churn.t0 < until_s:
+        churn.apply()
+        op = run.bcast(nbytes, churn.t0)
+        ops.append(op)
+        deadline = time.monotonic() + op_timeout_s
+        while not run.finish(op, min(deadline, churn.t0 + churn.next_at())):
+            if time.monotonic() >= deadline:
+                break
+            churn.apply()
+    churn.apply()
+    drain = time.monotonic() + op_timeout_s
+    for op in ops:
+        run.finish(op, drain)
+    run.expect("left", churn.left)
+    run._members(run.expect("member", churn.joined))
+    return ops
+
+
+def _checked(ops: Sequence[_Op], nvnodes: int) -> dict[str, int]:
+    """The checker's counts over ``ops``: every vnode's deliveries of every broadcast."""
+    return {
+        "delivered": sum(sum(op.counts.values()) for op in ops),
+        "lost": sum(nvnodes - len(op.counts) for op in ops),
+        "duplicated": sum(c - 1 for op in ops for c in op.counts.values() if c > 1),
+        "wrong_size": sum(op.bad_size for op in ops),
+        "incomplete": sum(1 for op in ops if op.end_s is None),
+    }
 
 
 def transition(
@@ -782,28 +834,14 @@ def transition(
     n = grid.nranks
     leavers = [r for r in range(1, n) if r % 2]
 
+    steps = [(leave_s, "crash" if crash else "leave", r, r - 1) for r in leavers]
+    steps += [(rejoin_s, "join", r, r - 1) for r in leavers]
+
     def body(run: _Run) -> dict:
         fresh = [run.spawn(r, spare=True) for r in leavers]  # the rejoiners, idle till then
         run.up_costs(fresh, timeout_s)
-        t0 = time.monotonic()
-        churn = _Churn(run, t0, leave_s, rejoin_s, crash, leavers, fresh=fresh)
-        ops: list[_Op] = []
-        while time.monotonic() - t0 < until_s:
-            churn.apply()
-            op = run.bcast(nbytes, t0)
-            ops.append(op)
-            deadline = time.monotonic() + op_timeout_s
-            while not run.finish(op, min(deadline, t0 + churn.next_at())):
-                if time.monotonic() >= deadline:
-                    break
-                churn.apply()
-        churn.apply()
-        drain = time.monotonic() + op_timeout_s
-        for op in ops:  # drain: what is still on its way is late, not lost
-            run.finish(op, drain)
-        if not crash:
-            run.expect("left", len(leavers))
-        run._members(run.expect("member", len(leavers) if "join" in churn.done else 0))
+        churn = _Churn(run, time.monotonic(), steps)
+        ops = _back_to_back(run, churn, nbytes, until_s, op_timeout_s)
         suspected = run.ask("suspects", [0], "suspects")[0][2]
         return {
             "ops": ops,
@@ -844,15 +882,111 @@ def transition(
         "stable_s": stable,
         "note": None if stable is not None else "no broadcast completed in [leave/2, leave]",
         "recovery_s": recovery,
-        "delivered": sum(sum(op.counts.values()) for op in ops),
-        "lost": sum(n - len(op.counts) for op in ops),
-        "duplicated": sum(c - 1 for op in ops for c in op.counts.values() if c > 1),
-        "wrong_size": sum(op.bad_size for op in ops),
-        "incomplete": sum(1 for op in ops if op.end_s is None),
+        **_checked(ops, n),
         "killed": len(killed) if crash else 0,
         "killed_suspected_by_root": len(suspected & set(killed)) if crash else 0,
         "op_timeout_s": op_timeout_s,
         **got,
+    }
+
+
+def churn_steps(
+    nprocs: int, changes: int, duration_s: float, rng: random.Random
+) -> list[tuple[float, str, int, int]]:
+    """A random schedule for :func:`churn`: ``changes`` leaves and joins at uniform
+    times in the first 70% of ``duration_s``. A leave takes a founder that has not
+    left (never rank 0, which holds the root vnode; at least half the ranks stay) and
+    names a founder still there as the heir of its vnodes; a join brings a rank that
+    left back as a new process, through a founder still there (the orchestrator knows
+    the founders' addresses; a joiner's only once it has joined). A rank leaves at
+    most once."""
+    present, gone, back = set(range(nprocs)), [], set()
+    steps = []
+    for at in sorted(rng.uniform(0.05, 0.7) * duration_s for _ in range(changes)):
+        founders = sorted(present - back)
+        leavable = [r for r in founders if r != 0]
+        if gone and (rng.random() < 0.5 or len(present) <= (nprocs + 1) // 2 or not leavable):
+            r = gone.pop(rng.randrange(len(gone)))
+            steps.append((at, "join", r, rng.choice(founders)))
+            present.add(r)
+            back.add(r)
+        elif leavable and len(present) > (nprocs + 1) // 2:
+            r = rng.choice(leavable)
+            present.discard(r)
+            gone.append(r)
+            steps.append((at, "leave", r, rng.choice([f for f in founders if f != r])))
+    return steps
+
+
+def churn(
+    grid: Grid,
+    *,
+    runs: int = 20,
+    changes: int = 6,
+    duration_s: float = 20.0,
+    nbytes: int = 64 * 1024,
+    op_timeout_s: float = 10.0,
+    timeout_s: float = 60.0,
+    seed: int = 0,
+    group_options: dict | None = None,
+    progress: Progress = _noop,
+) -> dict:
+    """Issue 15's checker: ``runs`` runs, each a group of real processes formed anew,
+    broadcasting ``nbytes`` from vnode 0 back to back for ``duration_s`` while
+    ``changes`` random leaves and joins happen (:func:`churn_steps`, seeded by
+    ``seed`` and the run's index). It counts every vnode's deliveries of every
+    broadcast; the goal is ``lost == 0`` and ``duplicated == 0`` over all runs. The
+    trees are not left to settle first: churn starts while they are being built."""
+    if runs < 1 or changes < 0 or duration_s <= 0 or nbytes < 1:
+        raise ParameterError(
+            f"need runs >= 1, changes >= 0, duration > 0 and nbytes >= 1, got {runs!r}, "
+            f"{changes!r}, {duration_s!r}, {nbytes!r}"
+        )
+    n = grid.nranks
+    if n < 3:
+        raise ParameterError(f"churn needs at least 3 processes, got {n}")
+    rows = []
+    for i in range(runs):
+        steps = churn_steps(n, changes, duration_s, random.Random(seed * 1_000_003 + i))
+
+        def body(run: _Run, steps: list = steps) -> dict:
+            fresh = [run.spawn(r, spare=True) for _, a, r, _ in steps if a == "join"]
+            run.up_costs(fresh, timeout_s)
+            churn = _Churn(run, time.monotonic(), steps)
+            return {"ops": _back_to_back(run, churn, nbytes, duration_s, op_timeout_s)}
+
+        got = _session(
+            grid,
+            body,
+            timeout_s=timeout_s,
+            settle_timeout_s=None,
+            group_options=group_options,
+            progress=lambda done, total, i=i: progress(i * total + done, runs * total),
+        )
+        ops = got["ops"]
+        rows.append(
+            {
+                "run": i,
+                "steps": [{"at_s": t, "action": a, "rank": r, "via": o} for t, a, r, o in steps],
+                "broadcasts": len(ops),
+                **_checked(ops, n),
+                "worker_errors": got["worker_errors"],
+            }
+        )
+    totals = {k: sum(row[k] for row in rows) for k in _checked([], n)}
+    return {
+        "experiment": "churn",
+        "mode": "measure",
+        "grid": grid.name,
+        "nprocs": n,
+        "nbytes": nbytes,
+        "runs": rows,
+        "nruns": runs,
+        "changes": changes,
+        "duration_s": duration_s,
+        "broadcasts": sum(row["broadcasts"] for row in rows),
+        **totals,
+        "worker_errors": [e for row in rows for e in row["worker_errors"]],
     }
 
 
@@ -861,5 +995,6 @@ MEASURE_EXPERIMENTS: dict[str, Callable[..., dict]] = {
     "bandwidth": bandwidth,
     "reduction": reduction,
     "transition": transition,
+    "churn": churn,
 }
 """``--experiment`` name -> measured experiment function."""
