@@ -725,7 +725,7 @@ def reduction(
 
 
 @dataclass
-class _Churn:
+class _Schedule:
     """Leaves, crashes and joins applied as time passes: ``steps`` of ``(at_s, action,
     rank, other)``, sorted by time. ``leave``: rank's process migrates its vnodes to
     rank ``other``'s process and leaves; ``crash``: it is SIGKILLed; ``join``: the spare
@@ -769,27 +769,27 @@ class _Churn:
 
 
 def _back_to_back(
-    run: _Run, churn: _Churn, nbytes: int, until_s: float, op_timeout_s: float
+    run: _Run, changes: _Schedule, nbytes: int, until_s: float, op_timeout_s: float
 ) -> list[_Op]:
-    """Broadcasts from vnode 0 back to back while ``churn`` is applied, each given up
+    """Broadcasts from vnode 0 back to back while ``changes`` are applied, each given up
     after ``op_timeout_s``; then a drain, so that what is still on its way counts as
     late, not lost, and the leavers' and joiners' reports."""
     ops: list[_Op] = []
-    while time.monotonic() - churn.t0 < until_s:
-        churn.apply()
-        op = run.bcast(nbytes, churn.t0)
+    while time.monotonic() - changes.t0 < until_s:
+        changes.apply()
+        op = run.bcast(nbytes, changes.t0)
         ops.append(op)
         deadline = time.monotonic() + op_timeout_s
-        while not run.finish(op, min(deadline, churn.t0 + churn.next_at())):
+        while not run.finish(op, min(deadline, changes.t0 + changes.next_at())):
             if time.monotonic() >= deadline:
                 break
-            churn.apply()
-    churn.apply()
+            changes.apply()
+    changes.apply()
     drain = time.monotonic() + op_timeout_s
     for op in ops:
         run.finish(op, drain)
-    run.expect("left", churn.left)
-    run._members(run.expect("member", churn.joined))
+    run.expect("left", changes.left)
+    run._members(run.expect("member", changes.joined))
     return ops
 
 
@@ -840,12 +840,12 @@ def transition(
     def body(run: _Run) -> dict:
         fresh = [run.spawn(r, spare=True) for r in leavers]  # the rejoiners, idle till then
         run.up_costs(fresh, timeout_s)
-        churn = _Churn(run, time.monotonic(), steps)
-        ops = _back_to_back(run, churn, nbytes, until_s, op_timeout_s)
+        changes = _Schedule(run, time.monotonic(), steps)
+        ops = _back_to_back(run, changes, nbytes, until_s, op_timeout_s)
         suspected = run.ask("suspects", [0], "suspects")[0][2]
         return {
             "ops": ops,
-            "killed": churn.killed,
+            "killed": changes.killed,
             "suspected": suspected,
             "rejoin_startup": [p.up - p.spawned for p in fresh if p.up is not None],
         }
@@ -952,8 +952,8 @@ def churn(
         def body(run: _Run, steps: list = steps) -> dict:
             fresh = [run.spawn(r, spare=True) for _, a, r, _ in steps if a == "join"]
             run.up_costs(fresh, timeout_s)
-            churn = _Churn(run, time.monotonic(), steps)
-            return {"ops": _back_to_back(run, churn, nbytes, duration_s, op_timeout_s)}
+            changes = _Schedule(run, time.monotonic(), steps)
+            return {"ops": _back_to_back(run, changes, nbytes, duration_s, op_timeout_s)}
 
         got = _session(
             grid,
