@@ -12,7 +12,9 @@ sizes, a 64 KiB transition with changes at 40 s and 60 s.
 (:mod:`gridcoll.measure.dynamic_experiments`): ``--processes N`` (default 32) on
 ``das2-spread:N,3`` (latency, reduction) or ``:N,4`` (bandwidth: 64 KiB to 1 MiB;
 transition: 256 KiB, changes at 30 s and 45 s, end at 60 s), the baselines simulated on
-the same grid, and issue 15's exactly-once checker (``churn``: 20 runs of random joins
+the same grid, transition again with the leavers SIGKILLed (``crash``: how soon
+broadcasts complete again, against issue 15's goal of the heartbeat timeout plus 1 s),
+and issue 15's exactly-once checker (``churn``: 20 runs of random joins
 and leaves during 64 KiB broadcasts, 8 processes unless ``--processes``); it writes
 ``bench/results/dynamic-measure.json`` unless ``--out`` says otherwise. With
 ``--quick``: 6 processes, two sizes, a 64 KiB transition at 4 s, 8 s, 12 s, two churn
@@ -53,6 +55,11 @@ GOALS = {
         "<= 2 s each (seed 004: ~8 s)",
     ),
     "churn": ("lost", lambda x: x == 0, "0 lost and 0 duplicated over every run"),
+    "crash": (
+        "complete_again_s",
+        lambda x: x is not None,
+        "<= heartbeat timeout + 1 s after the SIGKILL, 0 lost",
+    ),
 }
 """Experiment -> (headline field, issue 14's goal met?, the goal in words)."""
 
@@ -63,6 +70,11 @@ MEASURE_QUICK = {
     "reduction": {"settle_timeout_s": 30.0},
     "transition": {"nbytes": 64 * KiB, "leave_s": 4.0, "rejoin_s": 8.0, "until_s": 12.0},
     "churn": {"runs": 2, "changes": 4, "duration_s": 8.0, "nbytes": 16 * KiB},
+}
+MEASURE_QUICK["crash"] = {
+    **MEASURE_QUICK["transition"],
+    "crash": True,
+    "group_options": {"heartbeat_s": 0.5, "heartbeat_timeout_s": 1.5},
 }
 """``--measure --quick``: keyword arguments per experiment (6 processes)."""
 
@@ -87,10 +99,14 @@ def _cases(bench: Bench) -> dict[str, tuple[str, Any, dict]]:
             return 6
         return args.processes or DEFAULT_PROCESSES[name]
 
-    return {
+    cases = {
         name: (default_grid(name, nprocs(name)), run, MEASURE_QUICK[name] if bench.quick else {})
         for name, run in MEASURE_EXPERIMENTS.items()
     }
+    transition = MEASURE_EXPERIMENTS["transition"]
+    crash = MEASURE_QUICK["crash"] if bench.quick else {"crash": True}
+    cases["crash"] = (default_grid("transition", nprocs("transition")), transition, crash)
+    return cases
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -119,10 +135,14 @@ def main(argv: list[str] | None = None) -> int:
         ok = met(value)
         if name in ("transition", "churn"):
             ok = ok and result["lost"] == 0 and result["duplicated"] == 0
+        if name == "crash":  # (a vnode taken over may get a broadcast again: not counted)
+            ok = ok and value <= result["heartbeat_timeout_s"] + 1 and result["lost"] == 0
         bench.add(experiment=name, grid=spec, wall_s=wall, result=result)
         summary[name] = {"grid": spec, field: value, "goal": goal, "met": ok, "wall_s": wall}
-        if name in ("transition", "churn"):
+        if name in ("transition", "churn", "crash"):
             summary[name].update({k: result[k] for k in ("delivered", "lost", "duplicated")})
+        if name == "crash":
+            summary[name]["heartbeat_timeout_s"] = result["heartbeat_timeout_s"]
         if args.measure:
             costs = ("startup_s", "join_s", "settled", "nruns", "broadcasts")
             summary[name].update({k: result[k] for k in costs if k in result})

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.protocol import (
     HEADER_BYTES,
+    Abandoned,
     Adopt,
     AdoptItem,
     Bcast,
@@ -29,6 +30,8 @@ from gridcoll.dynamic.protocol import (
     LocalProtocolError,
     MigrateRequested,
     ParentUpdates,
+    PeerFailed,
+    PeerLost,
     Probe,
     ProbeResult,
     Process,
@@ -55,6 +58,7 @@ from gridcoll.dynamic.trees import (
     latency_better,
     latency_summary,
 )
+from gridcoll.dynamic.vnodes import HANDOVER_STEP, VNodeState, VNodeTable
 
 # -- node sets ----------------------------------------------------------------------------
 small_sets = st.frozensets(st.integers(0, 200), max_size=60)
@@ -641,3 +645,105 @@ def test_a_late_broadcast_goes_through_a_child_that_left() -> None:
     out = root.handle(BcastRequested("b", 0, 1 << 20, kind="bandwidth"))
     sent = {s.dst: s.message.via_tree for s in _sends(out, Bcast)}
     assert sent == {1: True}  # through 1, which forwards along its old children
+
+
+# -- failures (PeerFailed: beyond the paper) ------------------------------------------------
+def _kill(net: Network, dead: int) -> list[PeerLost]:
+    """Crash ``dead`` (what it sent still arrives) and tell every survivor, with how
+    many of its messages ``dead`` took in; their PeerLost reports."""
+    net.crash(dead, lose_sent=False)
+    lost = []
+    for p in sorted(set(net.processes) - net.dead):
+        out = net.processes[p].handle(PeerFailed(dead, net.taken.get((p, dead), 0)))
+        lost += [a for a in out if isinstance(a, PeerLost)]
+        net.apply(p, out)
+    return lost
+
+
+def test_the_next_member_id_takes_a_dead_process_vnodes_over() -> None:
+    net = _converged(4, vnodes_each=2)
+    lost = _kill(net, 1)
+    net.run()
+    assert {(r.pid, r.heir, r.vnodes) for r in lost} == {(1, 2, frozenset({2, 3}))}
+    heir = net.processes[2]
+    assert heir.owned == {2, 3, 4, 5}
+    assert all(heir.table.owned[v] == VNodeState(1, recovered=True) for v in (2, 3))
+    for p in (0, 3):  # the others learn the heir's claim (epoch 0 + 1)
+        assert net.processes[p].table.route[2] == (2, 1)
+        assert 1 not in net.processes[p].members and 1 in net.processes[p].failed
+    assert not any(1 in t.children for p in (0, 2, 3) for t in net.processes[p].trees.values())
+
+
+def test_a_broadcast_sent_to_a_dead_process_is_sent_again() -> None:
+    net = _converged(4, vnodes_each=2)
+    net.feed(0, BcastRequested("b", 0, 100, kind="latency"))  # on its way, not delivered
+    lost = _kill(net, 1)  # what 1 had not forwarded is lost with it
+    net.run()
+    got = sorted((v, p) for p, op, vs in net.delivered if op == "b" for v in vs)
+    assert [v for v, _ in got] == list(range(8))  # every vnode once: none reached 1
+    assert (2, 2) in got and (3, 2) in got  # process 1's vnodes at their heir, 2
+    assert any("b" in r.resent for r in lost)  # whoever had sent to 1 sent again
+
+
+def test_a_reduction_ends_at_once_when_only_the_dead_are_missing() -> None:
+    net = _converged(4, vnodes_each=2, give_up_factor=1e6)
+    leaf = max(p for p in (1, 2, 3) if not net.processes[p].trees["latency", 0].children)
+    mine = net.processes[leaf].owned
+    for p in set(net.processes) - {leaf}:  # each gives its own vnodes' data (as Group)
+        values = {v: 1 << v for v in net.processes[p].owned}
+        net.feed(p, ReduceRequested("r", 0, values, add))
+    while net.busy():  # messages only: no timer fires
+        net.step()
+    assert net.done == []  # the leaf never calls: the root waits for it
+    _kill(net, leaf)
+    while net.busy():
+        net.step()
+    rest = 255 - sum(1 << v for v in mine)
+    assert [d for _, d in net.done] == [ReduceDone("r", rest, frozenset(mine))]
+
+
+def test_a_recovered_vnode_s_data_counts_only_where_nothing_covers_it() -> None:
+    """Process 1 contributed, then died: its heir's copy of the same vnodes' data is
+    set aside at the root and dropped, so each vnode counts once."""
+    net = _converged(4, vnodes_each=2, give_up_factor=1e6)
+    values = {v: 1 << v for v in range(8)}
+    net.feed(1, ReduceRequested("r", 0, values, add))
+    while net.busy():
+        net.step()
+    _kill(net, 1)
+    for p in (0, 2, 3):  # the heir (2) now owns 2 and 3 and gives their data too
+        net.feed(p, ReduceRequested("r", 0, values, add))
+    net.run()
+    assert [d for _, d in net.done] == [ReduceDone("r", 255, frozenset())]
+
+
+def test_told_that_it_died_itself_is_an_error() -> None:
+    net = _converged(2)
+    with pytest.raises(LocalProtocolError, match="told that it died"):
+        net.processes[0].handle(PeerFailed(0))
+    assert net.processes[0].state is State.ERROR
+
+
+def test_a_pipelined_broadcast_whose_root_dies_is_abandoned() -> None:
+    net = _converged(3, vnodes_each=1)
+    out = net.processes[0].handle(BcastRequested("b", 0, 1 << 20, kind="bandwidth"))
+    first = next(a for a in out if isinstance(a, Send) and isinstance(a.message, Bcast))
+    assert first.message.nsegments > 1
+    net.processes[first.dst].handle(Received(0, first.message))  # one segment arrives
+    net.crash(0)  # the rest dies with the root
+    out = net.processes[first.dst].handle(PeerFailed(0))
+    (ab,) = [a for a in out if isinstance(a, Abandoned)]
+    assert ab.op_id == "b" and ab.vnodes == net.processes[first.dst].owned
+    assert "b" in net.processes[first.dst].table.owned[first.dst].delivered  # ended
+
+
+def test_failover_epochs_settle_disagreements() -> None:
+    """A handover (+2) beats a failover from the same epoch (+1); two failovers at one
+    epoch go to the lower id; an owner gives a vnode up only to the claimant's own claim."""
+    table = VNodeTable.founded(5, {7: [0]})
+    table.take_over(table.routed_to(7))  # 7 died: we (5) take vnode 0 at epoch 1
+    assert table.owned[0].epoch == 1 and table.owned[0].recovered
+    assert not table.learn(0, 9, HANDOVER_STEP)  # a third party's entry: not given up
+    assert not table.learn(0, 9, 1, claimed=True)  # a tie with a higher id: ours
+    assert table.learn(0, 3, 1, claimed=True)  # a tie with a lower id: theirs
+    assert table.route[0] == (3, 1) and 0 not in table.owned

@@ -96,9 +96,12 @@ class Cluster:
         digest = hashlib.sha256(data).hexdigest()  # type: ignore[arg-type]
         self.out.put(("deliver", self.founder.pid, op_id, sorted(vnodes), digest, time.monotonic()))
 
-    def spawn(self, rank: int | None = None) -> int:
+    def spawn(self, rank: int | None = None, out: Any = None) -> int:
+        """A joiner reporting on ``out`` (default: the shared queue; one to be killed
+        needs its own, since it may die holding a shared queue's lock)."""
         commands = CTX.Queue()
-        args = (self.founder.address, self.founder.secret, commands, self.out, rank, self.emu)
+        out = self.out if out is None else out
+        args = (self.founder.address, self.founder.secret, commands, out, rank, self.emu)
         proc = CTX.Process(target=_worker, args=args, daemon=True)
         proc.start()
         self.procs.append((proc, commands))
@@ -353,21 +356,40 @@ def test_vnodes_moved_between_segments_get_the_whole_payload(cluster: Any, tmp_p
         path.unlink(missing_ok=True)
 
 
-@pytest.mark.timeout(60)
-def test_a_killed_process_is_suspected(cluster: Any) -> None:
+@pytest.mark.timeout(120)
+def test_a_killed_process_is_detected_and_its_vnodes_taken_over(cluster: Any) -> None:
+    """SIGKILL a member: heartbeats detect it, an heir takes its vnodes, a broadcast
+    sent to it before anyone knew still reaches every vnode once, and a reduction in
+    progress ends saying whose data it lacks."""
     suspected: list[int] = []
-    c = cluster(heartbeat_timeout_s=4.0, on_suspect=suspected.append)
+    c = cluster(heartbeat_s=0.5, heartbeat_timeout_s=2.0, on_suspect=suspected.append)
+    own = CTX.Queue()
+    c.spawn(out=own)
+    (_, victim, _, _) = own.get(timeout=60)
     for _ in range(2):
         c.spawn()
     pid_of = {os_pid: pid for _, pid, _, os_pid in c.expect("joined", 2)}
-    assert c.founder.wait_until(lambda g: len(g.members) == 3, 30)
-    killed, alive = (c.procs[i][0] for i in (0, 1))
+    assert c.founder.wait_until(lambda g: len(g.members) == 4, 30)
+    killed = c.procs[0][0]
     killed.kill()  # SIGKILL: no leave, no goodbye
     killed.join(10)
-    victim = pid_of[killed.pid]
-    assert c.founder.wait_until(lambda g: victim in g.suspects, 20)
-    assert suspected == [victim]
-    assert pid_of[alive.pid] not in c.founder.suspects  # the live one keeps beating
+    for i in (1, 2):  # a reduction the victim cannot join
+        c.procs[i][1].put(("reduce", "r", 1))
+    c.founder.reduce(1, "sum", 0, tag="r")
+    after = c.founder.bcast(PAYLOAD)  # sent before anyone knows
+    c.wait_delivered(after, timeout=60)
+    _exactly_once(c.deliveries, after)  # the victim's vnodes at their heir
+    assert c.founder.wait_until(lambda g: g.failures, 20)
+    (lost,) = c.founder.failures
+    assert suspected == [victim] and lost.pid == victim
+    assert lost.vnodes and lost.heir in c.founder.members
+    assert victim not in c.founder.members and not c.founder.suspects
+    result = c.founder.result(("reduce", "r"), timeout=30)
+    assert lost.vnodes <= result.missing  # its data died with it
+    assert result.value == NV - len(result.missing)  # the rest counted once each
+    assert {d[1] for d in c.deliveries if d[2] == after} <= {*pid_of.values(), c.founder.pid}
+    c.procs.pop(0)
+    assert all(error is None for *_, error in c.stop())
 
 
 @pytest.mark.timeout(60)

@@ -13,7 +13,7 @@ from gridcoll.dynamic import protocol as p
 from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.trees import Summary
 from gridcoll.dynamic.vnodes import VNodeState
-from gridcoll.dynamic.wire import OPS, TYPE_CODES, Codec, WireError, decode, encode
+from gridcoll.dynamic.wire import OPS, TYPE_CODES, VERSION, Codec, WireError, decode, encode
 
 pids = st.integers(0, 2**64 - 1)
 u32 = st.integers(0, 2**32 - 1)
@@ -45,8 +45,19 @@ vstates = st.builds(
     st.frozensets(op_ids, max_size=3),
     st.frozensets(op_ids, max_size=3),
     st.dictionaries(op_ids, nodesets, max_size=3),
+    st.booleans(),
 )
-rootsums = st.builds(p.RootSum, op_ids, u32, ops, values, nodesets, st.booleans(), u32)
+rootsums = st.builds(
+    p.RootSum,
+    op_ids,
+    u32,
+    ops,
+    values,
+    nodesets,
+    st.booleans(),
+    u32,
+    st.lists(st.tuples(u32, values), max_size=3).map(tuple),
+)
 messages = st.one_of(
     st.just(p.InfoRequest()),
     st.just(p.JoinRequest()),
@@ -78,8 +89,11 @@ messages = st.one_of(
         st.binary(max_size=300),
         st.just(0),
         st.integers(1, 9),
+        st.booleans(),
     ),
-    st.builds(p.Partial, op_ids, u32, ops, values, nodesets, st.booleans(), u32, u32),
+    st.builds(
+        p.Partial, op_ids, u32, ops, values, nodesets, st.booleans(), u32, u32, st.booleans()
+    ),
     st.builds(p.JoinRefused, st.frozensets(pids)),
     st.builds(p.Welcome, u32, st.frozensets(pids), entries),
     st.builds(
@@ -155,8 +169,8 @@ def test_oversized_refused_both_ways() -> None:
     [
         (b"", "truncated"),
         (b"XX\x01\x01", "magic"),
-        (b"GW\x02\x01", "version"),
-        (b"GW\x01\xff", "type"),
+        (b"GW" + bytes((VERSION + 1, 1)), "version"),
+        (b"GW" + bytes((VERSION, 0xFF)), "type"),
         (encode(p.InfoRequest()) + b"\x00", "trailing"),
         (encode(p.LeaveAck(frozenset({1, 2}), 3))[:-1], "truncated"),
     ],
@@ -167,7 +181,7 @@ def test_malformed_examples(data: bytes, match: str) -> None:
 
 
 def test_huge_counts_do_not_allocate() -> None:
-    data = b"GW\x01" + bytes((TYPE_CODES[p.LeaveAck],)) + b"\xff\xff\xff\xff"
+    data = b"GW" + bytes((VERSION, TYPE_CODES[p.LeaveAck])) + b"\xff\xff\xff\xff"
     with pytest.raises(WireError, match="exceeds the bytes left"):
         decode(data)
 
@@ -182,7 +196,7 @@ def test_object_dtype_refused() -> None:
 @settings(max_examples=500, deadline=None)
 @given(st.binary(max_size=200))
 def test_random_bytes_raise_only_wire_error(data: bytes) -> None:
-    for blob in (data, b"GW\x01" + data[:1] + data[1:]):
+    for blob in (data, b"GW" + bytes((VERSION,)) + data):
         with contextlib.suppress(WireError):
             decode(blob)
 

@@ -8,7 +8,8 @@ paper's set-up for the experiment (``das2-spread:201,3``, ``:137,4``, ``:128,3``
 ``:160,4``). ``--measure`` runs it instead with ``--processes N`` real processes
 (:mod:`gridcoll.measure.dynamic_experiments`, default 32, on ``das2-spread:N,3`` or
 ``:N,4``), the baselines simulated on the same grid; ``--crash`` makes transition's
-leavers die by SIGKILL. ``--experiment churn --measure [--runs N]`` is issue 15's
+leavers die by SIGKILL (heartbeats detect them, heirs take their vnodes; the headline
+says when broadcasts complete again). ``--experiment churn --measure [--runs N]`` is issue 15's
 exactly-once checker: ``N`` runs (default 20) of random joins and leaves on real
 processes (default 8) during broadcasts, every vnode's deliveries counted. A progress
 line goes to stderr. It prints a table and the
@@ -84,7 +85,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--crash",
         action="store_true",
-        help="--measure transition: SIGKILL the leavers instead of leaving politely",
+        help="--measure transition: SIGKILL the leavers instead of leaving politely "
+        "(reports how soon broadcasts complete again)",
     )
     parser.add_argument(
         "--runs",
@@ -297,9 +299,16 @@ def _headline(result: dict) -> str:
     elif result.get("mode") == "measure":
         text = f"measured with {result['nprocs']} processes, baselines simulated; {text}"
         if result.get("crash"):
+
+            def after(x: float | None) -> str:
+                return f"{x:.1f} s after the kill" if x is not None else "never"
+
             text += (
-                f"; {result['killed']} SIGKILLed, {result['killed_suspected_by_root']} "
-                "suspected by the root (their vnodes are not re-mapped yet)"
+                f"; {result['killed']} SIGKILLed, {result['killed_detected_by_root']} "
+                f"detected by the root; the broadcast under way completed "
+                f"{after(result['in_flight_complete_s'])}, the next one "
+                f"{after(result['complete_again_s'])} (goal: within the heartbeat "
+                f"timeout + 1 s = {result['heartbeat_timeout_s'] + 1:g} s)"
             )
     return text
 

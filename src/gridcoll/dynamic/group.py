@@ -45,12 +45,22 @@ root's give-up timer ends the reduction, so the driver holds it to at least
 ``min_give_up_s`` (10 s by default): a result lacks data only when a process is gone
 or much slower than that.
 
-*Heartbeats.* Every ``heartbeat_s`` a member sends every member it knows a small
-``BEAT`` frame; any frame on a peer's authenticated connection counts as a sign of
-life. A member silent for more than ``heartbeat_timeout_s`` (counted from when it was
-first known) is added to :attr:`Group.suspects` and given to ``on_suspect``; it leaves
-the set when heard from again or when it leaves the membership. This only detects:
-re-mapping a dead process's vnodes needs the core (protocol.py), which is unchanged.
+*Heartbeats and failures.* Every ``heartbeat_s`` a member sends every member it knows
+a small ``BEAT`` frame carrying how many of that member's core messages it has fed to
+its core; a failure report gives the count of the beat before the last (messages the
+dead process took in a beat before it died, whose forwards had left it), and only
+later ones are sent again. Any frame on a peer's authenticated connection counts as
+a sign of life. A member silent for more than ``heartbeat_timeout_s`` (counted from when
+it was first known; time this process's own I/O thread was held up, e.g. by a long
+emulated transfer, does not count) is suspected: added to :attr:`Group.suspects`,
+given to ``on_suspect`` and, with ``fail_suspects`` (the default), reported to the
+core as dead (``PeerFailed``): its vnodes go to an heir and the broadcasts sent to it
+are sent again (the core's "Failures"). Each such failure is kept in
+:attr:`Group.failures` (the core's ``PeerLost``: the vnodes re-mapped, the heir, the
+broadcasts sent again), and a pipelined broadcast whose root died before every
+segment reached a vnode here in :attr:`Group.abandoned`. A falsely suspected process
+is cut off (its vnodes go to the heir), so ``heartbeat_timeout_s`` must exceed the
+longest pause a live process may make.
 
 *Addresses.* The core names processes by id. The process directory (id -> endpoint,
 rank) spreads with the messages: before a core message to a peer, the sender sends it
@@ -90,9 +100,10 @@ every broadcast exactly once and every vnode's data counts once in a reduction: 
 core's invariants B and R, with this transport giving FIFO pairs. A left process keeps
 forwarding stragglers (the core's "Stragglers" rule) until :meth:`Group.close`; close
 a left group only once the others have moved on. A process that dies without leaving
-is only *suspected* (see "Heartbeats"); the core is not told, so messages for its
-vnodes are lost and reductions report its vnodes as missing at the root's give-up
-timeout. An
+is detected by heartbeats (see "Heartbeats and failures"): its vnodes move to an heir
+with a fresh history, broadcasts in flight to it are sent again, so every live vnode
+gets them, and reductions report its vnodes' data as missing unless the heir supplies
+it. An
 authenticated peer is trusted to follow the protocol: a message that breaks the
 core's invariants puts the core in ``ERROR`` (reported by :attr:`Group.error`).
 
@@ -226,6 +237,8 @@ class _View:
     vnodes: frozenset[int] = frozenset()
     members: frozenset[int] = frozenset()
     suspects: frozenset[int] = frozenset()
+    failures: tuple[p.PeerLost, ...] = ()
+    abandoned: tuple[p.Abandoned, ...] = ()
 
 
 @dataclass
@@ -310,7 +323,9 @@ class Group:
         heartbeat_s: send every member a heartbeat this often (None: never).
         heartbeat_timeout_s: a member heard nothing from for this long is suspected.
         on_suspect: ``f(pid)`` when a member is first suspected (module doc,
-            "Heartbeats"), on the I/O thread.
+            "Heartbeats and failures"), on the I/O thread.
+        fail_suspects: report a suspect to the core as dead (module doc); False: only
+            suspect it.
         seed: the core's random numbers (None: from the OS).
         core_options: passed to :class:`~gridcoll.dynamic.protocol.Process`.
     """
@@ -331,6 +346,7 @@ class Group:
         heartbeat_s: float | None = 1.0,
         heartbeat_timeout_s: float = 5.0,
         on_suspect: Callable[[int], None] | None = None,
+        fail_suspects: bool = True,
         seed: int | None = None,
         founder_vnodes: int | None = None,
         core_options: Mapping[str, Any] | None = None,
@@ -356,6 +372,13 @@ class Group:
             )
         self.heartbeat_s, self.heartbeat_timeout_s = heartbeat_s, heartbeat_timeout_s
         self._on_suspect = on_suspect
+        self.fail_suspects = fail_suspects
+        self._failures: list[p.PeerLost] = []
+        self._abandoned: list[p.Abandoned] = []
+        self._beat_at: float | None = None
+        self._fed_from: dict[int, int] = {}  # peer -> its core messages fed to our core
+        self._acked: dict[int, tuple[int, int]] = {}  # peer -> how many of ours it took,
+        # by its beat before the last and by its last
         self._last_seen: dict[int, float] = {}
         self._suspects: set[int] = set()
         self._next_beat = 0.0
@@ -459,6 +482,18 @@ class Group:
         """Members silent for longer than ``heartbeat_timeout_s`` (module doc,
         "Heartbeats"); a member is dropped from it when heard from again."""
         return self._view.suspects
+
+    @property
+    def failures(self) -> tuple[p.PeerLost, ...]:
+        """The members this process learnt had died, in order (module doc, "Heartbeats
+        and failures"): each with the vnodes it re-mapped, their heir and the
+        broadcasts it sent again."""
+        return self._view.failures
+
+    @property
+    def abandoned(self) -> tuple[p.Abandoned, ...]:
+        """Pipelined broadcasts whose root died before these vnodes had every segment."""
+        return self._view.abandoned
 
     @property
     def state(self) -> p.State:
@@ -684,6 +719,8 @@ class Group:
             self.core.owned,
             frozenset(self.core.members),
             frozenset(self._suspects),
+            tuple(self._failures),
+            tuple(self._abandoned),
         )
         with self._changed:
             self._view = view
@@ -720,6 +757,13 @@ class Group:
             heapq.heappush(self._timers, (time.monotonic() + delay, seq, action.timer))
         elif isinstance(action, p.Probe):
             self._start_probe(action.peer)
+        elif isinstance(action, p.PeerLost):
+            self._failures.append(action)
+        elif isinstance(action, p.Abandoned):
+            self._abandoned.append(action)
+            got = self._got.get(action.op_id, {})
+            for v in action.vnodes:
+                got.pop(v, None)
         elif isinstance(action, p.ReduceDone):
             res = ReduceResult(action.op_id, action.value, action.missing)
             self._results[action.op_id] = res
@@ -1035,13 +1079,18 @@ class Group:
                     for v, state in m.states:
                         for op, got in state.partial.items():
                             self._got.setdefault(op, {})[v] = set(got)
+                self._fed_from[conn.pid] = self._fed_from.get(conn.pid, 0) + 1
                 self._feed(p.Received(conn.pid, m))
             elif kind == _DIR:
                 self._on_directory(body)
             elif kind == _SEGS:
                 self._take_segments(route, body)
-            elif kind == _BEAT:
-                pass  # seen: _from_conn noted the time
+            elif kind == _BEAT:  # (_from_conn noted the time) and how many we sent it took
+                r = Reader(body)
+                took = r.u64()
+                r.end()
+                last = self._acked.get(conn.pid, (0, 0))[1]
+                self._acked[conn.pid] = (last, max(took, last))
             elif kind == _PING:
                 self._write(self._router, conn.rank, _PONG, bytes(body), route)
             elif kind == _FETCH:
@@ -1134,17 +1183,27 @@ class Group:
         if now < self._next_beat:
             return
         self._next_beat = now + self.heartbeat_s
+        if self._beat_at is not None and now - self._beat_at > 2 * self.heartbeat_s:
+            held = now - self._beat_at - self.heartbeat_s  # our own pause is not theirs
+            for pid in self._last_seen:
+                self._last_seen[pid] += held
+        self._beat_at = now
         others = self.core.members - {self.pid}
+        dead = []
         for pid in others:
-            self._send_frame(pid, _BEAT, b"")
+            self._send_frame(pid, _BEAT, struct.pack("<Q", self._fed_from.get(pid, 0)))
             seen = self._last_seen.setdefault(pid, now)  # silence counts from first sight
             if now - seen <= self.heartbeat_timeout_s:
                 self._suspects.discard(pid)
             elif pid not in self._suspects:
                 self._suspects.add(pid)
+                dead.append(pid)
                 if self._on_suspect is not None:
                     self._callback(self._on_suspect, pid)
-        self._suspects &= others
+        for pid in dead if self.fail_suspects else ():
+            acked = self._acked.get(pid)  # the beat before the last: the messages it had
+            self._feed(p.PeerFailed(pid, acked[0] if acked else None))  # passed on
+        self._suspects &= self.core.members
         self._publish()
 
     # -- the WAN emulation's delay heap ---------------------------------------------------------

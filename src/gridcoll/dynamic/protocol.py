@@ -19,6 +19,8 @@ Rules
    (``rtt_s = inf`` if the peer is unreachable); and feeds :class:`TimerExpired` after
    each :class:`SetTimer`'s delay. A later :class:`SetTimer` with the same key
    replaces the earlier. It keeps delivering to LEFT processes (see "Stragglers").
+   It feeds :class:`PeerFailed` only for a process that will never send again
+   (see "Failures").
 2. Process ids are never reused: a machine that comes back joins under a new id.
 3. Founders are given the whole vnode mapping and are fed :class:`Start`; other
    processes start IDLE and are fed :class:`JoinRequested`.
@@ -30,6 +32,8 @@ States and transitions (``TRANSITIONS`` is the table)
 ``IDLE --Start--> ACTIVE`` (founder); ``IDLE --JoinRequested--> JOINING --Welcome-->
 ACTIVE``; ``ACTIVE --LeaveRequested--> LEAVING --last LeaveAck--> LEFT``; any state
 ``--exception--> ERROR``. A LEFT process only forwards stragglers (below).
+:class:`PeerFailed` changes no state (a JOINING, ACTIVE, LEAVING or LEFT process
+takes it).
 
 Theory of operation
 -------------------
@@ -61,6 +65,53 @@ detection among concurrent leavers (the runtime issue).
 
 *Vnodes.* :mod:`gridcoll.dynamic.vnodes`: ownership, epochs, forwarding pointers. The
 broadcast ids delivered to a vnode and the reductions it contributed to travel with it.
+
+*Failures (beyond the paper, which assumes polite leaves).* The driver's failure
+detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
+
+- *Membership and trees.* The dead process is dropped as if it had left, except that
+  it forwards nothing: it is no "former" child, a leaver drops it from the children
+  it kept, and messages it sent before dying count only if they carry data or
+  vnodes (Bcast, Partial, Handover); children it had repair by probing.
+- *Its vnodes.* Its heir is the next member id after it, cyclically (a LEAVING or
+  LEFT process counts itself out); the heir takes every vnode its table gives the
+  dead process at the next epoch, with a fresh *recovered* state, and claims them to
+  every member (``Update``); every other survivor sends the heir the entries its
+  table gives the dead process, since the heir's table may be older. A message for a
+  vnode whose owner is dead goes to the heir as the sender sees it; a process that
+  finds itself the heir takes the vnodes over then. Disagreements (different member
+  lists, stale pointers, a handover that died with its sender: its receiver says it
+  had the vnode at the dead process) are settled by the epochs of
+  :mod:`~gridcoll.dynamic.vnodes` ("Failover"); an owner of a recovered vnode claims
+  it again when it is handed to it, and to each member it learns of, so two claimants
+  always hear of each other; an owner gives a vnode up only to its claimant's own
+  claim (a third party's entry may name a handover that died). A process that
+  becomes the heir later (the heir left or died) takes the orphans over then. A
+  point-to-point message past ``2 P + 2`` hops is going round tables that disagree
+  about a dead owner: the active process holding it takes that owner's vnodes over.
+- *Broadcasts in flight.* Each process keeps the messages of its last
+  ``resend_ops`` broadcasts; those it sent to the dead process after the last one
+  the dead process confirmed (``PeerFailed.received``, from its heartbeats; all kept
+  ones if unknown) are sent again (``resent``) point-to-point to the owners of their
+  targets. A vnode that already
+  has a segment drops the copy (``duplicates``; once a failure is known here, or for a
+  broadcast a vnode has ended, any second copy is dropped), so every vnode of a live
+  process gets every segment of a broadcast whose root survives. A recovered vnode's
+  history is lost: it may get a segment again that it had at the dead process or,
+  before a handover that died, at another. A pipelined broadcast whose root process
+  died is reported as :class:`Abandoned` for the vnodes holding only some of its
+  segments, and ends there (it counts as delivered: later copies are dropped).
+- *Reductions.* A recovered vnode's data goes aside, point-to-point to the root
+  vnode, which counts it only if no other contribution covers that vnode when the
+  reduction ends (the dead process may have sent it already). The owner of the root
+  vnode ends a reduction at once when only the dead process's vnodes are missing,
+  and reports them missing; a root vnode whose owner died is taken over with the
+  reductions the heir knows of (one that had ended may end again there).
+- Each survivor reports :class:`PeerLost`: the vnodes it had mapped to the dead
+  process, the heir, and the broadcasts it sent again.
+
+A process reported dead that is alive (a false suspicion) loses its vnodes to the
+heir: at the first claim it hears, it gives each up.
 
 *Trees.* For each member ``r`` and each kind (latency, bandwidth) a process keeps its
 parent, what it measured to the parent, its distance (latency) or estimated rate
@@ -152,7 +203,8 @@ trees look like, as long as point-to-point messages reach the owner (the routing
 invariant of :mod:`~gridcoll.dynamic.vnodes`). :class:`Deliver` is per segment; a
 vnode has the broadcast once it has every segment. The segments a vnode has travel
 with it (``VNodeState.partial``), so a vnode that migrates between two segments gets
-the rest at its new owner, each once. A second delivery of a segment to a vnode raises.
+the rest at its new owner, each once. A second delivery of a segment to a vnode raises
+(unless a copy was sent again after a failure: "Failures").
 
 *Reduction (sec. IV-E).* ``values`` gives the application's data per vnode. A vnode's
 data is counted by the process that owns it while the reduction is known there, once:
@@ -211,6 +263,7 @@ __all__ = [
     "PROBE_BYTES",
     "SEGMENT_COST_S",
     "TRANSITIONS",
+    "Abandoned",
     "Action",
     "BcastRequested",
     "Deliver",
@@ -220,6 +273,8 @@ __all__ = [
     "LocalProtocolError",
     "Message",
     "MigrateRequested",
+    "PeerFailed",
+    "PeerLost",
     "Probe",
     "ProbeResult",
     "Process",
@@ -354,6 +409,9 @@ class Bcast:
     """This message's segment of a pipelined broadcast, ``0 .. nsegments - 1``."""
     nsegments: int = 1
     """How many segments the broadcast was cut into (1: not pipelined)."""
+    resent: bool = False
+    """Sent again after a process it was sent to died (module doc, "Failures"): a
+    vnode that already has the segment drops it."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -367,6 +425,9 @@ class Partial:
     hops: int
     nbytes: int = 8
     """The size of one vnode's data (a partial sum is as large as each term)."""
+    recovered: bool = False
+    """One recovered vnode's data (module doc, "Failures"): goes point-to-point to the
+    root vnode, which counts it only if nothing else covers that vnode."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -399,6 +460,9 @@ class RootSum:
     covered: NodeSet
     done: bool
     nbytes: int = 8
+    aside: tuple[tuple[int, object], ...] = ()
+    """Recovered vnodes' data, ``(vnode, value)``, counted at the end for the vnodes
+    ``covered`` lacks (module doc, "Failures")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -522,6 +586,18 @@ class LeaveRequested:
 
 
 @dataclass(frozen=True, slots=True)
+class PeerFailed:
+    """The driver's failure detector says ``pid`` died without leaving (module doc,
+    "Failures"). ``pid`` must never send again: a process only suspected must not be
+    reported (a reported one that is alive loses its vnodes to the heir).
+    ``received``: how many of this process's messages ``pid`` is known to have taken
+    in (its heartbeats say; None: unknown), so only later ones are sent again."""
+
+    pid: int
+    received: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class MigrateRequested:
     """Give the listed vnodes this process owns to ``dst`` (the others are ignored)."""
 
@@ -557,6 +633,7 @@ Event = (
     | MigrateRequested
     | BcastRequested
     | ReduceRequested
+    | PeerFailed
 )
 
 
@@ -601,7 +678,29 @@ class ReduceDone:
     missing: frozenset[int]
 
 
-Action = Send | Probe | Deliver | SetTimer | ReduceDone
+@dataclass(frozen=True, slots=True)
+class PeerLost:
+    """``pid`` died (a :class:`PeerFailed`): the vnodes this process had mapped to it
+    now map to ``heir`` (None: no member is left to take them), with a fresh state
+    (what had been delivered to them died with ``pid``); ``resent``: the broadcasts
+    whose messages to ``pid`` this process sent again (module doc, "Failures")."""
+
+    pid: int
+    heir: int | None
+    vnodes: frozenset[int]
+    resent: frozenset[Hashable]
+
+
+@dataclass(frozen=True, slots=True)
+class Abandoned:
+    """A pipelined broadcast whose root process died before these owned vnodes had
+    every segment: they will not get the rest (their segments so far were delivered)."""
+
+    op_id: Hashable
+    vnodes: frozenset[int]
+
+
+Action = Send | Probe | Deliver | SetTimer | ReduceDone | PeerLost | Abandoned
 
 TRANSITIONS: dict[State, dict[type, State]] = {
     State.IDLE: {Start: State.ACTIVE, JoinRequested: State.JOINING},
@@ -614,7 +713,7 @@ the last ack only). Events not listed leave the state alone or are refused."""
 
 _ACCEPTS: dict[State, tuple[type, ...]] = {
     State.IDLE: (Start, JoinRequested),
-    State.JOINING: (Received, ProbeResult, TimerExpired),
+    State.JOINING: (Received, ProbeResult, TimerExpired, PeerFailed),
     State.ACTIVE: (
         Received,
         TimerExpired,
@@ -623,9 +722,10 @@ _ACCEPTS: dict[State, tuple[type, ...]] = {
         MigrateRequested,
         BcastRequested,
         ReduceRequested,
+        PeerFailed,
     ),
-    State.LEAVING: (Received, TimerExpired, ProbeResult),
-    State.LEFT: (Received, TimerExpired, ProbeResult),
+    State.LEAVING: (Received, TimerExpired, ProbeResult, PeerFailed),
+    State.LEFT: (Received, TimerExpired, ProbeResult, PeerFailed),
 }
 """Events each state takes; anything else raises LocalProtocolError (and so ERROR)."""
 
@@ -681,9 +781,23 @@ class _Reduce:
     expired: bool = False
 
 
+_DATA = (Bcast, Partial, Handover)
+"""Messages a dead process sent before it died that still count: data and vnodes."""
+
+_ORIGINS_KEPT = 1024
+"""Pipelined broadcasts whose root process is remembered (for :class:`Abandoned`)."""
+
+
 def _replace_targets(m: Bcast, targets: NodeSet, via_tree: bool) -> Bcast:
     """``m`` one hop further, for ``targets`` (the same op and segment)."""
     return replace(m, targets=targets, via_tree=via_tree, hops=m.hops + 1)
+
+
+def _successor(dead: int, members: Iterable[int]) -> int | None:
+    """The heir of a dead process's vnodes: the next member id after ``dead``, cyclically
+    (one rule every survivor applies alike; module doc, "Failures")."""
+    ids = sorted(members)
+    return next((m for m in ids if m > dead), ids[0] if ids else None)
 
 
 def _combine(op: Callable, a: object, a_cov: NodeSet, b: object, b_cov: NodeSet) -> object:
@@ -726,6 +840,10 @@ class Process:
             cuts long broadcasts into segments (:func:`~gridcoll.dynamic.trees.segment_size`).
         remember: measure each peer once: a later probe of it only asks for its
             Info (module doc, "Repair").
+        resend_ops: how many recent broadcasts' messages are kept to send again if
+            the process they went to dies (module doc, "Failures"); 0 keeps none.
+        resend_bytes: at most this many payload bytes are kept so (older broadcasts
+            are dropped first; the latest is always kept whole).
     """
 
     def __init__(
@@ -743,9 +861,14 @@ class Process:
         remote_probes: bool = False,
         segment_cost_s: float = SEGMENT_COST_S,
         remember: bool = True,
+        resend_ops: int = 64,
+        resend_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         if extra_probes < 0:
             raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
+        if resend_ops < 0 or resend_bytes < 0:
+            raise ValueError(f"resend_ops and resend_bytes must be >= 0, got {resend_ops!r}, "
+                             f"{resend_bytes!r}")  # fmt: skip
         self.pid = pid
         self.rng = rng
         self.extra_probes = extra_probes
@@ -766,6 +889,18 @@ class Process:
         self.remember = remember
         self.measured: dict[int, ProbeResult] = {}  # peer -> its measurement
         self.stragglers = 0
+        self.resend_ops, self.resend_bytes = resend_ops, resend_bytes
+        self._sent_bytes = 0
+        self.failed: set[int] = set()  # members reported dead (PeerFailed)
+        self.duplicates = 0  # resent segments a vnode already had (dropped)
+        self.from_failed = 0  # control messages from dead members (dropped)
+        self._sent: dict[Hashable, list[tuple[int, int, Bcast]]] = {}  # op -> (dst, n, m)
+        self._sends_to: dict[int, int] = {}  # dst -> messages sent to it (n: the n-th)
+        self._resent_ops: set[Hashable] = set()
+        self._origins: dict[Hashable, int] = {}  # pipelined op -> its root process
+        self._doubts: dict[int, list[tuple[int, int, int]]] = {}  # pid -> (v, epoch, src)
+        self._told: dict[int, int] = {}  # dead process -> the heir we sent its entries
+        self._lacking: dict[Hashable, NodeSet] = {}  # reduction -> vnodes whose owner died
         self._founders = founder_vnodes
         self._extra_left = extra_probes
         self._chain_left = chain_probes
@@ -786,6 +921,7 @@ class Process:
         self._round = 0
         self._former: dict[tuple[str, int], AdoptItem] = {}  # our parents when we left
         self._sponsor: int | None = None  # a joiner's first probe: the member it joined by
+        self._contact: int | None = None  # the member a JOINING process asked
 
     # -- the API ----------------------------------------------------------------------
     def handle(self, event: Event) -> list[Action]:
@@ -828,7 +964,9 @@ class Process:
     # -- dispatch ---------------------------------------------------------------------
     def _dispatch(self, event: Event) -> None:
         if isinstance(event, Received):
-            if self.state is State.LEFT:
+            if event.src in self.failed and not isinstance(event.message, _DATA):
+                self.from_failed += 1  # sent before it died; its place is settled
+            elif self.state is State.LEFT:
                 self._straggler(event.src, event.message)
             else:
                 self._receive(event.src, event.message)
@@ -840,6 +978,7 @@ class Process:
             self._on_start()
         elif isinstance(event, JoinRequested):
             self.state = State.JOINING
+            self._contact = event.contact
             self._send(event.contact, JoinRequest())
         elif isinstance(event, LeaveRequested):
             self._on_leave(event.heir)
@@ -849,12 +988,15 @@ class Process:
             self._on_bcast_requested(event)
         elif isinstance(event, ReduceRequested):
             self._on_reduce_requested(event)
+        elif isinstance(event, PeerFailed):
+            self._on_peer_failed(event.pid, event.received)
 
     def _receive(self, src: int, m: Message) -> None:
         if self.state is State.JOINING and isinstance(m, JoinRefused):
             if not m.members:
                 raise RemoteProtocolError(f"contact {src} has left and knows no member")
-            self._send(self.rng.choice(sorted(m.members)), JoinRequest())
+            self._contact = self.rng.choice(sorted(m.members))
+            self._send(self._contact, JoinRequest())
             return
         if self.state is State.JOINING and not isinstance(m, Welcome):
             self._early.append((src, m))  # gossip may overtake the Welcome
@@ -898,6 +1040,7 @@ class Process:
         if dst == self.pid:
             raise LocalProtocolError(f"process {self.pid} sending {m!r} to itself")
         self._out.append(Send(dst, m, message_bytes(m)))
+        self._sends_to[dst] = self._sends_to.get(dst, 0) + 1
 
     def _others(self) -> list[int]:
         return sorted(self.members - {self.pid})
@@ -939,9 +1082,13 @@ class Process:
             for m in new:
                 self._ask_to_ack(m)
             return
+        table = self.table
+        claims = tuple(  # (module doc, "Failures": a new member may claim them too)
+            (v, self.pid, s.epoch) for v, s in sorted(table.owned.items()) if s.recovered
+        ) if table else ()  # fmt: skip
         for m in new:
-            if m != src:
-                self._send(m, Update(frozenset(self.members)))
+            if m != src or claims:
+                self._send(m, Update(frozenset(self.members), claims))
 
     def _on_join_request(self, src: int, m: JoinRequest) -> None:
         if src in self.departed:
@@ -972,16 +1119,43 @@ class Process:
         early, self._early = self._early, []
         for s, message in early:
             self._receive(s, message)
+        self._claim_orphans()
 
     def _on_update(self, src: int, m: Update) -> None:
-        self._learn_routes(m.entries)
+        self._learn_routes(m.entries, claimant=src)
         self._learn_members(src, m.members)
 
-    def _learn_routes(self, entries: Iterable[tuple[int, int, int]]) -> None:
+    def _learn_routes(
+        self, entries: Iterable[tuple[int, int, int]], claimant: int | None = None
+    ) -> None:
+        """Take newer routing entries. An owned vnode goes to a newer or winning
+        failover claim (:meth:`VNodeTable.learn`); a ``claimant`` claiming for itself
+        a vnode we hold at a newer or winning epoch is told so (module doc, "Failures")."""
         table = self._table()
+        corrections, dead = [], set()
         for v, pid, epoch in entries:
-            if pid not in self.departed:
-                table.learn(v, pid, epoch)
+            ours = table.route.get(v, (None, -1))
+            if ours[0] == claimant != pid and ours[1] > epoch and pid not in self.failed:
+                self._doubts.setdefault(pid, []).append((v, epoch, claimant))  # see below
+            elif ours[0] == claimant != pid and ours[1] > epoch:
+                # our owner of v says it had v at dead ``pid``: the handover of v from
+                # ``pid`` to it died with ``pid``, so v fails over from ``pid``
+                table.learn(v, pid, ours[1] + 1)
+                dead.add(pid)
+            elif pid in self.failed and (table.learn(v, pid, epoch) or self._heir(pid) == self.pid):
+                dead.add(pid)  # v fails over from it: passed on if news to us, or ours
+            if pid in self.departed:
+                continue
+            owned = v in table.owned
+            if table.learn(v, pid, epoch, claimed=pid == claimant):
+                if owned:
+                    self._mark_all_up()
+            elif owned and pid == claimant:
+                corrections.append((v, self.pid, table.owned[v].epoch))
+        if corrections and claimant in self.members:
+            self._send(claimant, Update(frozenset(), tuple(corrections)))
+        for pid in sorted(dead):
+            self._fail_over(pid)
 
     def _on_leave(self, heir: int | None) -> None:
         others = [p for p in self._others()]
@@ -1036,6 +1210,7 @@ class Process:
         self._learn_routes(m.entries)
         self._remove_member(src)
         self._send(src, LeaveAck(frozenset(self.members), m.round))
+        self._claim_orphans()  # the leaver may have been a dead process's heir
 
     def _on_leave_ack(self, src: int, m: LeaveAck) -> None:
         if self.state is not State.LEAVING:
@@ -1053,7 +1228,9 @@ class Process:
         if self.state is State.LEAVING and not self._awaiting:
             self.state = State.LEFT
 
-    def _remove_member(self, pid: int) -> None:
+    def _remove_member(self, pid: int, crashed: bool = False) -> None:
+        """``pid`` left (or, ``crashed``, died: then it forwards nothing any more, so it
+        is no former child, and a leaver drops it from the children it kept)."""
         self.departed.add(pid)
         self.members.discard(pid)
         if self._probing == pid:
@@ -1061,16 +1238,130 @@ class Process:
         for kind in KINDS:
             self.trees.pop((kind, pid), None)
         for key, tree in self.trees.items():
+            if tree.old_parent == pid and crashed:
+                tree.old_parent = None
             if tree.parent == pid:
                 self._detach_old(tree)
                 tree.disconnect()
                 self._down.add(key)
                 self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
-            old = tree.children.pop(pid, None) if self.state is State.ACTIVE else None
+            if crashed:
+                tree.former.pop(pid, None)
+            keep = self.state is not State.ACTIVE and not crashed
+            old = tree.children.pop(pid, None) if not keep else None
             if old is not None:  # (a leaver keeps the children it had: module doc)
-                tree.former[pid] = old.reach  # it forwards along its own old children
+                if not crashed:
+                    tree.former[pid] = old.reach  # it forwards along its own old children
                 self._up.add(key)
                 self._down.add(key)
+
+    def _on_peer_failed(self, dead: int, received: int | None) -> None:
+        """``dead`` died (module doc, "Failures"): drop it, re-map its vnodes to the
+        heir, send again what we sent it after the ``received`` it took in, report
+        what cannot complete."""
+        if dead == self.pid:
+            raise LocalProtocolError(f"process {self.pid} was told that it died")
+        if dead in self.failed:
+            return
+        if self.state is State.JOINING and dead == self._contact:
+            raise RemoteProtocolError(f"contact {dead} died before welcoming us: join again")
+        self.failed.add(dead)
+        self._remove_member(dead, crashed=True)
+        self.measured.pop(dead, None)
+        self._awaiting.discard(dead)
+        self._maybe_left()
+        if self.table is None:
+            return  # joining: nothing is mapped here yet
+        table = self.table
+        heir, moved = self._fail_over(dead)
+        for v, epoch, src in self._doubts.pop(dead, ()):  # told before we knew it died
+            self._learn_routes([(v, dead, epoch)], claimant=src)
+        self._claim_orphans()
+        after = -1 if received is None else received
+        resend = [
+            m for sends in self._sent.values() for dst, n, m in sends if dst == dead and n > after
+        ]
+        for m in resend:  # through the owners now: the dead's subtree is being repaired
+            self._spread(replace(m, via_tree=False, resent=True))
+        for op_id in [op for op, root in self._origins.items() if root == dead]:
+            del self._origins[op_id]
+            if stuck := table.abandon(op_id):
+                self._out.append(Abandoned(op_id, frozenset(stuck)))
+        for s in list(self._sums.values()):  # the dead's data will not come
+            if not s.done and s.root in table.owned:
+                self._lacking[s.op_id] = self._lacking.get(s.op_id, NodeSet()) | NodeSet.of(moved)
+                self._finish(s)
+        for r in list(self._reduces.values()):  # nor will a dead child's
+            if r.covered and not r.expired and self.state is State.ACTIVE:
+                self._flush_if_complete(r)
+        self._out.append(PeerLost(dead, heir, frozenset(moved), frozenset(m.op_id for m in resend)))
+
+    def _fail_over(self, dead: int, heir: int | None = None) -> tuple[int | None, list[int]]:
+        """Map the vnodes our table gives dead ``dead`` to its heir (module doc,
+        "Failures"). The heir claims them to every member (settling stale pointers and
+        disagreeing heirs); anyone else tells the heir where it had them, since the
+        heir's own table may not give them to ``dead``. ``heir``: who takes them (None:
+        :meth:`_heir`; this process after a routing cycle, :meth:`_route`). The heir and
+        the vnodes."""
+        table = self._table()
+        heir = self._heir(dead) if heir is None else heir
+        moved = table.routed_to(dead)
+        if heir is None or not moved:
+            return heir, moved
+        if heir == self.pid:
+            table.take_over(moved)
+            self._claim(moved)
+            self._mark_all_up()
+            for r in list(self._reduces.values()):  # a root sum lost with it starts anew
+                if r.root in moved and r.op_id not in self._sums:
+                    self._merge_root(r.op_id, r.root, r.op, None, NodeSet(), r.nbytes)
+                self._contribute(r)
+        else:
+            had = tuple((v, dead, table.route[v][1]) for v in moved)
+            self._send(heir, Update(frozenset(), had))
+            self._told[dead] = heir
+        return heir, moved
+
+    def _claim(self, vnodes: list[int]) -> None:
+        """Tell every member we own these recovered vnodes: two processes that both took
+        one over learn of each other, and the epochs settle it (module doc, "Failures")."""
+        table = self._table()
+        if claims := tuple((v, self.pid, table.owned[v].epoch) for v in vnodes):
+            for other in self._others():
+                self._send(other, Update(frozenset(), claims))
+
+    def _claim_orphans(self) -> None:
+        """After a membership change, take over the vnodes of dead processes whose heir
+        we have become, or tell their new heir (the one before left or died)."""
+        for dead in sorted(self.failed):
+            heir = self._heir(dead)
+            if heir != self.pid and heir == self._told.get(dead):
+                continue  # told already
+            if self._table().routed_to(dead):
+                self._fail_over(dead)
+
+    def _heir(self, dead: int) -> int | None:
+        """Who takes over a dead process's vnodes, as far as we know: the next member id
+        after it (an active member: a leaver does not take vnodes)."""
+        return _successor(
+            dead, self.members if self.state is State.ACTIVE else self.members - {self.pid}
+        )
+
+    def _route(self, v: int, hops: int = 0) -> int:
+        """Where a message for vnode ``v`` goes: its owner by our table, or, for a dead
+        owner, its heir; if that is us, we take the dead owner's vnodes over first. So
+        do we if the message has made more than ``2 P + 2`` hops: it is going round a
+        cycle of tables that disagree about a dead owner, which only a failure causes
+        (the routing invariant of :mod:`~gridcoll.dynamic.vnodes` holds otherwise)."""
+        owner = self._table().owner(v)
+        if owner not in self.failed:
+            return owner
+        heir = self._heir(owner)
+        if hops > 2 * len(self.members) + 2 and self.state is State.ACTIVE:
+            heir = self.pid
+        if heir == self.pid:
+            self._fail_over(owner, heir)
+        return owner if heir is None else heir
 
     # -- vnodes -------------------------------------------------------------------------
     def _table(self) -> VNodeTable:
@@ -1117,6 +1408,9 @@ class Process:
     def _on_handover(self, src: int, m: Handover) -> None:
         table = self._table()
         states = dict(m.states)
+        contested = [  # someone claimed it at this epoch or later: settle it (Failures)
+            v for v, st in states.items() if table.route.get(v, (self.pid, -1))[1] >= st.epoch
+        ]
         table.take(states)
         for op_id, root, op, v, value, nbytes in m.values:
             self._reduce_state(op_id, root, op, nbytes).values.setdefault(v, value)
@@ -1128,8 +1422,13 @@ class Process:
                 self._sums[s.op_id] = s
             self._hand_over(sorted(states), self.rng.choice(heirs))
             return
+        self._claim([v for v in sorted(states) if table.owned[v].recovered or v in contested])
         for s in m.sums:
             self._merge_root(s.op_id, s.root, s.op, s.value, s.covered, s.nbytes, done=s.done)
+            for v, x in s.aside:
+                self._merge_root(
+                    s.op_id, s.root, s.op, x, NodeSet.of([v]), s.nbytes, recovered=True
+                )
         for r in self._reduces.values():
             if r.root in states and r.covered:  # our partial sum joins the root's
                 value, covered, r.value, r.covered = r.value, r.covered, None, NodeSet()
@@ -1470,13 +1769,24 @@ class Process:
         """Rules I, II and III of sec. IV-D, for one segment."""
         table = self._table()
         mine = m.targets & table.mine()
-        if mine:
-            for v in mine:
-                if not table.mark_delivered(v, m.op_id, m.segment, m.nsegments):
-                    raise RemoteProtocolError(
-                        f"broadcast {m.op_id!r} segment {m.segment} reached vnode {v} twice"
-                    )
-            self._out.append(Deliver(m.op_id, frozenset(mine), m.payload, m.segment, m.nsegments))
+        if m.resent:
+            self._resent_ops.add(m.op_id)
+        fresh = []
+        for v in mine:
+            if table.mark_delivered(v, m.op_id, m.segment, m.nsegments):
+                fresh.append(v)
+            elif m.op_id in self._resent_ops or self.failed or m.op_id in table.owned[v].delivered:
+                self.duplicates += 1  # a copy after a failure (module doc, "Failures")
+            else:
+                raise RemoteProtocolError(
+                    f"broadcast {m.op_id!r} segment {m.segment} reached vnode {v} twice"
+                )
+        if fresh:
+            self._out.append(Deliver(m.op_id, frozenset(fresh), m.payload, m.segment, m.nsegments))
+            if m.nsegments > 1 and m.op_id not in self._origins:
+                self._origins[m.op_id] = m.tree_root
+                if len(self._origins) > _ORIGINS_KEPT:
+                    del self._origins[next(iter(self._origins))]
         rest = m.targets - mine
         tree = self.trees.get((m.kind, m.tree_root))
         if (
@@ -1489,17 +1799,34 @@ class Process:
             for c, reach in [*kids, *sorted(tree.former.items())]:  # "Repair"
                 sub = rest & reach
                 if sub:
-                    self._send(c, _replace_targets(m, sub, True))
+                    self._send_bcast(c, _replace_targets(m, sub, True))
                     rest = rest - sub
         by_owner: dict[int, list[int]] = {}
         for v in rest:
-            by_owner.setdefault(table.owner(v), []).append(v)
+            owner = self._route(v, m.hops) if self.failed else table.owner(v)
+            by_owner.setdefault(owner, []).append(v)
+        if taken := by_owner.pop(self.pid, None):  # a dead owner's, taken over just now
+            self._spread(replace(m, targets=NodeSet.of(taken)))
         groups = sorted(by_owner.items())
         while groups:  # rule III as a binomial relay: log2(owners) + 1 sends from here
             half = groups[len(groups) // 2 :] if len(groups) > 1 else groups
             targets = NodeSet.of(v for _, vs in half for v in vs)
-            self._send(half[0][0], _replace_targets(m, targets, False))
+            self._send_bcast(half[0][0], _replace_targets(m, targets, False))
             groups = groups[: len(groups) // 2] if len(groups) > 1 else []
+
+    def _send_bcast(self, dst: int, m: Bcast) -> None:
+        """Send, and keep the message (``resend_ops``, ``resend_bytes``) in case ``dst``
+        dies."""
+        self._send(dst, m)
+        if not self.resend_ops:
+            return
+        self._sent.setdefault(m.op_id, []).append((dst, self._sends_to[dst], m))
+        self._sent_bytes += m.nbytes
+        while len(self._sent) > 1 and (
+            len(self._sent) > self.resend_ops or self._sent_bytes > self.resend_bytes
+        ):
+            oldest = next(iter(self._sent))
+            self._sent_bytes -= sum(old.nbytes for *_, old in self._sent.pop(oldest))
 
     # -- reduction (sec. IV-E) --------------------------------------------------------------
     def timeout(self, nbytes: int = 0) -> float:
@@ -1530,11 +1857,18 @@ class Process:
 
     def _contribute(self, r: _Reduce) -> None:
         table = self._table()
+        self._route(r.root)  # (takes a dead root owner's vnodes over first, if ours)
         value, covered = None, []
         for v in sorted(set(r.values) & set(table.owned)):
-            if table.mark_contributed(v, r.op_id):
-                value = r.values[v] if not covered else r.op(value, r.values[v])
-                covered.append(v)
+            if not table.mark_contributed(v, r.op_id):
+                continue
+            if table.owned[v].recovered:  # counted only where nothing else covers it
+                m = Partial(r.op_id, r.root, r.op, r.values[v], NodeSet.of([v]), False, 0,
+                            r.nbytes, recovered=True)  # fmt: skip
+                self._on_partial(self.pid, m)
+                continue
+            value = r.values[v] if not covered else r.op(value, r.values[v])
+            covered.append(v)
         if covered:
             self._absorb(r, value, NodeSet.of(covered), hops=0)
 
@@ -1548,17 +1882,23 @@ class Process:
                 )
             r.value = _combine(r.op, r.value, r.covered, value, covered)
             r.covered = r.covered | covered
-            tree = self.trees.get(("latency", self._table().owner(r.root)))
-            if tree is not None and tree.parent is not None and not self._reach(tree) - r.covered:
-                self._flush_reduce(r)  # every child has reported: no need to wait
+            self._flush_if_complete(r)
         else:
             self._send_up(r, value, covered, hops, force_p2p=self.state is not State.ACTIVE)
+
+    def _flush_if_complete(self, r: _Reduce) -> None:
+        """Send our partial sum up once every child has reported: no need to wait."""
+        tree = self.trees.get(("latency", self._route(r.root)))
+        if tree is not None and tree.parent is not None and not self._reach(tree) - r.covered:
+            self._flush_reduce(r)
 
     def _send_up(
         self, r: _Reduce, value: object, covered: NodeSet, hops: int, force_p2p: bool
     ) -> None:
-        table = self._table()
-        owner = table.owner(r.root)
+        owner = self._route(r.root)
+        if owner == self.pid:  # the root vnode was a dead process's: ours now
+            self._merge_root(r.op_id, r.root, r.op, value, covered, r.nbytes)
+            return
         tree = self.trees.get(("latency", owner))
         if (
             not force_p2p
@@ -1581,16 +1921,16 @@ class Process:
 
     def _on_partial(self, src: int, m: Partial) -> None:
         table = self._table()
+        dst = self._route(m.root, m.hops)
         if m.root in table.owned:
-            self._merge_root(m.op_id, m.root, m.op, m.value, m.covered, m.nbytes)
-        elif m.via_tree and self.state is State.ACTIVE:
+            self._merge_root(
+                m.op_id, m.root, m.op, m.value, m.covered, m.nbytes, recovered=m.recovered
+            )
+        elif m.via_tree and self.state is State.ACTIVE and not m.recovered:
             r = self._reduce_state(m.op_id, m.root, m.op, m.nbytes)
             self._absorb(r, m.value, m.covered, m.hops)
         else:
-            self._send(
-                table.owner(m.root),
-                Partial(m.op_id, m.root, m.op, m.value, m.covered, False, m.hops + 1, m.nbytes),
-            )
+            self._send(dst, replace(m, via_tree=False, hops=m.hops + 1))
 
     def _merge_root(
         self,
@@ -1601,6 +1941,7 @@ class Process:
         covered: NodeSet,
         nbytes: int,
         done: bool = False,
+        recovered: bool = False,
     ) -> None:
         s = self._sums.get(op_id)
         if s is None:
@@ -1610,18 +1951,43 @@ class Process:
                 SetTimer(("reduce-give-up", op_id), self.give_up_factor * self.timeout(nbytes))
             )
             if r is not None and r.covered:  # what we held as an inner node
-                value = _combine(op, value, covered, r.value, r.covered)
-                covered, r.value, r.covered = covered | r.covered, None, NodeSet()
+                s = replace(s, value=r.value, covered=r.covered)
+                r.value, r.covered = None, NodeSet()
+            self._sums[op_id] = s
         if s.done or done:
             self._sums[op_id] = replace(s, done=True)
             return  # data after ReduceDone is dropped (module doc)
-        if not s.covered.isdisjoint(covered):
-            raise RemoteProtocolError(f"reduction {op_id!r} counted {s.covered & covered} twice")
-        total = _combine(op, s.value, s.covered, value, covered)
-        s = self._sums[op_id] = replace(s, value=total, covered=s.covered | covered)
-        if len(s.covered) == self._table().size:
-            self._sums[op_id] = replace(s, done=True)
-            self._out.append(ReduceDone(op_id, total, frozenset()))
+        if recovered:
+            if len(covered) != 1:
+                raise RemoteProtocolError(f"recovered data of reduction {op_id!r} for {covered}")
+            (v,) = covered
+            if v not in dict(s.aside):
+                s = self._sums[op_id] = replace(s, aside=(*s.aside, (v, value)))
+        else:
+            if not s.covered.isdisjoint(covered):
+                raise RemoteProtocolError(
+                    f"reduction {op_id!r} counted {s.covered & covered} twice"
+                )
+            total = _combine(op, s.value, s.covered, value, covered)
+            s = self._sums[op_id] = replace(s, value=total, covered=s.covered | covered)
+        self._finish(s)
+
+    def _finish(self, s: RootSum, give_up: bool = False) -> None:
+        """Emit ReduceDone once the root's sum and the recovered data aside cover the
+        namespace but for the vnodes whose owners died while it ran (their data will
+        not come: module doc, "Failures"), or when giving up; the aside data is
+        counted for the vnodes ``covered`` lacks."""
+        total, covered = s.value, s.covered
+        for v, x in sorted(s.aside, key=lambda item: item[0]):
+            if v not in covered:
+                total = _combine(s.op, total, covered, x, NodeSet.of([v]))
+                covered = covered | NodeSet.of([v])
+        everything = self._table().everything
+        if not give_up and (everything - covered) - self._lacking.get(s.op_id, NodeSet()):
+            return
+        self._lacking.pop(s.op_id, None)
+        self._sums[s.op_id] = replace(s, done=True)
+        self._out.append(ReduceDone(s.op_id, total, frozenset(everything - covered)))
 
     def _on_timer(self, timer: Hashable) -> None:
         if not isinstance(timer, tuple) or len(timer) != 2:
@@ -1639,8 +2005,6 @@ class Process:
         elif kind == "reduce-give-up":
             s = self._sums.get(op_id)
             if s is not None and not s.done and s.root in self._table().owned:
-                self._sums[op_id] = replace(s, done=True)
-                missing = frozenset(self._table().everything - s.covered)
-                self._out.append(ReduceDone(op_id, s.value, missing))
+                self._finish(s, give_up=True)
         else:
             raise LocalProtocolError(f"unknown timer {timer!r}")

@@ -8,6 +8,11 @@ when nothing else is pending: then the timer due first fires (with ``timer_chanc
 a timer that ``early`` accepts may also fire early at random, to exercise the
 timeouts).
 Probe results come from a ``measure(p, q) -> (rtt_s, bw_Bps)`` callback.
+:meth:`Network.crash` kills a process as SIGKILL does: messages to it vanish (and,
+unless told otherwise, what it sent that was not delivered yet), probes of it time out
+(``rtt = inf``); the test then tells the survivors with
+:class:`~gridcoll.dynamic.protocol.PeerFailed`, as a failure detector would (``taken``
+counts what each process was fed from each other, as heartbeats report it).
 
 :func:`stable_trees` runs the founders of a grid to quiescence with
 :func:`grid_measure` (the grid's P-LogP figures: ``RTT = r_pq(1) + r_qp(1)``,
@@ -66,6 +71,10 @@ class Network:
     delivered: list[tuple[int, Hashable, frozenset[int]]] = field(default_factory=list)
     done: list[tuple[int, ReduceDone]] = field(default_factory=list)
     messages: int = 0
+    dead: set[int] = field(default_factory=set)
+    taken: dict[tuple[int, int], int] = field(default_factory=dict)
+    """``(src, dst)``: how many messages from src dst has been fed (what a heartbeat
+    reports, ``PeerFailed.received``)."""
     _busy: list[tuple[int, int]] = field(default_factory=list)
     _busy_at: dict[tuple[int, int], int] = field(default_factory=dict)
 
@@ -76,6 +85,8 @@ class Network:
     def apply(self, pid: int, actions: Iterable[Action]) -> None:
         for a in actions:
             if isinstance(a, Send):
+                if a.dst in self.dead:
+                    continue
                 key = (pid, a.dst)
                 self.channels.setdefault(key, deque()).append(a.message)
                 if key not in self._busy_at:
@@ -115,12 +126,29 @@ class Network:
                     busy[pick] = last
                     self._busy_at[last] = pick
             self.messages += 1
+            self.taken[src, dst] = self.taken.get((src, dst), 0) + 1
             self.feed(dst, Received(src, message))
         else:
             pid, peer = self.probes.pop(pick - len(busy))
-            rtt, bw = self.measure(pid, peer)
+            rtt, bw = self.measure(pid, peer) if peer not in self.dead else (float("inf"), 0.0)
             self.feed(pid, ProbeResult(peer, rtt, bw))
         return True
+
+    def crash(self, pid: int, lose_sent: bool = True) -> None:
+        """Kill ``pid`` (module doc): messages to it are lost, and, with ``lose_sent``,
+        also those it sent that were not delivered yet (else they still arrive, as
+        what a process wrote to TCP before it died does)."""
+        self.dead.add(pid)
+        for key in [k for k in self.channels if pid == k[1] or (lose_sent and pid == k[0])]:
+            self.channels[key].clear()
+            if key in self._busy_at:
+                i = self._busy_at.pop(key)
+                last = self._busy.pop()
+                if last != key:
+                    self._busy[i] = last
+                    self._busy_at[last] = i
+        self.probes = [(a, b) for a, b in self.probes if a != pid]
+        self.timers = {k: t for k, t in self.timers.items() if k[0] != pid}
 
     def _fire_timer(self, keys: list[tuple[int, Hashable]]) -> bool:
         pid, timer = keys[self.rng.randrange(len(keys))]

@@ -6,7 +6,9 @@ a message to a vnode is delivered wherever it is mapped when the message arrives
 (fig. 2). A joining process receives vnodes from the member it contacts; a leaving
 process gives its vnodes away first.
 
-Every vnode carries an **epoch**, the number of times it has changed owner. A
+Every vnode carries an **epoch**, which grows each time it changes owner: by 2 on a
+handover (the owner gives it away, with its state), by 1 on a *failover* (its owner
+died and a survivor takes it with a fresh state, :meth:`VNodeTable.take_over`). A
 :class:`VNodeTable` is one process's view:
 
 * ``owned``: the vnodes mapped to this process, with their :class:`VNodeState`
@@ -27,16 +29,29 @@ arrived yet, it forwards along its older entry to the process that is handing v 
 which sends it back *after* the handover (channels are FIFO per pair), and v is then
 owned. So every message reaches the current owner in at most (changes of owner while
 it travels) + 2 hops.
+
+Failover (beyond the paper, which assumes polite leaves): when a process dies, every
+survivor sends what its table gives the dead process to one heir (the protocol picks
+it), which takes them at the next epoch with a fresh state (:meth:`VNodeTable.take_over`). Two
+survivors may disagree (a stale pointer: the dead process had handed the vnode on;
+or different member lists, so different heirs). Both cases are settled by the epochs
+alone: a handover's epoch (+2) beats a failover from the pointer before it (+1), and
+of two failover claims at one epoch the lower process id wins (:meth:`learn` makes
+an owner that hears of a newer or winning claim give its vnode up).
 """
 
 from __future__ import annotations
 
 from collections.abc import Hashable, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gridcoll.dynamic.nodesets import NodeSet
 
-__all__ = ["VNodeState", "VNodeTable"]
+__all__ = ["HANDOVER_STEP", "VNodeState", "VNodeTable"]
+
+HANDOVER_STEP = 2
+"""A handover's epoch step; a failover steps by 1, so it loses to a handover from the
+same epoch (module doc, "Failover")."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -51,6 +66,26 @@ class VNodeState:
     """Pipelined broadcasts under way: op id -> the segment indices delivered so far
     (a :class:`NodeSet` of indices: segments arrive mostly in order, so a range or
     two). Never mutated: a delivery makes a new mapping."""
+    recovered: bool = False
+    """Taken over from a dead owner (:meth:`VNodeTable.take_over`): its history is lost, so
+    its reduction data is counted only where no other contribution covers it (the
+    protocol's "Failures")."""
+
+
+def _merged(a: VNodeState, b: VNodeState) -> VNodeState:
+    """One vnode's two histories after two survivors both took it over: what either
+    delivered or contributed counts as done (no second time from now on)."""
+    partial = dict(a.partial)
+    for op, segments in b.partial.items():
+        partial[op] = partial.get(op, NodeSet()) | segments
+    delivered = a.delivered | b.delivered
+    return VNodeState(
+        max(a.epoch, b.epoch),
+        delivered,
+        a.contributed | b.contributed,
+        {op: ns for op, ns in partial.items() if op not in delivered},
+        recovered=True,
+    )
 
 
 @dataclass
@@ -94,10 +129,25 @@ class VNodeTable:
             return self.me
         return self.route[v][0]
 
-    def learn(self, v: int, pid: int, epoch: int) -> bool:
-        """Take ``v -> pid`` at ``epoch`` if newer than what we know; True if taken."""
-        if v in self.owned or pid == self.me:
-            return False  # only a handover makes a vnode ours
+    def learn(self, v: int, pid: int, epoch: int, claimed: bool = False) -> bool:
+        """Take ``v -> pid`` at ``epoch`` if newer than what we know; True if taken.
+
+        An owned vnode is given up (its state dropped) only to ``pid``'s own claim
+        (``claimed``: ``pid`` says it holds v; a third party's entry may name a handover
+        that died with its sender) at a newer epoch, or at the same epoch with a lower
+        process id: both happen only after a failover (module doc), since otherwise
+        the owner holds the vnode's latest epoch."""
+        if pid == self.me:
+            return False  # only a handover or a failover makes a vnode ours
+        if v in self.owned and not claimed:
+            return False
+        if v in self.owned:
+            mine = self.owned[v].epoch
+            if epoch < mine or (epoch == mine and pid > self.me):
+                return False
+            del self.owned[v]
+            self.route[v] = (pid, epoch)
+            return True
         old = self.route.get(v)
         if old is None or epoch > old[1]:
             self.route[v] = (pid, epoch)
@@ -110,18 +160,34 @@ class VNodeTable:
         out = {}
         for v in sorted(vnodes):
             state = self.owned.pop(v)
-            state = VNodeState(state.epoch + 1, state.delivered, state.contributed, state.partial)
+            state = replace(state, epoch=state.epoch + HANDOVER_STEP)
             self.route[v] = (to, state.epoch)
             out[v] = state
         return out
 
     def take(self, states: Mapping[int, VNodeState]) -> None:
-        """Receive handed-over vnodes."""
+        """Receive handed-over vnodes. A vnode owned already can only be one that two
+        survivors both took over (module doc, "Failover"): the two histories merge."""
         for v, state in states.items():
             if v in self.owned:
-                raise ValueError(f"vnode {v!r} handed to {self.me!r}, which already owns it")
+                mine = self.owned[v]
+                if not (mine.recovered or state.recovered):
+                    raise ValueError(f"vnode {v!r} handed to {self.me!r}, which already owns it")
+                state = _merged(mine, state)
             self.owned[v] = state
             self.route[v] = (self.me, state.epoch)
+
+    def routed_to(self, pid: int) -> list[int]:
+        """The vnodes our table maps to process ``pid`` (not owned here)."""
+        return sorted(v for v, (q, _) in self.route.items() if q == pid and v not in self.owned)
+
+    def take_over(self, vnodes: Iterable[int]) -> None:
+        """Take vnodes whose owner died (module doc, "Failover"): a fresh, recovered
+        state at the epoch after the one our table had."""
+        for v in vnodes:
+            epoch = self.route[v][1] + 1
+            self.owned[v] = VNodeState(epoch, recovered=True)
+            self.route[v] = (self.me, epoch)
 
     def mark_delivered(self, v: int, op_id: Hashable, segment: int = 0, nsegments: int = 1) -> bool:
         """Record segment ``segment`` of an ``nsegments``-segment broadcast delivered to
@@ -140,13 +206,25 @@ class VNodeTable:
             delivered = delivered | {op_id}
         else:
             partial[op_id] = got
-        self.owned[v] = VNodeState(s.epoch, delivered, s.contributed, partial)
+        self.owned[v] = replace(s, delivered=delivered, partial=partial)
         return True
+
+    def abandon(self, op_id: Hashable) -> list[int]:
+        """End a pipelined broadcast that will not complete (its root died) for the
+        owned vnodes holding some of its segments: it counts as delivered (no more of
+        its segments are taken); the vnodes."""
+        stuck = []
+        for v, s in self.owned.items():
+            if op_id in s.partial:
+                partial = {k: ns for k, ns in s.partial.items() if k != op_id}
+                self.owned[v] = replace(s, partial=partial, delivered=s.delivered | {op_id})
+                stuck.append(v)
+        return sorted(stuck)
 
     def mark_contributed(self, v: int, op_id: Hashable) -> bool:
         """Record owned v's contribution to a reduction; False if it had been already."""
         s = self.owned[v]
         if op_id in s.contributed:
             return False
-        self.owned[v] = VNodeState(s.epoch, s.delivered, s.contributed | {op_id}, s.partial)
+        self.owned[v] = replace(s, contributed=s.contributed | {op_id})
         return True

@@ -104,7 +104,7 @@ __all__ = [
 ]
 
 MAGIC = b"GW"
-VERSION = 1
+VERSION = 2
 MAX_MESSAGE = 64 * 1024 * 1024
 """Default largest encoded message (bytes)."""
 MAX_DEPTH = 8
@@ -456,12 +456,13 @@ def _w_vstate(w: Writer, s: VNodeState) -> None:
     for op, ns in items:
         w.value(op)
         w.nodeset(ns)
+    w.u8(s.recovered)
 
 
 def _r_vstate(r: Reader) -> VNodeState:
     epoch, delivered, contributed = r.u32(), _r_opids(r), _r_opids(r)
     partial = {_hashable(r.value()): r.nodeset() for _ in range(r.count(5))}
-    return VNodeState(epoch, delivered, contributed, partial)
+    return VNodeState(epoch, delivered, contributed, partial, r.flag())
 
 
 def _w_rootsum(w: Writer, s: RootSum) -> None:
@@ -472,11 +473,24 @@ def _w_rootsum(w: Writer, s: RootSum) -> None:
     w.nodeset(s.covered)
     w.u8(s.done)
     w.u64(s.nbytes)
+    w.u32(len(s.aside))
+    for v, value in s.aside:
+        w.u32(v)
+        w.value(value)
 
 
 def _r_rootsum(r: Reader) -> RootSum:
     op_id = _hashable(r.value())
-    return RootSum(op_id, r.u32(), r.op(), r.value(), r.nodeset(), r.flag(), r.u64())
+    root, op, value, covered, done, nbytes = (
+        r.u32(),
+        r.op(),
+        r.value(),
+        r.nodeset(),
+        r.flag(),
+        r.u64(),
+    )
+    aside = tuple((r.u32(), r.value()) for _ in range(r.count(5)))
+    return RootSum(op_id, root, op, value, covered, done, nbytes, aside)
 
 
 def _w_message(w: Writer, m: Message) -> None:
@@ -522,6 +536,7 @@ def _w_message(w: Writer, m: Message) -> None:
         w.value(m.payload)
         w.u32(m.segment)
         w.u32(m.nsegments)
+        w.u8(m.resent)
     elif isinstance(m, Partial):
         w.value(m.op_id)
         w.u32(m.root)
@@ -531,6 +546,7 @@ def _w_message(w: Writer, m: Message) -> None:
         w.u8(m.via_tree)
         w.u32(m.hops)
         w.u64(m.nbytes)
+        w.u8(m.recovered)
     elif isinstance(m, JoinRefused):
         w.pids(m.members)
     elif isinstance(m, Welcome):
@@ -593,7 +609,7 @@ def _r_message(r: Reader, t: type) -> Message:
         op_id = _hashable(r.value())
         root, kind, tree_root, targets = r.u32(), r.kind(), r.u64(), r.nodeset()
         via_tree, hops, nbytes, payload = r.flag(), r.u32(), r.u64(), r.value()
-        segment, nsegments = r.u32(), r.u32()
+        segment, nsegments, resent = r.u32(), r.u32(), r.flag()
         if nsegments < 1 or segment >= nsegments:
             raise WireError(f"segment {segment} of {nsegments}")
         return Bcast(
@@ -608,11 +624,12 @@ def _r_message(r: Reader, t: type) -> Message:
             payload,
             segment,
             nsegments,
+            resent,
         )
     if t is Partial:
         op_id = _hashable(r.value())
         root, op, value, covered = r.u32(), r.op(), r.value(), r.nodeset()
-        return Partial(op_id, root, op, value, covered, r.flag(), r.u32(), r.u64())
+        return Partial(op_id, root, op, value, covered, r.flag(), r.u32(), r.u64(), r.flag())
     if t is JoinRefused:
         return JoinRefused(frozenset(r.pids()))
     if t is Welcome:
