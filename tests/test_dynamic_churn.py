@@ -9,16 +9,14 @@ reduction must count every vnode exactly once, and no process may end in ERROR.
 
 With ``crashes``, processes are also killed (:meth:`Network.crash`; half the time what
 they had sent and was not delivered yet is lost too) and each survivor is told
-(``PeerFailed``) after its own random delay, as a heartbeat detector would, with how
-many of its messages the dead process had taken in (exact, older, or unknown; only
-unknown when its sent messages were lost, since then what it took in says nothing of
-what it passed on). A dead process's vnodes are taken over with a
-fresh history (``recovered``: what had been delivered to them is unknown), so the
-check is: among the living no vnode that was never recovered gets a segment twice;
-every vnode gets every segment of every broadcast whose root survived, alive or
-before its owner died; each reduction ends, and the value of each ReduceDone counts
-exactly the vnodes it does not report missing (a reduction whose root vnode's owner
-dies after it ended may end again at the heir).
+(``PeerFailed``, with no count of what the dead took in: everything kept is sent again)
+after its own random delay, as a heartbeat detector would. A dead process's vnodes are
+taken over with a fresh history (``recovered``: what had been delivered to them is
+unknown), so the check is: among the living no vnode that was never recovered gets a
+segment twice; every vnode gets every segment of every broadcast whose root survived,
+alive or before its owner died; each reduction ends, and the value of each ReduceDone
+counts exactly the vnodes it does not report missing (a reduction whose root vnode's
+owner dies after it ended may end again at the heir).
 """
 
 from __future__ import annotations
@@ -55,9 +53,6 @@ class _Net(Network):
     """``(op, segment, nsegments, vnodes, pid)`` per delivery."""
     untold: list[tuple[int, int]] = field(default_factory=list)
     """``(survivor, dead)``: failures a survivor's detector has not reported yet."""
-    lost_sent: set[int] = field(default_factory=set)
-    """Dead processes whose undelivered messages died with them: what they had taken
-    in says nothing of what they passed on, so they are reported with no count."""
     roots: dict[int, int] = field(default_factory=dict)
     """Broadcast -> the process that started it."""
     recovered: set[int] = field(default_factory=set)
@@ -82,16 +77,11 @@ class _Net(Network):
             if rng.random() >= share:
                 keep.append((pid, dead))
                 continue
-            taken = self.taken.get((pid, dead), 0)  # the last heartbeat's, or older, or none
-            received = rng.choice([None, taken, max(0, taken - rng.randrange(4))])
-            if dead in self.lost_sent:
-                received = None
             try:
-                self.feed(pid, PeerFailed(dead, received))
+                self.feed(pid, PeerFailed(dead))  # no count: everything kept is sent again
             except RemoteProtocolError:  # a joiner whose contact died: it gives up
                 assert self.processes[pid].state is State.ERROR
                 self.crash(pid)
-                self.lost_sent.add(pid)
                 keep += [(p, pid) for p in self.processes if p not in self.dead]
         self.untold = keep
 
@@ -196,10 +186,7 @@ def _churn_run(
             net.feed(rng.choice(active), LeaveRequested())
         elif act == "crash" and len(active) > 2:
             dead = rng.choice(active)
-            lose_sent = rng.random() < 0.5
-            net.crash(dead, lose_sent)
-            if lose_sent:
-                net.lost_sent.add(dead)
+            net.crash(dead, lose_sent=rng.random() < 0.5)
             net.untold += [(p, dead) for p in _live(net)]
         elif act == "migrate" and len(active) > 1:
             src = rng.choice(active)

@@ -739,11 +739,14 @@ def test_a_pipelined_broadcast_whose_root_dies_is_abandoned() -> None:
 
 def test_failover_epochs_settle_disagreements() -> None:
     """A handover (+2) beats a failover from the same epoch (+1); two failovers at one
-    epoch go to the lower id; an owner gives a vnode up only to the claimant's own claim."""
-    table = VNodeTable.founded(5, {7: [0]})
-    table.take_over(table.routed_to(7))  # 7 died: we (5) take vnode 0 at epoch 1
+    epoch go to the lower id; a vnode with its history is given up only to the
+    claimant's own claim, one taken over also to a third party's entry."""
+    table = VNodeTable.founded(5, {7: [0, 1], 5: [2]})
+    table.take_over(table.routed_to(7))  # 7 died: we (5) take vnodes 0, 1 at epoch 1
     assert table.owned[0].epoch == 1 and table.owned[0].recovered
-    assert not table.learn(0, 9, HANDOVER_STEP)  # a third party's entry: not given up
     assert not table.learn(0, 9, 1, claimed=True)  # a tie with a higher id: ours
     assert table.learn(0, 3, 1, claimed=True)  # a tie with a lower id: theirs
     assert table.route[0] == (3, 1) and 0 not in table.owned
+    assert table.learn(1, 9, HANDOVER_STEP)  # handed on before 7 died: a third party says
+    assert not table.learn(2, 9, HANDOVER_STEP)  # our own, with its history: only a claim
+    assert table.learn(2, 9, HANDOVER_STEP, claimed=True) and table.owned.keys() == set()

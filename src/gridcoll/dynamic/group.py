@@ -45,22 +45,23 @@ root's give-up timer ends the reduction, so the driver holds it to at least
 ``min_give_up_s`` (10 s by default): a result lacks data only when a process is gone
 or much slower than that.
 
-*Heartbeats and failures.* Every ``heartbeat_s`` a member sends every member it knows
-a small ``BEAT`` frame carrying how many of that member's core messages it has fed to
-its core; a failure report gives the count of the beat before the last (messages the
-dead process took in a beat before it died, whose forwards had left it), and only
-later ones are sent again. Any frame on a peer's authenticated connection counts as
-a sign of life. A member silent for more than ``heartbeat_timeout_s`` (counted from when
-it was first known; time this process's own I/O thread was held up, e.g. by a long
-emulated transfer, does not count) is suspected: added to :attr:`Group.suspects`,
-given to ``on_suspect`` and, with ``fail_suspects`` (the default), reported to the
-core as dead (``PeerFailed``): its vnodes go to an heir and the broadcasts sent to it
-are sent again (the core's "Failures"). Each such failure is kept in
-:attr:`Group.failures` (the core's ``PeerLost``: the vnodes re-mapped, the heir, the
-broadcasts sent again), and a pipelined broadcast whose root died before every
-segment reached a vnode here in :attr:`Group.abandoned`. A falsely suspected process
-is cut off (its vnodes go to the heir), so ``heartbeat_timeout_s`` must exceed the
-longest pause a live process may make.
+*Heartbeats and failures.* Every ``heartbeat_s`` a member sends every member it knows a
+small ``BEAT`` frame carrying how many of that member's core messages it has fed to its
+core; a failure report gives the count of the beat before the last (messages the dead
+process took in a beat before it died, whose forwards had left it), and only later ones
+are sent again. (Not covered: a message passed on only to another process that died too
+before passing it on, within about a heartbeat: the core's "Failures".) Any frame on a
+peer's authenticated connection counts as a sign of life. A member silent for more than
+``heartbeat_timeout_s`` (counted from when it was first known; time this process's own
+I/O thread was held up, e.g. by a long emulated transfer, does not count) is suspected:
+added to :attr:`Group.suspects`, given to ``on_suspect`` and, with ``fail_suspects``
+(the default), reported to the core as dead (``PeerFailed``): its vnodes go to an heir
+and the broadcasts sent to it are sent again (the core's "Failures"). Each such failure
+is kept in :attr:`Group.failures` (the core's ``PeerLost``: the vnodes re-mapped, the
+heir, the broadcasts sent again), and a pipelined broadcast whose root died before every
+segment reached a vnode here in :attr:`Group.abandoned`. A falsely suspected process is
+cut off (its vnodes go to the heir), so ``heartbeat_timeout_s`` must exceed the longest
+pause a live process may make.
 
 *Addresses.* The core names processes by id. The process directory (id -> endpoint,
 rank) spreads with the messages: before a core message to a peer, the sender sends it
@@ -1201,8 +1202,8 @@ class Group:
                 if self._on_suspect is not None:
                     self._callback(self._on_suspect, pid)
         for pid in dead if self.fail_suspects else ():
-            acked = self._acked.get(pid)  # the beat before the last: the messages it had
-            self._feed(p.PeerFailed(pid, acked[0] if acked else None))  # passed on
+            acked = self._acked.get(pid)  # the beat before the last: what it had passed on
+            self._feed(p.PeerFailed(pid, acked[0] if acked else None))
         self._suspects &= self.core.members
         self._publish()
 

@@ -71,8 +71,10 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
 
 - *Membership and trees.* The dead process is dropped as if it had left, except that
   it forwards nothing: it is no "former" child, a leaver drops it from the children
-  it kept, and messages it sent before dying count only if they carry data or
-  vnodes (Bcast, Partial, Handover); children it had repair by probing.
+  it kept, and messages it sent before dying count only if they carry data, vnodes
+  or where it sent vnodes (Bcast, Partial, Handover, Update); children it had
+  repair by probing. A process handed a vnode that its table gives to a third
+  process, once a failure is known, claims it (that one may have taken it over).
 - *Its vnodes.* Its heir is the next member id after it, cyclically (a LEAVING or
   LEFT process counts itself out); the heir takes every vnode its table gives the
   dead process at the next epoch, with a fresh *recovered* state, and claims them to
@@ -93,7 +95,9 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   ``resend_ops`` broadcasts; those it sent to the dead process after the last one
   the dead process confirmed (``PeerFailed.received``, from its heartbeats; all kept
   ones if unknown) are sent again (``resent``) point-to-point to the owners of their
-  targets. A vnode that already
+  targets. (A count trusts that what the dead process took in, it passed on to live
+  processes: a message it passed only to another process that then died before
+  passing it on is lost. Without a count nothing kept is lost.) A vnode that already
   has a segment drops the copy (``duplicates``; once a failure is known here, or for a
   broadcast a vnode has ended, any second copy is dropped), so every vnode of a live
   process gets every segment of a broadcast whose root survives. A recovered vnode's
@@ -590,8 +594,8 @@ class PeerFailed:
     """The driver's failure detector says ``pid`` died without leaving (module doc,
     "Failures"). ``pid`` must never send again: a process only suspected must not be
     reported (a reported one that is alive loses its vnodes to the heir).
-    ``received``: how many of this process's messages ``pid`` is known to have taken
-    in (its heartbeats say; None: unknown), so only later ones are sent again."""
+    ``received``: how many of this process's messages ``pid`` had taken in and passed
+    on (its heartbeats say; None: unknown), so only later ones are sent again."""
 
     pid: int
     received: int | None = None
@@ -781,8 +785,9 @@ class _Reduce:
     expired: bool = False
 
 
-_DATA = (Bcast, Partial, Handover)
-"""Messages a dead process sent before it died that still count: data and vnodes."""
+_DATA = (Bcast, Partial, Handover, Update)
+"""Messages a dead process sent before it died that still count: data, vnodes and
+where it sent vnodes."""
 
 _ORIGINS_KEPT = 1024
 """Pipelined broadcasts whose root process is remembered (for :class:`Abandoned`)."""
@@ -861,7 +866,7 @@ class Process:
         remote_probes: bool = False,
         segment_cost_s: float = SEGMENT_COST_S,
         remember: bool = True,
-        resend_ops: int = 64,
+        resend_ops: int = 16,
         resend_bytes: int = 32 * 1024 * 1024,
     ) -> None:
         if extra_probes < 0:
@@ -1408,8 +1413,11 @@ class Process:
     def _on_handover(self, src: int, m: Handover) -> None:
         table = self._table()
         states = dict(m.states)
-        contested = [  # someone claimed it at this epoch or later: settle it (Failures)
-            v for v, st in states.items() if table.route.get(v, (self.pid, -1))[1] >= st.epoch
+        contested = [  # someone may have taken it over: settle it (module doc, "Failures")
+            v
+            for v, st in states.items()
+            if (self.failed and table.route.get(v, (src, 0))[0] not in (src, self.pid))
+            or table.route.get(v, (src, -1))[1] >= st.epoch
         ]
         table.take(states)
         for op_id, root, op, v, value, nbytes in m.values:

@@ -32,12 +32,14 @@ it travels) + 2 hops.
 
 Failover (beyond the paper, which assumes polite leaves): when a process dies, every
 survivor sends what its table gives the dead process to one heir (the protocol picks
-it), which takes them at the next epoch with a fresh state (:meth:`VNodeTable.take_over`). Two
-survivors may disagree (a stale pointer: the dead process had handed the vnode on;
-or different member lists, so different heirs). Both cases are settled by the epochs
-alone: a handover's epoch (+2) beats a failover from the pointer before it (+1), and
-of two failover claims at one epoch the lower process id wins (:meth:`learn` makes
-an owner that hears of a newer or winning claim give its vnode up).
+it), which takes them at the next epoch with a fresh state
+(:meth:`VNodeTable.take_over`). Two survivors may disagree (a stale pointer: the dead
+process had handed the vnode on; or different member lists, so different heirs). The
+epochs settle them (with the protocol's help: its "Failures"): a handover's epoch (+2)
+beats a failover from the pointer before it (+1), and of two failover claims at one
+epoch the lower process id wins (:meth:`VNodeTable.learn` makes an owner give its
+vnode up to a newer or winning entry: one it took over to any, one with its history
+only to the claimant's own; :meth:`VNodeTable.take` merges two take-overs' states).
 """
 
 from __future__ import annotations
@@ -67,8 +69,8 @@ class VNodeState:
     (a :class:`NodeSet` of indices: segments arrive mostly in order, so a range or
     two). Never mutated: a delivery makes a new mapping."""
     recovered: bool = False
-    """Taken over from a dead owner (:meth:`VNodeTable.take_over`): its history is lost, so
-    its reduction data is counted only where no other contribution covers it (the
+    """Taken over from a dead owner (:meth:`VNodeTable.take_over`): its history is lost,
+    so its reduction data is counted only where no other contribution covers it (the
     protocol's "Failures")."""
 
 
@@ -132,14 +134,14 @@ class VNodeTable:
     def learn(self, v: int, pid: int, epoch: int, claimed: bool = False) -> bool:
         """Take ``v -> pid`` at ``epoch`` if newer than what we know; True if taken.
 
-        An owned vnode is given up (its state dropped) only to ``pid``'s own claim
-        (``claimed``: ``pid`` says it holds v; a third party's entry may name a handover
-        that died with its sender) at a newer epoch, or at the same epoch with a lower
-        process id: both happen only after a failover (module doc), since otherwise
-        the owner holds the vnode's latest epoch."""
+        An owned vnode is given up (its state dropped) to a newer epoch, or to the same
+        epoch with a lower process id: both happen only after a failover (module doc),
+        since otherwise the owner holds the vnode's latest epoch. A vnode with its real
+        history (not ``recovered``) only to ``pid``'s own claim (``claimed``: a third
+        party's entry may name a handover that died with its sender)."""
         if pid == self.me:
             return False  # only a handover or a failover makes a vnode ours
-        if v in self.owned and not claimed:
+        if v in self.owned and not claimed and not self.owned[v].recovered:
             return False
         if v in self.owned:
             mine = self.owned[v].epoch
