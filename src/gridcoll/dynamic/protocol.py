@@ -74,7 +74,9 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   it kept, and messages it sent before dying count only if they carry data, vnodes
   or where it sent vnodes (Bcast, Partial, Handover, Update); children it had
   repair by probing. A process handed a vnode that its table gives to a third
-  process, once a failure is known, claims it (that one may have taken it over).
+  process, once a failure is known, claims it (that one may have taken it over); a
+  process told it owns a vnode that its table gives to a dead process takes it over
+  (the handover died with its sender).
 - *Its vnodes.* Its heir is the next member id after it, cyclically (a LEAVING or
   LEFT process counts itself out); the heir takes every vnode its table gives the
   dead process at the next epoch, with a fresh *recovered* state, and claims them to
@@ -1149,6 +1151,18 @@ class Process:
                 dead.add(pid)
             elif pid in self.failed and (table.learn(v, pid, epoch) or self._heir(pid) == self.pid):
                 dead.add(pid)  # v fails over from it: passed on if news to us, or ours
+            if (
+                pid == self.pid
+                and ours[0] in self.failed
+                and epoch > ours[1]
+                and v not in table.owned
+            ):
+                # said to be ours: the handover to us died with its sender
+                if self.state is State.ACTIVE:
+                    table.take_over([v], after=epoch)
+                    self._claim([v])
+                    self._mark_all_up()
+                continue
             if pid in self.departed:
                 continue
             owned = v in table.owned

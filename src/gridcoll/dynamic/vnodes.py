@@ -183,11 +183,11 @@ class VNodeTable:
         """The vnodes our table maps to process ``pid`` (not owned here)."""
         return sorted(v for v, (q, _) in self.route.items() if q == pid and v not in self.owned)
 
-    def take_over(self, vnodes: Iterable[int]) -> None:
+    def take_over(self, vnodes: Iterable[int], after: int = 0) -> None:
         """Take vnodes whose owner died (module doc, "Failover"): a fresh, recovered
-        state at the epoch after the one our table had."""
+        state at the epoch after the one our table had (or ``after``, if later)."""
         for v in vnodes:
-            epoch = self.route[v][1] + 1
+            epoch = max(self.route[v][1], after) + 1
             self.owned[v] = VNodeState(epoch, recovered=True)
             self.route[v] = (self.me, epoch)
 
