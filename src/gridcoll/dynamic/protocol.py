@@ -874,8 +874,9 @@ class Process:
         if extra_probes < 0:
             raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
         if resend_ops < 0 or resend_bytes < 0:
-            raise ValueError(f"resend_ops and resend_bytes must be >= 0, got {resend_ops!r}, "
-                             f"{resend_bytes!r}")  # fmt: skip
+            raise ValueError(
+                f"resend_ops and resend_bytes must be >= 0, got {resend_ops!r}, {resend_bytes!r}"
+            )
         self.pid = pid
         self.rng = rng
         self.extra_probes = extra_probes
@@ -1089,10 +1090,9 @@ class Process:
             for m in new:
                 self._ask_to_ack(m)
             return
-        table = self.table
-        claims = tuple(  # (module doc, "Failures": a new member may claim them too)
-            (v, self.pid, s.epoch) for v, s in sorted(table.owned.items()) if s.recovered
-        ) if table else ()  # fmt: skip
+        owned = self.table.owned if self.table else {}
+        # our recovered vnodes: a new member may have taken them over too ("Failures")
+        claims = tuple((v, self.pid, s.epoch) for v, s in sorted(owned.items()) if s.recovered)
         for m in new:
             if m != src or claims:
                 self._send(m, Update(frozenset(self.members), claims))
@@ -1885,8 +1885,8 @@ class Process:
             if not table.mark_contributed(v, r.op_id):
                 continue
             if table.owned[v].recovered:  # counted only where nothing else covers it
-                m = Partial(r.op_id, r.root, r.op, r.values[v], NodeSet.of([v]), False, 0,
-                            r.nbytes, recovered=True)  # fmt: skip
+                one = NodeSet.of([v])
+                m = Partial(r.op_id, r.root, r.op, r.values[v], one, False, 0, r.nbytes, True)
                 self._on_partial(self.pid, m)
                 continue
             value = r.values[v] if not covered else r.op(value, r.values[v])

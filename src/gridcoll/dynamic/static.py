@@ -119,12 +119,8 @@ class Network:
             src, dst = busy[pick]
             queue = self.channels[src, dst]
             message = queue.popleft()
-            if not queue:  # swap-remove from the busy list
-                last = busy.pop()
-                del self._busy_at[src, dst]
-                if last != (src, dst):
-                    busy[pick] = last
-                    self._busy_at[last] = pick
+            if not queue:
+                self._idle((src, dst))
             self.messages += 1
             self.taken[src, dst] = self.taken.get((src, dst), 0) + 1
             self.feed(dst, Received(src, message))
@@ -142,13 +138,17 @@ class Network:
         for key in [k for k in self.channels if pid == k[1] or (lose_sent and pid == k[0])]:
             self.channels[key].clear()
             if key in self._busy_at:
-                i = self._busy_at.pop(key)
-                last = self._busy.pop()
-                if last != key:
-                    self._busy[i] = last
-                    self._busy_at[last] = i
+                self._idle(key)
         self.probes = [(a, b) for a, b in self.probes if a != pid]
         self.timers = {k: t for k, t in self.timers.items() if k[0] != pid}
+
+    def _idle(self, key: tuple[int, int]) -> None:
+        """Swap-remove an emptied channel from the busy list."""
+        i = self._busy_at.pop(key)
+        last = self._busy.pop()
+        if last != key:
+            self._busy[i] = last
+            self._busy_at[last] = i
 
     def _fire_timer(self, keys: list[tuple[int, Hashable]]) -> bool:
         pid, timer = keys[self.rng.randrange(len(keys))]
