@@ -18,6 +18,15 @@ from mpi4py import MPI
 import gridcoll
 
 LATE_S = 8.0
+
+
+def say(outcome: dict) -> None:
+    """One write, newline included: ``gridcoll mpirun`` runs Python unbuffered, where
+    ``print`` writes the text and its newline apart, and mpiexec may put another rank's
+    line between them."""
+    sys.stdout.write(json.dumps(outcome) + "\n")
+
+
 mode, handling = sys.argv[1], sys.argv[2]
 comm = gridcoll.Comm(MPI.COMM_WORLD)
 rank = comm.Get_rank()
@@ -41,9 +50,9 @@ except Exception as err:
         message=str(err)[:500],
     )
     if handling == "raise":
-        print(json.dumps(dict(outcome, seconds=time.monotonic() - start)), flush=True)
+        say(dict(outcome, seconds=time.monotonic() - start))
         raise
 outcome["seconds"] = time.monotonic() - start
-print(json.dumps(outcome), flush=True)
+say(outcome)
 if handling == "catch":
     time.sleep(2 * LATE_S)
