@@ -513,6 +513,72 @@ def test_adoption_climbs_past_a_grandparent_that_leaves_too() -> None:
     assert last.parent("latency", 0) == 0
 
 
+def test_a_child_whose_parent_left_unannounced_climbs_to_its_grandparent() -> None:
+    """No usable Adopt (it named a process that left too): at the parent's Leaving
+    the child attaches at once to the nearest ancestor on its path still a member,
+    taking the hop on bounds and probing that ancestor next; it is never cut off."""
+    net = _chain(4)
+    left = {p: net.processes[p].handle(LeaveRequested(heir=0)) for p in (1, 2)}
+    last = net.processes[3]
+    (leaving1,) = [s.message for s in _sends(left[1], Leaving) if s.dst == 3]
+    (leaving2,) = [s.message for s in _sends(left[2], Leaving) if s.dst == 3]
+    last.handle(Received(1, leaving1))  # 1 is gone before 2's Adopt names it
+    (adopt,) = [s.message for s in _sends(left[2], Adopt) if s.dst == 3]
+    last.handle(Received(2, adopt))
+    assert last.parent("latency", 0) == 2  # every parent the Adopt names has left
+    out = last.handle(Received(2, leaving2))
+    for kind in ("latency", "bandwidth"):
+        tree = last.trees[kind, 0]
+        assert (tree.parent, tree.path, tree.estimated) == (0, (0,), False)  # 0 measured
+    (attach,) = [s.message for s in _sends(out, ChildUpdates) if s.dst == 0]
+    assert {(i.kind, i.root) for i in attach.items if i.attach} >= {
+        ("latency", 0),
+        ("bandwidth", 0),
+    }
+
+
+def test_an_adopt_falls_back_to_the_next_nearest_sibling() -> None:
+    """A leaver's Adopt names, for each child but the nearest, the nearer siblings and
+    then its own parent: if the nearest child leaves too, the next takes its place."""
+    net = _converged(12, seed=0)
+    leaver, key, tree = next(
+        (p, key, t)
+        for p in net.processes.values()
+        for key, t in sorted(p.trees.items())
+        if len(t.children) >= 3 and t.parent is not None
+    )
+    kids = tree.children
+    order = sorted(kids, key=lambda c: (kids[c].rtt, -kids[c].summary.descendants, c))
+    out = leaver.handle(LeaveRequested(heir=tree.parent))
+    items = {
+        s.dst: i for s in _sends(out, Adopt) for i in s.message.items if (i.kind, i.root) == key
+    }
+    assert (items[order[0]].parent, items[order[0]].fallback) == (tree.parent, ())
+    assert (items[order[1]].parent, items[order[1]].fallback) == (order[0], (tree.parent,))
+    assert items[order[2]].fallback == (order[1], tree.parent)
+    third = net.processes[order[2]]
+    third.departed.add(order[0])  # the nearest child left too, and the third knows it
+    third.handle(Received(leaver.pid, Adopt((items[order[2]],))))
+    assert third.parent(*key) == order[1]
+
+
+def test_probes_after_a_leave_go_only_to_peers_already_measured() -> None:
+    """A leave brings no one new to measure: the extra probes it renews ask measured
+    peers for their Info and download nothing (module doc, "Repair")."""
+    net = _converged(32, seed=0)
+    procs = net.processes
+    assert any(len(p.measured) < 31 for p in procs.values())  # some peers never measured
+    leaver = next(p for p in procs.values() if p.pid and p.trees["latency", 0].children)
+    kids = list(leaver.trees["latency", 0].children)
+    measured = {q: set(p.measured) for q, p in procs.items()}
+    made = {q: p.probes_made for q, p in procs.items()}
+    net.feed(leaver.pid, LeaveRequested(heir=0))
+    net.run()
+    assert all(procs[c].probes_made > made[c] for c in kids)  # the repair probed ...
+    assert all(set(p.measured) == measured[q] for q, p in procs.items())  # ... no one new
+    assert all(procs[c].parent("latency", 0) is not None for c in kids)
+
+
 def test_a_leaving_gateways_lan_keeps_one_wide_area_edge() -> None:
     for seed in range(20):  # a converged tree where LAN 1's gateway has two children
         net = _converged(12, seed=seed)
@@ -676,13 +742,15 @@ def test_the_next_member_id_takes_a_dead_process_vnodes_over() -> None:
 
 def test_a_broadcast_sent_to_a_dead_process_is_sent_again() -> None:
     net = _converged(4, vnodes_each=2)
+    dead = min(net.processes[0].trees["latency", 0].children)  # the root sends to it first
+    heir, its = (dead + 1) % 4, net.processes[dead].owned  # the next member id
     net.feed(0, BcastRequested("b", 0, 100, kind="latency"))  # on its way, not delivered
-    lost = _kill(net, 1)  # what 1 had not forwarded is lost with it
+    lost = _kill(net, dead)  # what it had not forwarded is lost with it
     net.run()
     got = sorted((v, p) for p, op, vs in net.delivered if op == "b" for v in vs)
-    assert [v for v, _ in got] == list(range(8))  # every vnode once: none reached 1
-    assert (2, 2) in got and (3, 2) in got  # process 1's vnodes at their heir, 2
-    assert any("b" in r.resent for r in lost)  # whoever had sent to 1 sent again
+    assert [v for v, _ in got] == list(range(8))  # every vnode once: none reached it
+    assert {(v, heir) for v in its} <= set(got)  # the dead one's vnodes at the heir
+    assert any("b" in r.resent for r in lost)  # whoever had sent to it sent again
 
 
 def test_a_reduction_ends_at_once_when_only_the_dead_are_missing() -> None:

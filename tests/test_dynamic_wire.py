@@ -74,7 +74,18 @@ messages = st.one_of(
     st.builds(p.ParentUpdates, st.lists(positions, max_size=3).map(tuple)),
     st.builds(
         p.Adopt,
-        st.lists(st.builds(p.AdoptItem, kinds, pids, pids, floats, floats), max_size=3).map(tuple),
+        st.lists(
+            st.builds(
+                p.AdoptItem,
+                kinds,
+                pids,
+                pids,
+                floats,
+                floats,
+                st.lists(pids, max_size=3).map(tuple),
+            ),
+            max_size=3,
+        ).map(tuple),
     ),
     st.builds(
         p.Bcast,

@@ -41,8 +41,9 @@ Theory of operation
 members and its routing table), hands it half of its vnodes (Handover) and tells every
 member (Update). Whoever learns of a new member sends it its own member list, so
 membership spreads to a fixed point even when joins cross. A leaver hands all its vnodes
-to an heir, sends Leaving (with its routing table, whose entries for the vnodes it ever
-owned are forwarding pointers) to every member, and stays LEAVING, forwarding what still
+to an heir, sends Leaving (with the routing entries of the vnodes it handed over while
+leaving: forwarding pointers; every earlier change of its reached every member as an
+Update, FIFO before the Leaving) to every member, and stays LEAVING, forwarding what still
 reaches it, until every member it knows of has acknowledged. An ack lists the acker's
 members, so a member the leaver did not know of is asked too. Since channels are FIFO,
 everything a member sent to the leaver before its ack reaches the leaver before the
@@ -73,10 +74,10 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   it forwards nothing: it is no "former" child, a leaver drops it from the children
   it kept, and messages it sent before dying count only if they carry data, vnodes
   or where it sent vnodes (Bcast, Partial, Handover, Update); children it had
-  repair by probing. A process handed a vnode that its table gives to a third
-  process, once a failure is known, claims it (that one may have taken it over); a
-  process told it owns a vnode that its table gives to a dead process takes it over
-  (the handover died with its sender).
+  climb to their nearest live ancestor ("Repair"). A process handed a vnode that its
+  table gives to a third process, once a failure is known, claims it (that one may
+  have taken it over); a process told it owns a vnode that its table gives to a dead
+  process takes it over (the handover died with its sender).
 - *Its vnodes.* Its heir is the next member id after it, cyclically (a LEAVING or
   LEFT process counts itself out); the heir takes every vnode its table gives the
   dead process at the next epoch, with a fresh *recovered* state, and claims them to
@@ -161,9 +162,28 @@ and improves by the paper's rules; a probe of the adopted parent replaces the bo
 by measurements. A LEAVING or LEFT process that is attached to (its Adopt crossed, or
 the new parent leaves too) answers with an Adopt to its own parent when it left, so
 the child climbs towards the root. At most as many adoptions in a row as there are
-members are taken (a cycle of leavers' parents cannot loop); an Adopt naming a
-departed process, or reaching a child that moved meanwhile, is ignored, and the child
-repairs by probing when the Leaving arrives. A LEAVING or LEFT process keeps the
+members are taken (a cycle of leavers' parents cannot loop). For every child but the
+nearest, the Adopt also names fallbacks (``AdoptItem.fallback``): the nearer siblings,
+then the leaver's parent. When several neighbours leave at once (half the processes
+in fig. 9) the nearest child may be leaving too; the child takes the first one named
+that it has not seen leave and keeps the rest, so the next nearest takes the place
+and the LAN still hangs on one edge. An Adopt reaching a child that moved meanwhile
+is ignored. *Climbing.* A child whose parent is gone with no Adopt it could use
+(every process named left, or a crash) does not probe for a new parent: at the
+Leaving (or the failure) it attaches at once to the next fallback it kept, else to
+the nearest ancestor on its path still a member, on bounds (the measured hop if it
+ever probed that process, else the old hop's figures, ``estimated``), and probes that
+process next. Only a process with no live ancestor disconnects and probes, as the
+paper's. Without climbing, every descendant of a disconnected process sees its rate
+or distance drop to nothing and jumps to the first connected peer it probes, often
+across the wide area: in fig. 9's leave on ``das2-spread:48,4`` (simulated, seed 0)
+root 0's bandwidth tree went from 3 wide-area edges to 9, and the next 4 MiB
+broadcast took 25 s instead of 5.6 s. *Probes after a loss.* The extra probes a
+loss renews go only to peers already measured, whose probe costs one InfoRequest
+(``_probe_candidates``): a leave or a death brings no one new to measure, and 128 KiB
+downloads over the wide area slow the very broadcasts the repair is for. A join lifts
+this (a new member is worth measuring); a tree with no parent may probe anyone.
+A LEAVING or LEFT process keeps the
 children it had when it left (no longer updated, not even when they leave) and
 forwards a tree broadcast that still reaches it along them, as before: they reach
 what they reached (alive, or forwarding the same way), whereas one point-to-point
@@ -383,13 +403,15 @@ class ParentUpdates:
 @dataclass(frozen=True, slots=True)
 class AdoptItem:
     """Re-attach to ``parent`` (the sender's own parent) in one tree; ``rtt`` and ``bw``
-    are what the sender measured to it."""
+    are what the sender measured to it. ``fallback``: the parents to take instead, in
+    order, if ``parent`` has left too (module doc, "Repair")."""
 
     kind: str
     root: int
     parent: int
     rtt: float
     bw: float
+    fallback: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -762,6 +784,7 @@ class _Tree:
     old_parent: int | None = None  # to detach from once the new parent took us
     adopted: int = 0  # adoptions since the last move by probing
     former: dict[int, NodeSet] = field(default_factory=dict)  # moved-away child -> reach
+    fallback: tuple[int, ...] = ()  # the Adopt's next parents, if this one leaves too
 
     def connected(self) -> bool:
         return self.dist < math.inf if self.kind == "latency" else self.est > 0
@@ -772,7 +795,7 @@ class _Tree:
     def disconnect(self) -> None:
         self.parent, self.rtt, self.bw = None, math.inf, 0.0
         self.dist, self.est, self.path = math.inf, 0.0, ()
-        self.estimated, self.adopted = False, 0
+        self.estimated, self.adopted, self.fallback = False, 0, ()
 
 
 @dataclass
@@ -929,6 +952,9 @@ class Process:
         self._round = 0
         self._former: dict[tuple[str, int], AdoptItem] = {}  # our parents when we left
         self._sponsor: int | None = None  # a joiner's first probe: the member it joined by
+        self._gave: set[int] = set()  # the vnodes we handed over while leaving
+        self._unmeasured: set[int] = set()  # parents taken on bounds (climb): probe next
+        self._revisit = False  # after a loss, probe only peers already measured
         self._contact: int | None = None  # the member a JOINING process asked
 
     # -- the API ----------------------------------------------------------------------
@@ -1082,6 +1108,7 @@ class Process:
             self.extra_probes,
             self.chain_probes,
         )  # a new tree: probe again (sec. IV-A)
+        self._revisit = False  # and a new peer to measure
         return True
 
     def _learn_members(self, src: int, members: Iterable[int]) -> None:
@@ -1209,12 +1236,13 @@ class Process:
         kids = tree.children
         if not kids:
             return {}
-        first = min(kids, key=lambda c: (kids[c].rtt, -kids[c].summary.descendants, c))
-        key = (tree.kind, tree.root)
-        out = {first: self._former[key]}
-        for c in kids:
-            if c != first:
-                out[c] = AdoptItem(*key, first, kids[first].rtt, kids[first].bw)
+        order = sorted(kids, key=lambda c: (kids[c].rtt, -kids[c].summary.descendants, c))
+        first, key = order[0], (tree.kind, tree.root)
+        up = self._former[key]
+        out = {first: up}
+        for i, c in enumerate(order[1:], 1):  # if the nearer ones leave too: the next
+            fallback = (*order[1:i], up.parent)
+            out[c] = AdoptItem(*key, first, kids[first].rtt, kids[first].bw, fallback)
         return out
 
     def _ask_to_ack(self, pid: int, again: bool = False) -> None:
@@ -1222,7 +1250,7 @@ class Process:
             return
         self._awaiting.add(pid)
         table = self._table()
-        entries = tuple((v, *table.route[v]) for v in sorted(table.route))
+        entries = tuple((v, *table.route[v]) for v in sorted(self._gave))
         self._send(pid, Leaving(entries, self._round))
 
     def _on_leaving(self, src: int, m: Leaving) -> None:
@@ -1261,9 +1289,10 @@ class Process:
                 tree.old_parent = None
             if tree.parent == pid:
                 self._detach_old(tree)
-                tree.disconnect()
+                self._climb(key, tree)
                 self._down.add(key)
                 self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
+                self._revisit = self._revisit or bool(self.measured)
             if crashed:
                 tree.former.pop(pid, None)
             keep = self.state is not State.ACTIVE and not crashed
@@ -1273,6 +1302,37 @@ class Process:
                     tree.former[pid] = old.reach  # it forwards along its own old children
                 self._up.add(key)
                 self._down.add(key)
+
+    def _climb(self, key: tuple[str, int], tree: _Tree) -> None:
+        """Our parent is gone and no Adopt moved us on (module doc, "Repair"): attach
+        at once to the next parent the Adopt that brought us there named
+        (``fallback``: a nearer sibling, so a LAN stays one subtree), else to the
+        nearest ancestor on our path still a member, so the subtree stays connected;
+        disconnect (and probe) only if none is. The hop is measured if we ever probed
+        that process, else the old hop's figures stand as bounds (``estimated``) until
+        it is probed, which it is next."""
+        ancestors = tree.path[-2::-1]  # the grandparent first
+        options = (*tree.fallback, *ancestors) if self.state is State.ACTIVE else ()
+        j = next((j for j, q in enumerate(options) if q in self.members and q != self.pid), None)
+        if j is None:
+            tree.disconnect()
+            return
+        parent = options[j]
+        if j < len(tree.fallback):
+            tree.path, tree.fallback = (*tree.path[:-1], parent), tree.fallback[j + 1 :]
+        else:
+            depth = len(tree.path) - 2 - (j - len(tree.fallback))
+            tree.path, tree.fallback = tree.path[: depth + 1], ()
+        tree.parent = parent
+        known = self.measured.get(parent)
+        if known is not None:
+            tree.rtt, tree.bw, tree.estimated = known.rtt_s, known.bw_Bps, False
+        else:
+            tree.estimated = True
+            self._unmeasured.add(parent)
+        tree.adopted += 1
+        tree.sent_up = None  # the new parent must hear from us
+        self._up.add(key)
 
     def _on_peer_failed(self, dead: int, received: int | None) -> None:
         """``dead`` died (module doc, "Failures"): drop it, re-map its vnodes to the
@@ -1393,6 +1453,8 @@ class Process:
             return
         table = self._table()
         states = table.give(vnodes, to)
+        if self.state is State.LEAVING:
+            self._gave.update(states)
         sums = tuple(self._sums.pop(op) for op, s in list(self._sums.items()) if s.root in states)
         values = tuple(
             (r.op_id, r.root, r.op, v, r.values[v], r.nbytes)
@@ -1490,14 +1552,30 @@ class Process:
         if self._probing is not None or not self._wants_probe():
             return
         peer, self._sponsor = self._sponsor, None
+        if peer is None and self._unmeasured:  # a parent known only by bounds: measure it
+            peer = self._unmeasured.pop()
         if peer not in self.members or peer == self.pid:
-            peer = self.rng.choice(self._others())
+            peer = self.rng.choice(self._probe_candidates())
         self._probing, self._probe_result, self._probe_info = peer, None, None
         self.probes_made += 1
         self._probe_result = self.measured.get(peer) if self.remember else None
         if self._probe_result is None:
             self._out.append(Probe(peer, PROBE_BYTES))
         self._send(peer, InfoRequest())
+
+    def _probe_candidates(self) -> list[int]:
+        """Whom a random probe picks from: every other member, but after a loss (a
+        parent left or died, no member joined since) only those already measured,
+        whose probe costs no download (module doc, "Repair"), while every tree has a
+        parent."""
+        others = self._others()
+        if self._revisit and all(
+            t.parent is not None or t.root == self.pid for t in self.trees.values()
+        ):
+            known = [p for p in others if p in self.measured]
+            if known:
+                return known
+        return others
 
     def _on_probe_result(self, event: ProbeResult) -> None:
         if event.peer != self._probing:
@@ -1579,6 +1657,7 @@ class Process:
         if tree.parent is not None and tree.parent != cand:
             tree.old_parent = tree.parent
         tree.parent, tree.rtt, tree.bw, tree.estimated, tree.adopted = cand, rtt, bw, False, 0
+        tree.fallback = ()
         self._position_from(tree, pos.dist, pos.est, pos.nchildren + 1, (*pos.path, cand))
         tree.sent_up = None  # the new parent must hear from us
         self._up.add(key)
@@ -1642,15 +1721,19 @@ class Process:
         for item in m.items:
             key = (item.kind, item.root)
             tree = self.trees.get(key)
-            if tree is None or tree.parent != src or item.parent in self.departed:
-                continue  # moved away meanwhile, or the new parent left: probe (Leaving)
-            if item.parent == self.pid or tree.adopted >= len(self.members):
+            named = (item.parent, *item.fallback)
+            j = next((j for j, p in enumerate(named) if p not in self.departed), None)
+            if tree is None or tree.parent != src or j is None:
+                continue  # moved away meanwhile, or every parent named left: climb (Leaving)
+            parent = named[j]
+            if parent == self.pid or tree.adopted >= len(self.members):
                 continue
-            if tree.old_parent == item.parent:
+            tree.fallback = named[j + 1 :]
+            if tree.old_parent == parent:
                 tree.old_parent = None  # back to where we were: no detach
-            up = len(tree.path) >= 2 and tree.path[-2] == item.parent
-            tree.path = tree.path[:-1] if up else (*tree.path[:-1], item.parent)
-            tree.parent, tree.estimated = item.parent, True
+            up = len(tree.path) >= 2 and tree.path[-2] == parent
+            tree.path = tree.path[:-1] if up else (*tree.path[:-1], parent)
+            tree.parent, tree.estimated = parent, True
             tree.adopted += 1
             tree.rtt += item.rtt  # bounds through the leaver, until the next probe of it
             tree.bw = min(tree.bw, item.bw)
@@ -1658,6 +1741,7 @@ class Process:
             self._up.add(key)
             self._down.add(key)
             self._extra_left = self.extra_probes  # then improve, as the paper's repair
+            self._revisit = self._revisit or bool(self.measured)
 
     def _on_parent_updates(self, src: int, m: ParentUpdates) -> None:
         if self.state is not State.ACTIVE:

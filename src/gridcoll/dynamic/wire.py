@@ -104,7 +104,7 @@ __all__ = [
 ]
 
 MAGIC = b"GW"
-VERSION = 2
+VERSION = 3
 MAX_MESSAGE = 64 * 1024 * 1024
 """Default largest encoded message (bytes)."""
 MAX_DEPTH = 8
@@ -524,6 +524,7 @@ def _w_message(w: Writer, m: Message) -> None:
             w.u64(a.parent)
             w.f64(a.rtt)
             w.f64(a.bw)
+            w.pids(a.fallback)
     elif isinstance(m, Bcast):
         w.value(m.op_id)
         w.u32(m.root)
@@ -602,7 +603,8 @@ def _r_message(r: Reader, t: type) -> Message:
     if t is Adopt:
         return Adopt(
             tuple(
-                AdoptItem(r.kind(), r.u64(), r.u64(), r.f64(), r.f64()) for _ in range(r.count(33))
+                AdoptItem(r.kind(), r.u64(), r.u64(), r.f64(), r.f64(), r.pids())
+                for _ in range(r.count(37))
             )
         )
     if t is Bcast:
