@@ -9,6 +9,7 @@ messages, are checked in tests/test_runtime_mpi.py (emulator_timing.py, ``fair``
 
 import dataclasses
 import math
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -155,10 +156,19 @@ def test_the_emulators_wait_sleeps_to_the_delivery_and_records_it(fair):
     emulator.observed = []
     g, L = gap(grid, 1000)
     slept = []
-    stamp = emulator.reserve(0, 2, 1000, T0)
-    at = emulator.wait(stamp, 0, 2, 1000, slept.append)
-    assert at == pytest.approx(T0 + g + L) and slept[-1] == at
-    assert emulator.observed == [(0, 1, 1000, T0, at)]
+
+    def sleep_until(t):
+        slept.append(t)
+        time.sleep(max(0.0, t - time.monotonic()))
+
+    # wait() reads time.monotonic(): the flow starts now (T0 would be in the future
+    # on a machine up less than T0 seconds, and the wait would last until then)
+    t0 = time.monotonic()
+    stamp = emulator.reserve(0, 2, 1000, t0)
+    at = emulator.wait(stamp, 0, 2, 1000, sleep_until)
+    assert at == pytest.approx(t0 + g + L) and slept[-1] == at
+    assert time.monotonic() >= at
+    assert emulator.observed == [(0, 1, 1000, t0, at)]
     assert emulator.wait(123.0, 0, 2, 1000, slept.append) == 123.0  # a time: sleep to it
     assert slept[-1] == 123.0
 
