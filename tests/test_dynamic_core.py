@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.protocol import (
     HEADER_BYTES,
+    KINDS,
     Abandoned,
     Adopt,
     AdoptItem,
@@ -159,6 +160,28 @@ def test_bandwidth_rule() -> None:
     assert not bandwidth_better(85.0, 100.0, nearer=True)
     with pytest.raises(ValueError):
         bandwidth_offer(1.0, 1.0, 0)
+
+
+def test_a_wide_area_hop_is_not_shared_by_the_parents_lan_children() -> None:
+    """A remote parent with 5 LAN children and a 50 MB/s interface: the 0.75 MB/s link
+    is p's alone (not a sixth of it); its interface still divides by the fan-out, and
+    a LAN hop (bw = lan_bw) keeps the paper's bw / n_children."""
+    assert bandwidth_offer(3.0e6, 0.75e6, 6, lan_bw=50e6) == 0.75e6
+    assert bandwidth_offer(3.0e6, 0.75e6, 6) == pytest.approx(0.125e6)  # the paper's
+    assert bandwidth_offer(3.0e6, 0.75e6, 100, lan_bw=50e6) == pytest.approx(0.5e6)
+    assert bandwidth_offer(9.0e6, 50e6, 10, lan_bw=50e6) == pytest.approx(5e6)
+    lan_parent = [Edge(LAN, 50e6, Summary())] * 4
+    remote_child = Edge(WAN, 0.75e6, Summary())
+    assert bandwidth_summary([*lan_parent, remote_child], 50e6).b == pytest.approx(1 / 0.75e6)
+    assert bandwidth_summary([*lan_parent, remote_child]).b == pytest.approx(5 / 0.75e6)
+
+
+def test_property_one_for_the_bandwidth_tree() -> None:
+    """Below a LAN parent (50 MB/s hop) a remote candidate (a 3 MB/s hop) offering a
+    little more than the LAN's rate is refused: its flow would share the wide-area link
+    with the LAN gateway's. Twice the rate (another, faster link) is taken."""
+    assert bandwidth_better(3.1e6, 2.9e6) and not bandwidth_better(3.1e6, 2.9e6, remote=True)
+    assert bandwidth_better(6.0e6, 2.9e6, remote=True)
 
 
 def test_children_most_descendants_first() -> None:
@@ -562,6 +585,30 @@ def test_an_adopt_falls_back_to_the_next_nearest_sibling() -> None:
     assert third.parent(*key) == order[1]
 
 
+def test_a_child_climbs_to_a_fallback_on_bounds_without_downloading() -> None:
+    """The Adopt's first choice leaves too: the child climbs to the next one named, a
+    sibling nearer the leaver than itself, on its old hop's figures as an Adopt's
+    (module doc, "Repair"), and downloads nothing from it even if never measured."""
+    net = _converged(12, seed=0)
+    leaver, key, tree = next(
+        (p, key, t)
+        for p in net.processes.values()
+        for key, t in sorted(p.trees.items())
+        if len(t.children) >= 3 and t.parent is not None
+    )
+    kids = tree.children
+    order = sorted(kids, key=lambda c: (kids[c].rtt, -kids[c].summary.descendants, c))
+    out = leaver.handle(LeaveRequested(heir=tree.parent))
+    (adopt,) = [s.message for s in _sends(out, Adopt) if s.dst == order[2]]
+    third = net.processes[order[2]]
+    third.measured.pop(order[1], None)
+    third.handle(Received(leaver.pid, adopt))
+    assert third.parent(*key) == order[0]
+    out = third.handle(Received(order[0], Leaving((), 0)))  # the nearest child leaves too
+    assert third.parent(*key) == order[1] and third.trees[key].estimated
+    assert Probe(order[1]) not in out and order[1] not in third._unmeasured  # not queued
+
+
 def test_probes_after_a_leave_go_only_to_peers_already_measured() -> None:
     """A leave brings no one new to measure: the extra probes it renews ask measured
     peers for their Info and download nothing (module doc, "Repair")."""
@@ -611,6 +658,61 @@ def test_a_joiners_first_probe_is_the_member_that_welcomed_it() -> None:
         first = joiner.handle(Received(contact, welcome.message))
         assert [a.peer for a in first if isinstance(a, Probe)] == [contact]
         assert [s.dst for s in _sends(first, InfoRequest)] == [contact]
+
+
+def _recording_downloads(net: Network) -> list[tuple[int, int]]:
+    """Every Probe (a 128 KiB download) any process asks for from now on."""
+    log: list[tuple[int, int]] = []
+    apply = net.apply
+
+    def recording(pid, actions):
+        actions = list(actions)
+        log.extend((pid, a.peer) for a in actions if isinstance(a, Probe))
+        apply(pid, actions)
+
+    net.apply = recording
+    return log
+
+
+def test_a_joiner_in_its_sponsors_lan_borrows_its_measurements() -> None:
+    """Joins (module doc): the joiner downloads from its sponsor only, takes what the
+    sponsor measured, tells every member it is near the sponsor (Near), and members that
+    measured the sponsor take those figures for it: no one downloads from it either."""
+    net = _converged(8, vnodes_each=2, seed=0)
+    before = {q: dict(p.measured) for q, p in net.processes.items()}
+    log = _recording_downloads(net)
+    joiner = net.processes[20] = Process(20, rng=random.Random(0))  # even: the evens' LAN
+    net.feed(20, JoinRequested(contact=2))
+    net.run()
+    assert log == [(20, 2)]
+    assert set(joiner.measured) == (set(before[2]) | {2}) - {20}
+    assert joiner.measured[4] == before[2][4]  # the sponsor's figures, as they were
+    for q, p in net.processes.items():
+        if q not in (2, 20) and 2 in before[q]:
+            assert p.measured[20] == ProbeResult(20, before[q][2].rtt_s, before[q][2].bw_Bps)
+    assert all(
+        p.parent(k, 20) is not None for p in net.processes.values() if p.pid != 20 for k in KINDS
+    )
+    assert all(joiner.parent(k, r) is not None for r in range(8) for k in KINDS)
+    assert joiner.owned == {5}
+    net.feed(0, BcastRequested("b", 0, 1))
+    net.run()
+    got = sorted((v, p) for p, op, vs in net.delivered if op == "b" for v in vs)
+    assert [v for v, _ in got] == list(range(16)) and (5, 20) in got
+
+
+def test_a_joiner_in_another_lan_than_its_sponsor_measures_for_itself() -> None:
+    net = _converged(8, seed=0)
+    log = _recording_downloads(net)
+    joiner = net.processes[21] = Process(21, rng=random.Random(0))  # odd: not 2's LAN
+    net.feed(21, JoinRequested(contact=2))
+    net.run()
+    mine = [peer for pid, peer in log if pid == 21]
+    assert mine[0] == 2 and len(mine) > 1  # the sponsor first, then its own probes
+    assert set(joiner.measured) == set(mine)  # nothing borrowed
+    for q, p in net.processes.items():  # no Near: only a download measures it
+        if q != 21 and 21 in p.measured:
+            assert (q, 21) in log
 
 
 def test_a_move_detaches_from_the_old_parent_only_once_the_new_one_took_it() -> None:

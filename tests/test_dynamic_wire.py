@@ -36,7 +36,13 @@ values = st.one_of(
 ops = st.sampled_from(list(OPS.values()))
 entries = st.lists(st.tuples(u32, pids, u32), max_size=5).map(tuple)
 positions = st.builds(
-    p.Position, kinds, pids, floats, floats, u32, st.lists(pids, max_size=4).map(tuple)
+    p.Position,
+    kinds,
+    pids,
+    floats,
+    floats,
+    u32,
+    st.lists(pids, max_size=4).map(tuple),
 )
 summaries = st.builds(Summary, floats, floats, u32, floats, u32)
 vstates = st.builds(
@@ -106,7 +112,14 @@ messages = st.one_of(
         p.Partial, op_ids, u32, ops, values, nodesets, st.booleans(), u32, u32, st.booleans()
     ),
     st.builds(p.JoinRefused, st.frozensets(pids)),
-    st.builds(p.Welcome, u32, st.frozensets(pids), entries),
+    st.builds(
+        p.Welcome,
+        u32,
+        st.frozensets(pids),
+        entries,
+        st.lists(st.tuples(pids, floats, floats), max_size=3).map(tuple),
+        floats,
+    ),
     st.builds(
         p.Handover,
         st.lists(st.tuples(u32, vstates), max_size=3).map(tuple),
@@ -117,6 +130,7 @@ messages = st.one_of(
     st.builds(p.Update, st.frozensets(pids), entries),
     st.builds(p.Leaving, entries, u32),
     st.builds(p.LeaveAck, st.frozensets(pids), u32),
+    st.builds(p.Near, pids),
 )
 
 

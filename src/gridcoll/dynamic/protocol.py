@@ -147,56 +147,71 @@ sets and summaries flow up. A process that finds itself among its own ancestors
 *Repair (sec. IV-A, made faster).* The paper repairs a tree by probing: a process whose
 parent left probes random peers until it has a parent again, then 10 more. Each probe
 downloads 128 KiB, so over thin wide-area links a repair by probing takes seconds per
-probe, and meanwhile the leaver's whole subtree is reached point-to-point. Here a
-leaver first sends each child, for every tree, an Adopt before its Leaving (FIFO: the
-child acts on the Adopt first). Its nearest child (smallest RTT to the leaver, then
-most descendants) is told to take the leaver's place below the leaver's parent, the
-other children to move below that child, so the leaver's subtree stays one subtree
-and a LAN reached through the leaver keeps a single wide-area edge (Property I). A
-child moves at once, without probing; its RTT to its new parent is bounded by the sum
-through the leaver and its bandwidth by the smaller of the two (the leaver's own
-measurements, carried in the Adopt), and its distance and rate are recomputed when
-the new parent sends its position. The tree stays connected and no reach set is lost
-for longer than the Adopt and the attach take. Then the child renews its extra probes
-and improves by the paper's rules; a probe of the adopted parent replaces the bounds
-by measurements. A LEAVING or LEFT process that is attached to (its Adopt crossed, or
-the new parent leaves too) answers with an Adopt to its own parent when it left, so
-the child climbs towards the root. At most as many adoptions in a row as there are
-members are taken (a cycle of leavers' parents cannot loop). For every child but the
-nearest, the Adopt also names fallbacks (``AdoptItem.fallback``): the nearer siblings,
-then the leaver's parent. When several neighbours leave at once (half the processes
-in fig. 9) the nearest child may be leaving too; the child takes the first one named
-that it has not seen leave and keeps the rest, so the next nearest takes the place
-and the LAN still hangs on one edge. An Adopt reaching a child that moved meanwhile
-is ignored. *Climbing.* A child whose parent is gone with no Adopt it could use
-(every process named left, or a crash) does not probe for a new parent: at the
-Leaving (or the failure) it attaches at once to the next fallback it kept, else to
-the nearest ancestor on its path still a member, on bounds (the measured hop if it
-ever probed that process, else the old hop's figures, ``estimated``), and probes that
-process next. Only a process with no live ancestor disconnects and probes, as the
-paper's. Without climbing, every descendant of a disconnected process sees its rate
-or distance drop to nothing and jumps to the first connected peer it probes, often
-across the wide area: in fig. 9's leave on ``das2-spread:48,4`` (simulated, seed 0)
-root 0's bandwidth tree went from 3 wide-area edges to 9, and the next 4 MiB
-broadcast took 25 s instead of 5.6 s. *Probes after a loss.* The extra probes a
-loss renews go only to peers already measured, whose probe costs one InfoRequest
-(``_probe_candidates``): a leave or a death brings no one new to measure, and 128 KiB
-downloads over the wide area slow the very broadcasts the repair is for. A join lifts
-this (a new member is worth measuring); a tree with no parent may probe anyone.
-A LEAVING or LEFT process keeps the
-children it had when it left (no longer updated, not even when they leave) and
-forwards a tree broadcast that still reaches it along them, as before: they reach
-what they reached (alive, or forwarding the same way), whereas one point-to-point
-message per vnode of its subtree would carry the whole payload once per vnode. For
-the same reason a parent remembers the last reach set of each child that moved away
-or left (until it comes back) and sends a tree broadcast's targets that none of its
-children reaches but such a former child did to that child, which forwards them down
-its subtree of now (a leaver: along its old children), rather than point-to-point: a
-move or a leave while a broadcast is on its way (before the new parent's branch or
-the adopted child's attach has the subtree) costs one message, not one per vnode.
-Any split of a target set keeps Invariant B, and the hop bound ends a cycle.
-A joiner's first probe is the member that welcomed it (a live member connected to
-every tree: a parent in every tree after one probe), then random ones as the paper's.
+probe, and meanwhile the leaver's whole subtree is reached point-to-point. Here a leaver
+first sends each child, for every tree, an Adopt before its Leaving (FIFO: the child
+acts on the Adopt first). Its nearest child (smallest RTT to the leaver, then most
+descendants) is told to take the leaver's place below the leaver's parent, the other
+children to move below that child, so the leaver's subtree stays one subtree and a LAN
+reached through the leaver keeps a single wide-area edge (Property I). A child moves at
+once, without probing; its RTT to its new parent is bounded by the sum through the
+leaver and its bandwidth by the smaller of the two (the leaver's own measurements,
+carried in the Adopt), and its distance and rate are recomputed when the new parent
+sends its position. The tree stays connected and no reach set is lost for longer than
+the Adopt and the attach take. Then the child renews its extra probes and improves by
+the paper's rules; a probe of the adopted parent replaces the bounds by measurements. A
+LEAVING or LEFT process that is attached to (its Adopt crossed, or the new parent leaves
+too) answers with an Adopt to its own parent when it left, so the child climbs towards
+the root. At most as many adoptions in a row as there are members are taken (a cycle of
+leavers' parents cannot loop). For every child but the nearest, the Adopt also names
+fallbacks (``AdoptItem.fallback``): the nearer siblings, then the leaver's parent. When
+several neighbours leave at once (half the processes in fig. 9) the nearest child may be
+leaving too; the child takes the first one named that it has not seen leave and keeps
+the rest, so the next nearest takes the place and the LAN still hangs on one edge. An
+Adopt reaching a child that moved meanwhile is ignored. *Climbing.* A child whose parent
+is gone with no Adopt it could use (every process named left, or a crash) does not probe
+for a new parent: at the Leaving (or the failure) it attaches at once to the next
+fallback it kept, else to the nearest ancestor on its path still a member, on bounds:
+the measured hop if it ever probed that process; for a fallback, the old hop's figures,
+as for an Adopt (a fallback is nearer the leaver than the child is); for an ancestor,
+the old hop's figures (``estimated``), and it probes that process next. Only a process
+with no live ancestor disconnects and probes, as the paper's. Without climbing, every
+descendant of a disconnected process sees its rate or distance drop to nothing and jumps
+to the first connected peer it probes, often across the wide area: in fig. 9's leave on
+``das2-spread:48,4`` (simulated, seed 0) root 0's bandwidth tree went from 3 wide-area
+edges to 9, and the next 4 MiB broadcast took 25 s instead of 5.6 s. *Probes after a
+loss.* The extra probes a loss renews go only to peers already measured, whose probe
+costs one InfoRequest (``_probe_candidates``): a leave or a death brings no one new to
+measure, and 128 KiB downloads over the wide area slow the very broadcasts the repair is
+for. A tree with no parent probes its root if measured, else measured peers (one round
+each), else anyone. A LEAVING or LEFT process keeps the children it had when it left (no
+longer updated, not even when they leave) and forwards a tree broadcast that still
+reaches it along them, as before: they reach what they reached (alive, or forwarding the
+same way), whereas one point-to-point message per vnode of its subtree would carry the
+whole payload once per vnode. For the same reason a parent remembers the last reach set
+of each child that moved away or left (until it comes back) and sends a tree broadcast's
+targets that none of its children reaches but such a former child did to that child,
+which forwards them down its subtree of now (a leaver: along its old children), rather
+than point-to-point: a move or a leave while a broadcast is on its way (before the new
+parent's branch or the adopted child's attach has the subtree) costs one message, not
+one per vnode. Any split of a target set keeps Invariant B, and the hop bound ends a
+cycle.
+
+*Joins (sec. IV-A, made cheaper).* A joiner's first probe is the member that welcomed
+it (a live member connected to every tree: a parent in every tree after one probe).
+The paper then has every process probe random peers again, and every probe of a
+process not yet measured downloads 128 KiB, three in four of them over the wide area:
+in fig. 9's rejoin on ``das2-spread:64,4`` (simulated) about 1000 wide-area downloads
+in 30 s, and the broadcasts 30% slower for as long. Processes of one LAN measure the
+rest of the network alike, so: the Welcome carries what the member measured
+(``Welcome.measured``, its smallest RTT ``lan_rtt``); a joiner whose probe of its
+sponsor is in the sponsor's LAN class (RTT within ``NEAR_RATIO`` of the sponsor's
+``lan_rtt``) takes those figures as its own and tells every member it is near the
+sponsor (:class:`Near`); a member that measured the sponsor takes the sponsor's
+figures for the joiner. Then, like after a loss, the probes a join renews go only to
+measured peers (a parent in a new tree is found by probing its root, measured through
+Near, or measured peers already in it), and the same rejoin downloads nothing over the
+wide area (``bench/dynamic.py``: fig. 9's ``recovery_s``). A joiner outside its
+sponsor's LAN borrows nothing and probes as the paper's.
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
 predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency
@@ -472,9 +487,15 @@ class JoinRefused:
 
 @dataclass(frozen=True, slots=True)
 class Welcome:
+    """The answer to a JoinRequest: the vnode namespace's size, the members, the routing
+    table, and what the member measured (``measured``: ``(peer, rtt_s, bw_Bps)``; its
+    smallest RTT ``lan_rtt``), for a joiner in its LAN to borrow (module doc, "Joins")."""
+
     size: int
     members: frozenset[int]
     route: tuple[tuple[int, int, int], ...]
+    measured: tuple[tuple[int, float, float], ...] = ()
+    lan_rtt: float = math.inf
 
 
 @dataclass(frozen=True, slots=True)
@@ -527,6 +548,14 @@ class LeaveAck:
     round: int = 0
 
 
+@dataclass(frozen=True, slots=True)
+class Near:
+    """A joiner in its sponsor's LAN, to every member: take what you measured to the
+    sponsor as measured to me (module doc, "Joins")."""
+
+    sponsor: int
+
+
 Message = (
     InfoRequest
     | Info
@@ -542,6 +571,7 @@ Message = (
     | Update
     | Leaving
     | LeaveAck
+    | Near
 )
 
 
@@ -560,7 +590,7 @@ def message_bytes(m: Message) -> int:
     if isinstance(m, Adopt):
         return HEADER_BYTES + 28 * len(m.items)
     if isinstance(m, Welcome):
-        return HEADER_BYTES + 4 * len(m.members) + 12 * len(m.route)
+        return HEADER_BYTES + 4 * len(m.members) + 12 * len(m.route) + 20 * len(m.measured)
     if isinstance(m, Handover):
         return (
             HEADER_BYTES
@@ -936,6 +966,8 @@ class Process:
         self._extra_left = extra_probes
         self._chain_left = chain_probes
         self._lan_rtt = math.inf
+        self._borrow: tuple[int, float, tuple] | None = None  # sponsor, its lan_rtt, measured
+        self._lan_bw = 0.0  # the fastest rate measured: the LAN's (trees.bandwidth_offer)
         self._probing: int | None = None
         self._probe_result: ProbeResult | None = None
         self._probe_info: Info | None = None
@@ -953,6 +985,7 @@ class Process:
         self._former: dict[tuple[str, int], AdoptItem] = {}  # our parents when we left
         self._sponsor: int | None = None  # a joiner's first probe: the member it joined by
         self._gave: set[int] = set()  # the vnodes we handed over while leaving
+        self._misses = 0  # probes of measured peers that left a tree without a parent
         self._unmeasured: set[int] = set()  # parents taken on bounds (climb): probe next
         self._revisit = False  # after a loss, probe only peers already measured
         self._contact: int | None = None  # the member a JOINING process asked
@@ -1049,6 +1082,7 @@ class Process:
             Update: self._on_update,
             Leaving: self._on_leaving,
             LeaveAck: self._on_leave_ack,
+            Near: self._on_near,
         }.get(type(m))
         if handler is None:
             raise RemoteProtocolError(f"unknown message {m!r} from {src}")
@@ -1108,7 +1142,7 @@ class Process:
             self.extra_probes,
             self.chain_probes,
         )  # a new tree: probe again (sec. IV-A)
-        self._revisit = False  # and a new peer to measure
+        self._revisit = bool(self.measured)  # measured peers only (module doc, "Joins")
         return True
 
     def _learn_members(self, src: int, members: Iterable[int]) -> None:
@@ -1130,7 +1164,9 @@ class Process:
         table = self._table()
         self._add_member(src)
         route = tuple((v, *table.route[v]) for v in range(table.size))
-        self._send(src, Welcome(table.size, frozenset(self.members), route))
+        measured = tuple((q, r.rtt_s, r.bw_Bps) for q, r in sorted(self.measured.items()))
+        welcome = Welcome(table.size, frozenset(self.members), route, measured, self._lan_rtt)
+        self._send(src, welcome)
         mine = sorted(table.owned)
         give = mine[len(mine) - len(mine) // 2 :] if self.state is State.ACTIVE else []
         self._hand_over(give, src)
@@ -1148,6 +1184,7 @@ class Process:
             self.table.route[v] = (pid, epoch)
         self.state = State.ACTIVE
         self._sponsor = src  # first probe: a parent in every tree at once
+        self._borrow = (src, m.lan_rtt, m.measured)  # if the sponsor is in our LAN
         self._add_member(self.pid)
         self._learn_members(src, m.members)
         early, self._early = self._early, []
@@ -1309,8 +1346,10 @@ class Process:
         (``fallback``: a nearer sibling, so a LAN stays one subtree), else to the
         nearest ancestor on our path still a member, so the subtree stays connected;
         disconnect (and probe) only if none is. The hop is measured if we ever probed
-        that process, else the old hop's figures stand as bounds (``estimated``) until
-        it is probed, which it is next."""
+        that process; to a fallback (a sibling nearer the leaver than we are, or the
+        leaver's parent) the old hop's figures stand as bounds, as an Adopt's; to an
+        ancestor the old hop's figures stand as bounds (``estimated``) until it is
+        probed, which it is next."""
         ancestors = tree.path[-2::-1]  # the grandparent first
         options = (*tree.fallback, *ancestors) if self.state is State.ACTIVE else ()
         j = next((j for j, q in enumerate(options) if q in self.members and q != self.pid), None)
@@ -1318,7 +1357,8 @@ class Process:
             tree.disconnect()
             return
         parent = options[j]
-        if j < len(tree.fallback):
+        fallback = j < len(tree.fallback)
+        if fallback:
             tree.path, tree.fallback = (*tree.path[:-1], parent), tree.fallback[j + 1 :]
         else:
             depth = len(tree.path) - 2 - (j - len(tree.fallback))
@@ -1327,6 +1367,8 @@ class Process:
         known = self.measured.get(parent)
         if known is not None:
             tree.rtt, tree.bw, tree.estimated = known.rtt_s, known.bw_Bps, False
+        elif fallback:  # nearer the leaver than we are: our hop to it bounds this one
+            tree.estimated = True
         else:
             tree.estimated = True
             self._unmeasured.add(parent)
@@ -1564,26 +1606,60 @@ class Process:
         self._send(peer, InfoRequest())
 
     def _probe_candidates(self) -> list[int]:
-        """Whom a random probe picks from: every other member, but after a loss (a
-        parent left or died, no member joined since) only those already measured,
-        whose probe costs no download (module doc, "Repair"), while every tree has a
-        parent."""
+        """Whom a random probe picks from (module doc, "Repair", "Joins"). With trees we
+        have no parent in: their measured roots (a root is in its tree), else peers
+        already measured (they may be in it by now), as many times as there are such
+        peers, then anyone. With a parent in every tree: every other member, but after
+        a loss or a join only those already measured. A measured peer's probe costs one
+        InfoRequest; anyone else's a 128 KiB download."""
         others = self._others()
-        if self._revisit and all(
-            t.parent is not None or t.root == self.pid for t in self.trees.values()
-        ):
+        orphans = [t.root for t in self.trees.values() if t.parent is None and t.root != self.pid]
+        if not orphans:
+            self._misses = 0
+        else:
+            roots = sorted({r for r in orphans if r in self.measured})
+            if roots:
+                return roots
             known = [p for p in others if p in self.measured]
-            if known:
-                return known
-        return others
+            self._misses += 1
+            return known if self._misses <= len(known) else others
+        known = [p for p in others if p in self.measured] if self._revisit else []
+        return known or others
 
     def _on_probe_result(self, event: ProbeResult) -> None:
         if event.peer != self._probing:
             return  # a probe of a process that has left meanwhile
         if math.isfinite(event.rtt_s):
             self.measured[event.peer] = event
+            self._borrow_from_sponsor(event)
         self._probe_result = event
         self._decide()
+
+    def _borrow_from_sponsor(self, event: ProbeResult) -> None:
+        """A joiner's first probe measured its sponsor: if it is in our LAN (an RTT
+        within ``NEAR_RATIO`` of the sponsor's own smallest), take what the sponsor
+        measured as ours, and probe only measured peers (module doc, "Joins")."""
+        if self._borrow is None or event.peer != self._borrow[0]:
+            return
+        sponsor, lan_rtt, measured = self._borrow
+        self._borrow = None
+        if not event.rtt_s <= NEAR_RATIO * lan_rtt:
+            return
+        for q, rtt, bw in measured:
+            if q != self.pid and q not in self.measured and q not in self.departed:
+                self.measured[q] = ProbeResult(q, rtt, bw)
+                self._lan_rtt, self._lan_bw = min(self._lan_rtt, rtt), max(self._lan_bw, bw)
+        self._revisit = True
+        for q in self._others():
+            if q != sponsor:
+                self._send(q, Near(sponsor))
+
+    def _on_near(self, src: int, m: Near) -> None:
+        """``src`` is in ``m.sponsor``'s LAN: what we measured to the sponsor stands for
+        it, so probing it costs one InfoRequest (module doc, "Joins")."""
+        known = self.measured.get(m.sponsor)
+        if known is not None and src not in self.measured and src in self.members:
+            self.measured[src] = ProbeResult(src, known.rtt_s, known.bw_Bps)
 
     def _on_info_request(self, src: int, m: InfoRequest) -> None:
         positions = tuple(t.position(self.pid) for t in self.trees.values())
@@ -1608,6 +1684,7 @@ class Process:
         complete = not any(t.parent is None and t.root != self.pid for t in self.trees.values())
         if self.state is State.ACTIVE and not info.leaving and math.isfinite(result.rtt_s):
             self._lan_rtt = min(self._lan_rtt, result.rtt_s)
+            self._lan_bw = max(self._lan_bw, result.bw_Bps)
             for pos in info.positions:
                 tree = self.trees.get((pos.kind, pos.root))
                 if tree is not None and tree.root != self.pid:
@@ -1642,9 +1719,11 @@ class Process:
         else:
             if pos.est <= 0:
                 return
-            offer = bandwidth_offer(pos.est, bw, pos.nchildren + 1)
-            nearer = bw > NEAR_RATIO * tree.bw
-            if tree.parent is not None and not bandwidth_better(offer, tree.est, nearer=nearer):
+            offer = bandwidth_offer(pos.est, bw, pos.nchildren + 1, self._lan_bw)
+            nearer, remote = bw > NEAR_RATIO * tree.bw, NEAR_RATIO * bw < tree.bw
+            if tree.parent is not None and not bandwidth_better(
+                offer, tree.est, nearer=nearer, remote=remote
+            ):
                 return
         self._move(tree, cand, pos, rtt, bw)
 
@@ -1671,7 +1750,7 @@ class Process:
 
     def _position_from(self, tree: _Tree, dist: float, est: float, n: int, path: tuple) -> None:
         tree.dist = dist + tree.rtt + self.send_overhead_s * (n - 1)
-        tree.est = min(est, tree.bw / max(n, 1))
+        tree.est = bandwidth_offer(est, tree.bw, max(n, 1), self._lan_bw)
         tree.path = path
 
     def _batch_child(self, parent: int, item: ChildItem) -> None:
@@ -1770,7 +1849,7 @@ class Process:
         edges = [Edge(c.rtt, c.bw, c.summary) for c in tree.children.values()]
         if tree.kind == "latency":
             return latency_summary(edges, self.send_overhead_s)
-        return bandwidth_summary(edges)
+        return bandwidth_summary(edges, self._lan_bw)
 
     def _ordered_children(self, tree: _Tree) -> list[int]:
         kids = sorted(tree.children)

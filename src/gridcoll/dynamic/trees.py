@@ -59,7 +59,33 @@ Bandwidth-aware tree (sec. IV-C)
 --------------------------------
 ``est_p,cand = min(est_cand, bw_p2p / n_children)`` with ``n_children`` counting p among
 cand's children; p moves when that beats ``est_p,parent`` by :data:`BW_HYSTERESIS`
-(a relative margin so measurement noise does not make processes flap).
+(a relative margin so measurement noise does not make processes flap). Two additions:
+
+* **Which rate the children share** (:func:`bandwidth_offer`). ``bw_p2p / n_children``
+  takes cand's children to share the rate p measured to cand. They share cand's network
+  interface, whose rate is its LAN's; a wide-area hop's measured rate is the wide-area
+  link's, which cand's LAN children do not load. So with ``lan_bw`` the fastest rate p
+  has measured (its own LAN's; the LANs are taken alike),
+  ``est_p,cand = min(est_cand, bw_p2p, max(bw_p2p, lan_bw) / n_children)``: the paper's
+  formula for a LAN hop (``bw_p2p = lan_bw``), and for a wide-area hop the link's rate
+  unless cand fans out to so many children that its interface is slower. With the
+  paper's formula alone a LAN's gateway below a remote process with five LAN children
+  sees a sixth of the wide-area rate and leaves for a worse link: in fig. 9's leave
+  (``das2-spread:160,4``, simulated) an adoption gave the remote parent of cluster 1's
+  gateway more children, and the gateway moved from a 0.75 MB/s link to a 0.56 MB/s one
+  (broadcasts 1.3x slower for good). :func:`bandwidth_summary` counts hops the same way.
+* **Property I for the bandwidth tree** (:func:`bandwidth_better`, ``remote``). A
+  process whose parent is in a faster class (a LAN neighbour) moves to a remote
+  candidate (its rate ``NEAR_RATIO`` times slower) only for ``NEAR_RATIO`` times its
+  rate. Below a LAN's gateway every process's rate is the gateway's wide-area rate, up
+  to the noise and the LAN's fan-out; a second wide-area edge into the LAN offers the
+  same figure, but its flow would share the wide-area link with the gateway's, which
+  ``est`` cannot see, and halve both. A better link into the LAN is taken by its
+  gateway (whose parent is remote, so the paper's rule applies), and the LAN follows by
+  the nearer-class rule. After fig. 9's rejoin on ``das2-spread:64,4`` (simulated,
+  seed 0, without this rule) members of cluster 2 left their LAN parents for processes
+  of cluster 0 that had just joined, and the 0 -> 2 link carried five of root 0's
+  flows at once.
 
 Model for the switch-over and the segment size (sec. IV-D, "ultimately ... use the measured values")
 ------------------------------------------------------------------------------------------------------
@@ -209,22 +235,33 @@ def chained(*, rtt_parent: float, dist: float, lan_rtt: float) -> bool:
     return rtt_parent > NEAR_RATIO * lan_rtt or CHAIN_RATIO * rtt_parent >= above
 
 
-def bandwidth_offer(est_cand: float, bw: float, n_children: int) -> float:
-    """``est_p,cand = min(est_cand, bw / n_children)``, n_children counting p (sec. IV-C)."""
+def bandwidth_offer(est_cand: float, bw: float, n_children: int, lan_bw: float = 0.0) -> float:
+    """``est_p,cand = min(est_cand, bw, max(bw, lan_bw) / n_children)``, n_children
+    counting p: sec. IV-C's ``min(est_cand, bw / n_children)`` with the children sharing
+    cand's interface (``lan_bw``, the fastest rate p measured), not a wide-area link's
+    rate (module doc). ``lan_bw <= bw`` (a LAN hop, or nothing faster known) gives the
+    paper's formula."""
     if n_children < 1:
         raise ValueError(f"n_children counts p itself, so it is >= 1, got {n_children!r}")
-    return min(est_cand, bw / n_children)
+    return min(est_cand, bw, max(bw, lan_bw) / n_children)
 
 
-def bandwidth_better(offer: float, current: float, *, nearer: bool = False) -> bool:
+def bandwidth_better(
+    offer: float, current: float, *, nearer: bool = False, remote: bool = False
+) -> bool:
     """True if an offered rate beats the current ``est_p,parent`` by the hysteresis, or,
     for a candidate in a nearer bandwidth class (``nearer``: its point-to-point
     bandwidth ``NEAR_RATIO`` times the parent's), if it is no worse than the noise
     (``NOISE_SLACK``). Below a wide-area bottleneck a LAN neighbour offers the same
     rate as the remote parent, and taking it spares the wide-area link a branch
-    (sec. IV-C, property II: few branches)."""
+    (sec. IV-C, property II: few branches). A candidate in a farther class
+    (``remote``: the parent's bandwidth ``NEAR_RATIO`` times its own) must offer
+    ``NEAR_RATIO`` times the current rate (module doc, Property I for the bandwidth
+    tree)."""
     if nearer:
         return offer > current * (1 - NOISE_SLACK)
+    if remote:
+        return offer > current * NEAR_RATIO
     return offer > current * (1 + BW_HYSTERESIS)
 
 
@@ -274,14 +311,15 @@ def latency_summary(edges: Sequence[Edge], overhead: float = 0.0) -> Summary:
     return Summary(a, b, sum(1 + e.below.descendants for e in edges))
 
 
-def bandwidth_summary(edges: Sequence[Edge]) -> Summary:
-    """Pipelined: the rate is the narrowest ``bw / n_children`` on any path (sec. IV-C);
-    one segment's fill adds ``n_children / bw`` per hop along the path (module doc)."""
+def bandwidth_summary(edges: Sequence[Edge], lan_bw: float = 0.0) -> Summary:
+    """Pipelined: the rate is the narrowest hop offer on any path (sec. IV-C,
+    :func:`bandwidth_offer`: ``min(bw, max(bw, lan_bw) / n_children)``); one segment's
+    fill adds a hop's time per byte along the path (module doc)."""
     a = b = path_b = 0.0
     depth = 0
     k = len(edges)
     for e in edges:
-        hop = k / e.bw if e.bw > 0 else math.inf
+        hop = 1 / bandwidth_offer(math.inf, e.bw, k, lan_bw) if e.bw > 0 else math.inf
         a = max(a, e.rtt / 2 + e.below.a)
         b = max(b, hop, e.below.b)
         path_b = max(path_b, hop + max(e.below.path_b, e.below.b))

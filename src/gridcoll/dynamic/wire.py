@@ -76,6 +76,7 @@ from gridcoll.dynamic.protocol import (
     LeaveAck,
     Leaving,
     Message,
+    Near,
     ParentUpdates,
     Partial,
     Position,
@@ -104,7 +105,7 @@ __all__ = [
 ]
 
 MAGIC = b"GW"
-VERSION = 3
+VERSION = 4
 MAX_MESSAGE = 64 * 1024 * 1024
 """Default largest encoded message (bytes)."""
 MAX_DEPTH = 8
@@ -163,6 +164,7 @@ TYPE_CODES: dict[type, int] = {
     Leaving: 12,
     LeaveAck: 13,
     Adopt: 14,
+    Near: 15,
 }
 _TYPES = {code: t for t, code in TYPE_CODES.items()}
 
@@ -554,6 +556,12 @@ def _w_message(w: Writer, m: Message) -> None:
         w.u32(m.size)
         w.pids(m.members)
         _w_entries(w, m.route)
+        w.u32(len(m.measured))
+        for q, rtt, bw in m.measured:
+            w.u64(q)
+            w.f64(rtt)
+            w.f64(bw)
+        w.f64(m.lan_rtt)
     elif isinstance(m, Handover):
         w.u32(len(m.states))
         for v, s in m.states:
@@ -580,6 +588,8 @@ def _w_message(w: Writer, m: Message) -> None:
     elif isinstance(m, LeaveAck):
         w.pids(m.members)
         w.u32(m.round)
+    elif isinstance(m, Near):
+        w.u64(m.sponsor)
     else:
         raise WireError(f"not a protocol message: {type(m).__name__}")
 
@@ -635,7 +645,9 @@ def _r_message(r: Reader, t: type) -> Message:
     if t is JoinRefused:
         return JoinRefused(frozenset(r.pids()))
     if t is Welcome:
-        return Welcome(r.u32(), frozenset(r.pids()), _r_entries(r))
+        size, members, route = r.u32(), frozenset(r.pids()), _r_entries(r)
+        measured = tuple((r.u64(), r.f64(), r.f64()) for _ in range(r.count(24)))
+        return Welcome(size, members, route, measured, r.f64())
     if t is Handover:
         states = tuple((r.u32(), _r_vstate(r)) for _ in range(r.count(17)))
         sums = tuple(_r_rootsum(r) for _ in range(r.count(24)))
@@ -651,6 +663,8 @@ def _r_message(r: Reader, t: type) -> Message:
         return Leaving(_r_entries(r), r.u32())
     if t is LeaveAck:
         return LeaveAck(frozenset(r.pids()), r.u32())
+    if t is Near:
+        return Near(r.u64())
     raise WireError(f"no decoder for {t.__name__}")  # pragma: no cover (TYPE_CODES is total)
 
 
