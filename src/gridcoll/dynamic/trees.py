@@ -70,10 +70,12 @@ cand's children; p moves when that beats ``est_p,parent`` by :data:`BW_HYSTERESI
   formula for a LAN hop (``bw_p2p = lan_bw``), and for a wide-area hop the link's rate
   unless cand fans out to so many children that its interface is slower. With the
   paper's formula alone a LAN's gateway below a remote process with five LAN children
-  sees a sixth of the wide-area rate and leaves for a worse link: in fig. 9's leave
-  (``das2-spread:160,4``, simulated) an adoption gave the remote parent of cluster 1's
-  gateway more children, and the gateway moved from a 0.75 MB/s link to a 0.56 MB/s one
-  (broadcasts 1.3x slower for good). :func:`bandwidth_summary` counts hops the same way.
+  sees a sixth of the wide-area rate, and the stable tree needs every wide-area edge to
+  hang from a leaf; repairs break that: in fig. 9's leave (``das2-spread:64,4``,
+  simulated, seed 0) adoptions gave one process of cluster 2 three children in cluster
+  1, each then rated at a third of the 0.75 MB/s link or less, and at 160 processes the
+  broadcasts after the leave stayed 1.3x slower. :func:`bandwidth_summary` counts hops
+  the same way.
 * **Property I for the bandwidth tree** (:func:`bandwidth_better`, ``remote``). A
   process whose parent is in a faster class (a LAN neighbour) moves to a remote
   candidate (its rate ``NEAR_RATIO`` times slower) only for ``NEAR_RATIO`` times its
