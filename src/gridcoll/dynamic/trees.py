@@ -122,10 +122,9 @@ The root broadcasts on the tree with the smaller prediction (:func:`choose_tree`
 ``T_lat(M)`` against ``T_bw(M, segment_size(M))``), in place of the paper's fixed
 256 KB. Short messages always go in one segment (``M <= MIN_SEGMENT``). In the
 simulator (:mod:`gridcoll.simulate.phoenix`, seed 0, once settled) the root of
-``das2-spread:137,4`` picks the latency tree up to 32 KiB and the bandwidth tree from
-32 KiB + 1 byte (``das2-spread:34,4``: from 24,806 bytes); its 64 MiB broadcast goes in
-1,278 segments of 52,511 bytes, predicted 92 s, simulated 90 s (the probes' rates
-include the latency, so the model is a little pessimistic).
+``das2-spread:137,4`` picks the latency tree below 19,022 bytes and the bandwidth tree
+from there (``gridcoll dynamic --experiment bandwidth --json``: ``switch_nbytes``); its
+64 MiB broadcast goes in 1,166 segments and takes 89.6 s.
 """
 
 from __future__ import annotations
