@@ -560,9 +560,10 @@ def test_a_child_whose_parent_left_unannounced_climbs_to_its_grandparent() -> No
     }
 
 
-def test_an_adopt_falls_back_to_the_next_nearest_sibling() -> None:
-    """A leaver's Adopt names, for each child but the nearest, the nearer siblings and
-    then its own parent: if the nearest child leaves too, the next takes its place."""
+def _a_leaver_with_three_children():
+    """A converged 12-process network, a process with a parent and at least 3 children
+    in some tree (``key``), its children nearest first (``order``) and the actions of
+    its LeaveRequested (``out``)."""
     net = _converged(12, seed=0)
     leaver, key, tree = next(
         (p, key, t)
@@ -573,6 +574,13 @@ def test_an_adopt_falls_back_to_the_next_nearest_sibling() -> None:
     kids = tree.children
     order = sorted(kids, key=lambda c: (kids[c].rtt, -kids[c].summary.descendants, c))
     out = leaver.handle(LeaveRequested(heir=tree.parent))
+    return net, leaver, key, tree, order, out
+
+
+def test_an_adopt_falls_back_to_the_next_nearest_sibling() -> None:
+    """A leaver's Adopt names, for each child but the nearest, the nearer siblings and
+    then its own parent: if the nearest child leaves too, the next takes its place."""
+    net, leaver, key, tree, order, out = _a_leaver_with_three_children()
     items = {
         s.dst: i for s in _sends(out, Adopt) for i in s.message.items if (i.kind, i.root) == key
     }
@@ -589,16 +597,7 @@ def test_a_child_climbs_to_a_fallback_on_bounds_without_downloading() -> None:
     """The Adopt's first choice leaves too: the child climbs to the next one named, a
     sibling nearer the leaver than itself, on its old hop's figures as an Adopt's
     (module doc, "Repair"), and downloads nothing from it even if never measured."""
-    net = _converged(12, seed=0)
-    leaver, key, tree = next(
-        (p, key, t)
-        for p in net.processes.values()
-        for key, t in sorted(p.trees.items())
-        if len(t.children) >= 3 and t.parent is not None
-    )
-    kids = tree.children
-    order = sorted(kids, key=lambda c: (kids[c].rtt, -kids[c].summary.descendants, c))
-    out = leaver.handle(LeaveRequested(heir=tree.parent))
+    net, leaver, key, _, order, out = _a_leaver_with_three_children()
     (adopt,) = [s.message for s in _sends(out, Adopt) if s.dst == order[2]]
     third = net.processes[order[2]]
     third.measured.pop(order[1], None)
