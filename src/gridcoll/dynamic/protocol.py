@@ -201,7 +201,7 @@ it (a live member connected to every tree: a parent in every tree after one prob
 The paper then has every process probe random peers again, and every probe of a
 process not yet measured downloads 128 KiB, three in four of them over the wide area:
 in fig. 9's rejoin on ``das2-spread:64,4`` (simulated, seed 0, changes at 20 and 50 s)
-a diagnostic count found about 1000 wide-area downloads in 30 s, and the broadcasts
+a diagnostic count found about 880 wide-area downloads in 30 s, and the broadcasts
 were 30-40% slower for as long. Processes of one LAN measure the
 rest of the network alike, so: the Welcome carries what the member measured
 (``Welcome.measured``, its smallest RTT ``lan_rtt``); a joiner whose probe of its
