@@ -1370,11 +1370,10 @@ class Process:
         known = self.measured.get(parent)
         if known is not None:
             tree.rtt, tree.bw, tree.estimated = known.rtt_s, known.bw_Bps, False
-        elif fallback:  # nearer the leaver than we are: our hop to it bounds this one
-            tree.estimated = True
         else:
             tree.estimated = True
-            self._unmeasured.add(parent)
+            if not fallback:  # a fallback is nearer the leaver: our hop to it bounds it
+                self._unmeasured.add(parent)
         tree.adopted += 1
         tree.sent_up = None  # the new parent must hear from us
         self._up.add(key)
@@ -1616,18 +1615,16 @@ class Process:
         a loss or a join only those already measured. A measured peer's probe costs one
         InfoRequest; anyone else's a 128 KiB download."""
         others = self._others()
+        known = [p for p in others if p in self.measured]
         orphans = [t.root for t in self.trees.values() if t.parent is None and t.root != self.pid]
         if not orphans:
             self._misses = 0
-        else:
-            roots = sorted({r for r in orphans if r in self.measured})
-            if roots:
-                return roots
-            known = [p for p in others if p in self.measured]
-            self._misses += 1
-            return known if self._misses <= len(known) else others
-        known = [p for p in others if p in self.measured] if self._revisit else []
-        return known or others
+            return (known if self._revisit else []) or others
+        roots = sorted({r for r in orphans if r in self.measured})
+        if roots:
+            return roots
+        self._misses += 1
+        return known if self._misses <= len(known) else others
 
     def _on_probe_result(self, event: ProbeResult) -> None:
         if event.peer != self._probing:
