@@ -209,6 +209,7 @@ def test_header_carries_collective_datatype_and_reduction_operation():
 def test_notices_round_trip_and_ignore_another_epoch():
     comm = MPI.COMM_SELF.Dup()
     tag, epoch = 77, 123
+    now = (epoch << 32) + 5  # this rank is in call 5
 
     def notice(seq, kind, text):
         raw = pack_notice(seq, kind, text)
@@ -216,19 +217,44 @@ def test_notices_round_trip_and_ignore_another_epoch():
 
     try:
         sent = notice((epoch << 32) + 4, NOTICE_MISMATCH, "rank 0: boom")
-        err = take_notice(comm, tag, epoch)
+        err = take_notice(comm, tag, now)
         assert isinstance(err, MismatchError) and err.relayed and err.peer == 0
         assert "call 4 failed there (rank 0: boom)" in str(err)
         sent[1].Wait()
         sent = notice((epoch << 32) + 5, NOTICE_ERROR, "x" * 999)
-        err = take_notice(comm, tag, epoch)
+        err = take_notice(comm, tag, now)
         assert type(err) is CollectiveError and err.relayed
         sent[1].Wait()
         # a notice of a recycled context (another epoch) is taken and dropped
         sent = notice(((epoch + 1) << 32) + 1, NOTICE_MISMATCH, "old")
-        assert take_notice(comm, tag, epoch) is None
+        assert take_notice(comm, tag, now) is None
         assert not comm.Iprobe(MPI.ANY_SOURCE, tag)
         sent[1].Wait()
+    finally:
+        comm.Free()
+
+
+def test_a_notice_of_a_later_call_waits_until_this_rank_makes_it():
+    """A peer that finished call 5 fails in call 6 while this rank still waits for
+    call 5's last message: call 5 is not failed by it; call 6 is."""
+    comm = MPI.COMM_SELF.Dup()
+    tag, epoch = 77, 123
+    held: list = []
+    try:
+        raw = pack_notice((epoch << 32) + 6, NOTICE_ERROR, "rank 0: user op failed")
+        sent = comm.Isend([raw, MPI.BYTE], 0, tag)  # to itself: complete once received
+        assert take_notice(comm, tag, (epoch << 32) + 5, held=held) is None
+        sent.Wait()
+        assert len(held) == 1 and not comm.Iprobe(MPI.ANY_SOURCE, tag)
+        assert take_notice(comm, tag, (epoch << 32) + 5, held=held) is None  # still held
+        err = take_notice(comm, tag, (epoch << 32) + 6, held=held)
+        assert type(err) is CollectiveError and "call 6 failed there" in str(err)
+        assert held == []
+        # without ``held`` (the communicator's Free), any call's notice fails at once
+        sent = comm.Isend([raw, MPI.BYTE], 0, tag)
+        err = take_notice(comm, tag, (epoch << 32) + 5)
+        assert type(err) is CollectiveError and "call 6 failed there" in str(err)
+        sent.Wait()
     finally:
         comm.Free()
 

@@ -35,7 +35,9 @@ every other rank of the communicator on a tag of its own (:func:`send_notice`); 
 others find it while they wait (:func:`take_notice`, probed at most every
 :data:`PROBE_EVERY` seconds of waiting, with the call's own tags: a message there that
 no posted receive takes is a stray of a mismatched call), or after their call, at
-their next one, their ``Free`` or the program's exit. The call that matches costs
+their next one, their ``Free`` or the program's exit. A notice of a call after the one
+a rank is in (a peer that already finished it failed in the next) is held until the
+rank reaches that call: it says nothing about this one. The call that matches costs
 nothing more.
 
 Rule 5: never spin. The machine may run 16-40 ranks on two cores, and MPICH's blocking
@@ -505,52 +507,73 @@ def send_notice(
 
 
 def take_notice(
-    comm: MPI.Comm, tag: int, epoch: int, call: CallInfo | None = None
+    comm: MPI.Comm,
+    tag: int,
+    seq: int,
+    call: CallInfo | None = None,
+    held: list[tuple[int, bytes]] | None = None,
 ) -> CollectiveError | None:
     """The error a waiting notice says this rank has (None if none is waiting).
 
+    ``seq`` is the number (with the epoch) of the call this rank is in, or made last.
     A notice of another epoch (a freed communicator whose context MPI recycled) is
     received and dropped; so is a :data:`NOTICE_WAITING` unless it is about ``call``,
     the call this rank is running, with other arguments (then the
-    :class:`MismatchError` is this rank's own finding, not relayed). Cost without a
-    notice: one ``Iprobe``.
+    :class:`MismatchError` is this rank's own finding, not relayed). A failure of a
+    later call than ``seq`` (a peer that already finished this call failed in its
+    next one, while this rank still waits for this call's last message) says nothing
+    about this call: it is kept in ``held`` (``(source, notice)`` pairs) and returned
+    once ``seq`` reaches it. Cost without a notice: one ``Iprobe``.
     """
+    me = comm.Get_rank()
+    for i, (src, data) in enumerate(held or ()):
+        if _NOTICE.unpack_from(data)[1] <= seq:
+            del held[i]
+            return _notice_error(me, src, data)
     status = MPI.Status()
     while comm.Iprobe(MPI.ANY_SOURCE, tag, status):
         src = status.Get_source()
         raw = np.empty(NOTICE_BYTES, dtype=np.uint8)
         comm.Recv([raw, MPI.BYTE], src, tag)
         data = raw.tobytes()
-        magic, seq, kind = _NOTICE.unpack_from(data)
-        if magic != _NOTICE_MAGIC or seq >> 32 != epoch:
+        magic, their_seq, kind = _NOTICE.unpack_from(data)
+        if magic != _NOTICE_MAGIC or their_seq >> 32 != seq >> 32:
             continue
-        me = comm.Get_rank()
         if kind == NOTICE_WAITING:
-            if call is not None and seq == call.seq:
+            if call is not None and their_seq == call.seq:
                 header = data[_NOTICE.size : _NOTICE.size + HEADER_BYTES]
                 try:
                     call.compare_waiting(header, src, me)
                 except MismatchError as err:
                     return err
             continue
-        text = _text(data[_NOTICE.size :])
-        what = f"rank {me}: rank {src} reports that call {seq & 0xFFFFFFFF} failed there ({text})"
-        if kind == NOTICE_MISMATCH:
-            return MismatchError(
-                what + ": the ranks called the collective with mismatched arguments; this "
-                "rank's result of that call may differ from the others'",
-                rank=me,
-                peer=src,
-                relayed=True,
-            )
-        if kind == NOTICE_TIMEOUT:
-            return CollectiveTimeout(
-                what + ": a rank died or never joined", rank=me, peer=src, relayed=True
-            )
-        return CollectiveError(
-            what + ": the collective failed on that rank", rank=me, peer=src, relayed=True
-        )
+        if held is not None and their_seq > seq:
+            held.append((src, data))
+            continue
+        return _notice_error(me, src, data)
     return None
+
+
+def _notice_error(me: int, src: int, data: bytes) -> CollectiveError:
+    """The error a failure notice from ``src`` says this rank has."""
+    _magic, seq, kind = _NOTICE.unpack_from(data)
+    text = _text(data[_NOTICE.size :])
+    what = f"rank {me}: rank {src} reports that call {seq & 0xFFFFFFFF} failed there ({text})"
+    if kind == NOTICE_MISMATCH:
+        return MismatchError(
+            what + ": the ranks called the collective with mismatched arguments; this "
+            "rank's result of that call may differ from the others'",
+            rank=me,
+            peer=src,
+            relayed=True,
+        )
+    if kind == NOTICE_TIMEOUT:
+        return CollectiveTimeout(
+            what + ": a rank died or never joined", rank=me, peer=src, relayed=True
+        )
+    return CollectiveError(
+        what + ": the collective failed on that rank", rank=me, peer=src, relayed=True
+    )
 
 
 # -- compiled programs ----------------------------------------------------------------
@@ -704,6 +727,7 @@ def execute(
     call: CallInfo | None = None,
     notice_tag: int | None = None,
     orphans: list | None = None,
+    held: list | None = None,
 ) -> None:
     """Run this rank's program of ``schedule`` on ``buf`` over ``comm``.
 
@@ -741,6 +765,9 @@ def execute(
         appended here: a peer may still be reading them (MPICH copies a large message
         straight out of the sender's memory), so the caller keeps the buffers alive
         until those sends complete or it gives up on them.
+    held : list, optional
+        Notices of calls after this one that arrive while it runs are kept here
+        (:func:`take_notice`); without it, any notice fails this call.
 
     Raises
     ------
@@ -766,7 +793,7 @@ def execute(
         raise GridcollError("the program was compiled for an emulator; pass it to execute()")
     limit = DEFAULT_TIMEOUT if timeout is None else timeout
     run = _Run(program, comm, view, emulator, limit, tag, reduce, doorbells, call, notice_tag)
-    run.orphans = orphans
+    run.orphans, run.held = orphans, held
     run.run()
 
 
@@ -805,6 +832,7 @@ class _Run:
         self.notice_tag = notice_tag
         self.next_probe = 0.0  # when a wait may next probe for notices and strays
         self.orphans: list | None = None
+        self.held: list | None = None  # notices of later calls (take_notice)
         self.at = 0  # the step running
         self.nudged = -1  # the step whose peer was sent a NOTICE_WAITING
         self.nudges: list[tuple[np.ndarray, MPI.Request]] = []
@@ -1041,7 +1069,7 @@ class _Run:
         if self.notice_tag is None:
             return None
         try:
-            return take_notice(self.comm, self.notice_tag, self.call.seq >> 32)
+            return take_notice(self.comm, self.notice_tag, self.call.seq, held=self.held)
         except MPI.Exception:
             return None
 
@@ -1065,7 +1093,7 @@ class _Run:
             return
         self.next_probe = now + PROBE_EVERY
         comm = self.comm
-        err = take_notice(comm, self.notice_tag, self.call.seq >> 32, self.call)
+        err = take_notice(comm, self.notice_tag, self.call.seq, self.call, self.held)
         if err is not None:
             raise err
         status = MPI.Status()

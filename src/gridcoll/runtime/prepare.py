@@ -267,6 +267,7 @@ def run(
             call=call,
             notice_tag=state.notice_tag,
             orphans=state.notices,
+            held=state.held,
         )
         _check_strays(state)
     except CollectiveError as err:
@@ -354,9 +355,9 @@ def _check_strays(state: State) -> None:
     still be on its way, and is found by a later call's probe or header check.
     """
     comm = state.private
-    if not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG):
+    if not state.held and not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG):
         return
-    err = take_notice(comm, state.notice_tag, state.seq >> 32)
+    err = take_notice(comm, state.notice_tag, state.seq, held=state.held)
     if err is not None:
         raise err
     status = MPI.Status()

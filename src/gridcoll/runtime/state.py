@@ -167,6 +167,9 @@ class State:
     notices: list = field(default_factory=list)
     """After a failed call: (buffers, requests) of the notices this rank sent and of
     the call's sends still in flight, kept alive until sent (:meth:`close`)."""
+    held: list = field(default_factory=list)
+    """Notices of failures in calls this rank has not reached yet, received while an
+    earlier call ran (:func:`~gridcoll.runtime.executor.take_notice`)."""
     progress: Any = None
     """The progress thread of the non-blocking calls
     (:class:`gridcoll.runtime.nonblocking.Progress`), from the first one."""
@@ -207,7 +210,9 @@ class State:
         if self.private is not None and not MPI.Is_finalized():
             if self.broken is None:
                 with _contextlib.suppress(MPI.Exception):
-                    err = take_notice(self.private, self.notice_tag, self.seq >> 32)
+                    err = take_notice(  # any call's, a later one's too: it was never made here
+                        self.private, self.notice_tag, self.seq | 0xFFFFFFFF, held=self.held
+                    )
             self._flush_notices()
             with _contextlib.suppress(MPI.Exception):
                 self.private.Free()
