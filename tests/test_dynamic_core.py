@@ -30,9 +30,11 @@ from gridcoll.dynamic.protocol import (
     Leaving,
     LocalProtocolError,
     MigrateRequested,
+    Near,
     ParentUpdates,
     PeerFailed,
     PeerLost,
+    Position,
     Probe,
     ProbeResult,
     Process,
@@ -44,6 +46,7 @@ from gridcoll.dynamic.protocol import (
     Start,
     State,
     TimerExpired,
+    Update,
     Welcome,
 )
 from gridcoll.dynamic.static import Network, founders
@@ -605,7 +608,11 @@ def test_a_child_climbs_to_a_fallback_on_bounds_without_downloading() -> None:
     assert third.parent(*key) == order[0]
     out = third.handle(Received(order[0], Leaving((), 0)))  # the nearest child leaves too
     assert third.parent(*key) == order[1] and third.trees[key].estimated
-    assert Probe(order[1]) not in out and order[1] not in third._unmeasured  # not queued
+    assert Probe(order[1]) not in out
+    climbed = [  # another tree whose climb went to it as an ancestor queues a download
+        t for k, t in third.trees.items() if k != key and t.parent == order[1] and t.estimated
+    ]
+    assert order[1] not in third._unmeasured or climbed  # this tree's climb queued none
 
 
 def test_probes_after_a_leave_go_only_to_peers_already_measured() -> None:
@@ -698,6 +705,81 @@ def test_a_joiner_in_its_sponsors_lan_borrows_its_measurements() -> None:
     net.run()
     got = sorted((v, p) for p, op, vs in net.delivered if op == "b" for v in vs)
     assert [v for v, _ in got] == list(range(16)) and (5, 20) in got
+
+
+def test_a_joiner_near_its_sponsor_starts_with_copies_of_the_sponsors_trees() -> None:
+    """Joins (module doc): a member that hears the joiner is in its sponsor's LAN (Near)
+    takes, in each of the joiner's trees, the parent it has in the sponsor's tree of
+    that kind, and attaches there; the sponsor attaches to the joiner. No probe."""
+    net = _converged(8, seed=0)
+    joiner = net.processes[20] = Process(20, rng=random.Random(0))
+    (req,) = _sends(joiner.handle(JoinRequested(2)))
+    updates = {
+        s.dst: s.message for s in _sends(net.processes[2].handle(Received(20, req.message)), Update)
+    }
+    for pid in (2, 4, 5):  # the sponsor, a LAN member, a member across the wide area
+        member = net.processes[pid]
+        if pid != 2:
+            member.handle(Received(2, updates[pid]))  # 20 is a member: its trees have no parent
+        assert all(member.parent(k, 20) is None for k in KINDS)
+        out = member.handle(Received(20, Near(2)))
+        for kind in KINDS:
+            want = 20 if pid == 2 else member.parent(kind, 2)
+            assert want is not None and member.parent(kind, 20) == want
+            tree = member.trees[kind, 20]
+            assert tree.path[0] == 20 and tree.path[-1] == want and tree.dist < math.inf
+            attach = [
+                i
+                for s in _sends(out, ChildUpdates)
+                if s.dst == want
+                for i in s.message.items
+                if (i.kind, i.root) == (kind, 20)
+            ]
+            assert len(attach) == 1 and attach[0].attach
+        assert not [a for a in out if isinstance(a, Probe)]
+
+
+@pytest.mark.parametrize("near", [True, False])
+def test_a_member_renews_its_extra_probes_only_if_it_probed_for_a_new_tree(near) -> None:
+    """Sec. IV-A: a join makes a member probe until it has a parent in every tree, then
+    make the extra probes. A member whose new trees were copied meanwhile (Near) has
+    its parents without probing, and makes no extra probe."""
+    net = _converged(8, seed=0)
+    member = net.processes[4]
+    joiner = net.processes[20] = Process(20, rng=random.Random(0))
+    (req,) = _sends(joiner.handle(JoinRequested(2)))
+    out = net.processes[2].handle(Received(20, req.message))
+    (update,) = [s.message for s in _sends(out, Update) if s.dst == 4]
+    assert member._extra_left == 0  # converged: the extra probes are spent
+    out = member.handle(Received(2, update))
+    (ask,) = _sends(out, InfoRequest)  # the new trees have no parent: probe, for them only
+    assert ask.message.roots == (20,) and member._extra_left == 0
+    if near:
+        member.handle(Received(20, Near(2)))
+    member.handle(ProbeResult(ask.dst, LAN, 1e8))
+    here = tuple(Position(k, 20, LAN, 1e8, 1, (20,)) for k in KINDS)  # ask.dst is below 20
+    member.handle(Received(ask.dst, Info(here, frozenset(net.processes), False)))
+    assert all(member.parent(k, 20) is not None for k in KINDS)
+    assert member._extra_left == (0 if near else member.extra_probes)
+
+
+def test_a_joiner_near_its_sponsor_probes_only_its_lan() -> None:
+    """Joins (module doc): its LAN's one wide-area edge per tree is there already, so a
+    joiner that borrowed its sponsor's measurements asks no peer across the wide area."""
+    net = _converged(8, seed=0)
+    asked: list[int] = []
+    apply = net.apply
+
+    def recording(pid, actions):
+        actions = list(actions)
+        asked.extend(s.dst for s in _sends(actions, InfoRequest) if pid == 20)
+        apply(pid, actions)
+
+    net.apply = recording
+    net.processes[20] = Process(20, rng=random.Random(0))  # even: the evens' LAN
+    net.feed(20, JoinRequested(contact=2))
+    net.run()
+    assert len(asked) > 1 and all(q % 2 == 0 for q in asked), asked
 
 
 def test_a_joiner_in_another_lan_than_its_sponsor_measures_for_itself() -> None:

@@ -125,11 +125,14 @@ parent, what it measured to the parent, its distance (latency) or estimated rate
 (bandwidth), its ancestors, and for each child the vnodes the child reaches and a
 :class:`~gridcoll.dynamic.trees.Summary` of its subtree. A process probes one peer at
 a time (Probe to the driver, InfoRequest to the peer, whose Info carries its place in
-every tree, sec. IV-B) until it has a parent in every tree, then ``extra_probes`` more,
+every tree, sec. IV-B; once it has had a parent in every tree, a probe made while
+some tree has none asks for those trees only, ``InfoRequest.roots``: a join's new
+trees, a tree cut off by a loss) until it has a parent in every tree, then
+``extra_probes`` more,
 then up to ``chain_probes`` more while it sees itself as a LAN gateway behind another
 remote LAN (:func:`~gridcoll.dynamic.trees.chained`; with ``remote_probes``, also
-while its parent in any tree is remote; that budget is renewed only by membership
-changes); the rules are :mod:`gridcoll.dynamic.trees`. With ``roots``, a process
+while its parent in any tree is remote; that budget is renewed with the extra
+probes, below); the rules are :mod:`gridcoll.dynamic.trees`. With ``roots``, a process
 keeps only those roots' trees (a static builder's cheaper run). Losing a parent
 (its leave, or a cycle) renews the extra probes, as the paper's repair does. A peer
 is measured once (``remember``): a later probe of it sends only the InfoRequest (its
@@ -142,7 +145,9 @@ point-to-point message per vnode; Invariant B does not need reach sets disjoint)
 Positions flow down (a parent's distance, rate, child count and ancestors), reach
 sets and summaries flow up. A process that finds itself among its own ancestors
 (two crossing moves made a cycle) drops its parent and probes again. A new member
-(a new tree) or a lost parent restarts the probing.
+(a new tree) or a lost parent restarts the probing; probing that found a parent in
+every tree again renews the extra and chain probes (sec. IV-A); a tree given a parent
+without probing (a copy, "Joins") renews none.
 
 *Repair (sec. IV-A, made faster).* The paper repairs a tree by probing: a process whose
 parent left probes random peers until it has a parent again, then 10 more. Each probe
@@ -208,13 +213,24 @@ rest of the network alike, so: the Welcome carries what the member measured
 sponsor is in the sponsor's LAN class (RTT within ``NEAR_RATIO`` of the sponsor's
 ``lan_rtt``) takes those figures as its own and tells every member it is near the
 sponsor (:class:`Near`); a member that measured the sponsor takes the sponsor's
-figures for the joiner. Then, like after a loss, the probes a join renews go only to
-measured peers (a parent in a new tree is found by probing its root, measured through
-Near, or measured peers already in it). In the same rejoin the count found no
-wide-area download (32 LAN downloads: each joiner's of its sponsor), and the broadcasts
-were back within 10% at once. At 160 processes what remains is the ``Info`` replies
-(each carries a position in every tree). A joiner outside its sponsor's LAN borrows
-nothing and probes as the paper's.
+figures for the joiner. At 160 processes the downloads were gone, but the replies to
+the probes were not: every member probed for the joiner's new trees and then made its
+extra probes, every joiner its own, each reply an ``Info`` with a position in every
+tree (320 of them), and a diagnostic count found about 54 MB of them over the wide
+area in the 30 s after fig. 9's rejoin, beside 50 MB of broadcasts. So: (1) a member
+that hears ``Near`` starts the joiner's trees as copies of the sponsor's
+(``_copy_trees``): in each, the parent it has in the sponsor's tree of that kind,
+the sponsor below the joiner; the hop is the same hop (its figures stand), the
+distance and rate are bounds until the parent's position arrives. That is the
+sponsor's tree, which had its extra probes, with the joiner one LAN hop above it: no
+probe. (2) Only probing that found a parent in every new tree renews the extra probes
+(sec. IV-A's rule; a copied tree renews none), and while only a joiner's new trees
+lack a parent a probe asks for those (``InfoRequest.roots``): its ``Info`` carries two
+positions, not 320. (3) A joiner that borrowed probes only its LAN (``_in_lan``
+among the peers it measured): its LAN's one wide-area edge per tree is there already
+(Property I), and what it can improve is inside the LAN. Losses and the first round
+of probing are unchanged. A joiner outside its sponsor's LAN borrows nothing and
+probes as the paper's.
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
 predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency
@@ -373,7 +389,10 @@ class State(Enum):
 # -- messages (process to process) --------------------------------------------------
 @dataclass(frozen=True, slots=True)
 class InfoRequest:
-    """Asks a probed peer for its place in every tree (sec. IV-B: sent with the probe)."""
+    """Asks a probed peer for its place in the trees of ``roots`` (every tree if empty;
+    sec. IV-B: sent with the probe)."""
+
+    roots: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -554,7 +573,8 @@ class LeaveAck:
 @dataclass(frozen=True, slots=True)
 class Near:
     """A joiner in its sponsor's LAN, to every member: take what you measured to the
-    sponsor as measured to me (module doc, "Joins")."""
+    sponsor as measured to me, and start my trees as copies of the sponsor's (module
+    doc, "Joins")."""
 
     sponsor: int
 
@@ -584,6 +604,8 @@ def message_bytes(m: Message) -> int:
         return HEADER_BYTES + m.targets.nbytes + m.nbytes
     if isinstance(m, Partial):
         return HEADER_BYTES + m.covered.nbytes + m.nbytes
+    if isinstance(m, InfoRequest):
+        return HEADER_BYTES + 4 * len(m.roots)
     if isinstance(m, Info):
         return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.positions) + 4 * len(m.members)
     if isinstance(m, ParentUpdates):
@@ -991,6 +1013,9 @@ class Process:
         self._misses = 0  # probes of measured peers that left a tree without a parent
         self._unmeasured: set[int] = set()  # parents taken on bounds (climb): probe next
         self._revisit = False  # after a loss or a join, probe only peers already measured
+        self._settled = False  # has had a parent in every tree
+        self._joined: set[int] = set()  # members that joined since: their trees are new
+        self._lan_only = False  # a joiner near its sponsor: probe its LAN ("Joins")
         self._contact: int | None = None  # the member a JOINING process asked
 
     # -- the API ----------------------------------------------------------------------
@@ -1141,10 +1166,8 @@ class Process:
             if pid == self.pid:
                 tree.dist, tree.est = 0.0, math.inf
             self.trees[kind, pid] = tree
-        self._extra_left, self._chain_left = (
-            self.extra_probes,
-            self.chain_probes,
-        )  # a new tree: probe again (sec. IV-A)
+        if self._settled and pid != self.pid:
+            self._joined.add(pid)
         self._revisit = bool(self.measured)  # measured peers only (module doc, "Joins")
         return True
 
@@ -1573,7 +1596,7 @@ class Process:
             return False
         if self._extra_left > 0:
             return True
-        if any(t.parent is None and t.root != self.pid for t in self.trees.values()):
+        if not self._complete():
             return True
         if self._chain_left <= 0:
             return False
@@ -1605,7 +1628,9 @@ class Process:
         self._probe_result = self.measured.get(peer) if self.remember else None
         if self._probe_result is None:
             self._out.append(Probe(peer, PROBE_BYTES))
-        self._send(peer, InfoRequest())
+        orphans = self._orphans()
+        wanted = tuple(sorted(orphans)) if orphans <= self._joined else ()
+        self._send(peer, InfoRequest(wanted))  # only joiners' new trees lack one: those
 
     def _probe_candidates(self) -> list[int]:
         """Whom a random probe picks from (module doc, "Repair", "Joins"). With trees we
@@ -1613,18 +1638,31 @@ class Process:
         already measured (they may be in it by now), as many times as there are such
         peers, then anyone. With a parent in every tree: every other member, but after
         a loss or a join only those already measured. A measured peer's probe costs one
-        InfoRequest; anyone else's a 128 KiB download."""
+        InfoRequest; anyone else's a 128 KiB download. A joiner that borrowed its
+        sponsor's measurements picks from its LAN among these, if any is there."""
+        pool = self._probe_pool()
+        if self._lan_only:
+            near = [p for p in pool if p in self.measured and self._in_lan(self.measured[p])]
+            return near or pool
+        return pool
+
+    def _probe_pool(self) -> list[int]:
+        """:meth:`_probe_candidates` before the joiner's LAN rule."""
         others = self._others()
         known = [p for p in others if p in self.measured]
-        orphans = [t.root for t in self.trees.values() if t.parent is None and t.root != self.pid]
+        orphans = self._orphans()
         if not orphans:
             self._misses = 0
             return (known if self._revisit else []) or others
-        roots = sorted({r for r in orphans if r in self.measured})
+        roots = sorted(r for r in orphans if r in self.measured)
         if roots:
             return roots
         self._misses += 1
         return known if self._misses <= len(known) else others
+
+    def _in_lan(self, measured: ProbeResult) -> bool:
+        """An RTT within ``NEAR_RATIO`` of the smallest we measured: our LAN's class."""
+        return measured.rtt_s <= NEAR_RATIO * self._lan_rtt
 
     def _on_probe_result(self, event: ProbeResult) -> None:
         if event.peer != self._probing:
@@ -1649,20 +1687,51 @@ class Process:
             if q != self.pid and q not in self.measured and q not in self.departed:
                 self.measured[q] = ProbeResult(q, rtt, bw)
                 self._lan_rtt, self._lan_bw = min(self._lan_rtt, rtt), max(self._lan_bw, bw)
-        self._revisit = True
+        self._revisit = self._lan_only = True
         for q in self._others():
-            if q != sponsor:
-                self._send(q, Near(sponsor))
+            self._send(q, Near(sponsor))
 
     def _on_near(self, src: int, m: Near) -> None:
         """``src`` is in ``m.sponsor``'s LAN: what we measured to the sponsor stands for
-        it, so probing it costs one InfoRequest (module doc, "Joins")."""
+        it, so probing it costs one InfoRequest, and its trees start as copies of the
+        sponsor's (module doc, "Joins")."""
         known = self.measured.get(m.sponsor)
         if known is not None and src not in self.measured and src in self.members:
             self.measured[src] = ProbeResult(src, known.rtt_s, known.bw_Bps)
+        if self.state is State.ACTIVE:
+            self._copy_trees(src, m.sponsor)
+
+    def _copy_trees(self, joiner: int, sponsor: int) -> None:
+        """In each of ``joiner``'s trees we have no parent in, take the parent we have
+        in ``sponsor``'s tree of that kind; the sponsor takes the joiner. The joiner's
+        trees start as its sponsor's, with the joiner above the sponsor (one LAN hop
+        more), and need no probe. The hop's figures are those of the sponsor's tree (the
+        same hop), the sponsor's the fastest it measured (bounds, ``estimated``); the
+        distance and rate are the sponsor tree's plus that LAN hop until the parent
+        sends its position."""
+        for kind in KINDS:
+            tree, model = self.trees.get((kind, joiner)), self.trees.get((kind, sponsor))
+            if tree is None or tree.parent is not None or model is None:
+                continue
+            if self.pid == sponsor:  # below the joiner
+                parent, rtt, bw, estimated = joiner, self._lan_rtt, self._lan_bw, True
+                path, dist, est = (joiner,), self._lan_rtt, self._lan_bw
+            elif model.parent is not None and joiner not in model.path:
+                parent, rtt, bw, estimated = model.parent, model.rtt, model.bw, model.estimated
+                path, dist, est = (joiner, *model.path), model.dist + self._lan_rtt, model.est
+            else:
+                continue
+            tree.parent, tree.rtt, tree.bw, tree.estimated = parent, rtt, bw, estimated
+            tree.path, tree.dist, tree.est = path, dist, est
+            tree.sent_up = None  # the parent must hear from us
+            self._up.add((kind, joiner))
+            self._down.add((kind, joiner))
 
     def _on_info_request(self, src: int, m: InfoRequest) -> None:
-        positions = tuple(t.position(self.pid) for t in self.trees.values())
+        wanted = set(m.roots)
+        positions = tuple(
+            t.position(self.pid) for t in self.trees.values() if not wanted or t.root in wanted
+        )
         leaving = self.state is not State.ACTIVE
         self._send(src, Info(positions, frozenset(self.members), leaving))
 
@@ -1681,7 +1750,7 @@ class Process:
         if result is None or info is None:
             return
         self._probing = None
-        complete = not any(t.parent is None and t.root != self.pid for t in self.trees.values())
+        complete, joins = self._complete(), self._orphans() <= self._joined
         if self.state is State.ACTIVE and not info.leaving and math.isfinite(result.rtt_s):
             self._lan_rtt = min(self._lan_rtt, result.rtt_s)
             self._lan_bw = max(self._lan_bw, result.bw_Bps)
@@ -1689,10 +1758,23 @@ class Process:
                 tree = self.trees.get((pos.kind, pos.root))
                 if tree is not None and tree.root != self.pid:
                     self._judge(tree, result.peer, pos, result.rtt_s, result.bw_Bps)
-        if complete and self._extra_left > 0:
+        if not complete and self._complete() and (joins or not self._settled):
+            # probed until a parent in every tree new to us: then the extra probes (IV-A)
+            self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
+        elif complete and self._extra_left > 0:
             self._extra_left -= 1
         elif complete and self._chain_left > 0:
             self._chain_left -= 1
+        if self._complete():
+            self._settled, self._joined = True, set()
+
+    def _orphans(self) -> set[int]:
+        """The roots of the trees we have no parent in (but our own)."""
+        return {r for (_, r), t in self.trees.items() if t.parent is None} - {self.pid}
+
+    def _complete(self) -> bool:
+        """Whether we have a parent in every tree but our own."""
+        return not self._orphans()
 
     def _judge(self, tree: _Tree, cand: int, pos: Position, rtt: float, bw: float) -> None:
         if tree.parent == cand:
@@ -1836,7 +1918,7 @@ class Process:
                 self._batch_child(src, ChildItem(pos.kind, pos.root, attach=False))
                 self._detach_old(tree)
                 tree.disconnect()
-                self._extra_left = self.extra_probes  # (the chain budget is per membership change)
+                self._extra_left = self.extra_probes  # (not the chain budget)
             else:
                 self._position_from(tree, pos.dist, pos.est, pos.nchildren, path)
             self._down.add(key)

@@ -105,7 +105,7 @@ __all__ = [
 ]
 
 MAGIC = b"GW"
-VERSION = 4
+VERSION = 5
 MAX_MESSAGE = 64 * 1024 * 1024
 """Default largest encoded message (bytes)."""
 MAX_DEPTH = 8
@@ -496,9 +496,11 @@ def _r_rootsum(r: Reader) -> RootSum:
 
 
 def _w_message(w: Writer, m: Message) -> None:
-    if isinstance(m, InfoRequest | JoinRequest):
+    if isinstance(m, JoinRequest):
         return
-    if isinstance(m, Info):
+    if isinstance(m, InfoRequest):
+        w.pids(m.roots)
+    elif isinstance(m, Info):
         w.u32(len(m.positions))
         for p in m.positions:
             _w_position(w, p)
@@ -596,7 +598,7 @@ def _w_message(w: Writer, m: Message) -> None:
 
 def _r_message(r: Reader, t: type) -> Message:
     if t is InfoRequest:
-        return InfoRequest()
+        return InfoRequest(r.pids())
     if t is JoinRequest:
         return JoinRequest()
     if t is Info:
