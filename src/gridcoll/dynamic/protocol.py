@@ -125,10 +125,9 @@ parent, what it measured to the parent, its distance (latency) or estimated rate
 (bandwidth), its ancestors, and for each child the vnodes the child reaches and a
 :class:`~gridcoll.dynamic.trees.Summary` of its subtree. A process probes one peer at
 a time (Probe to the driver, InfoRequest to the peer, whose Info carries its place in
-every tree, sec. IV-B; once it has had a parent in every tree, a probe made while
-some tree has none asks for those trees only, ``InfoRequest.roots``: a join's new
-trees, a tree cut off by a loss) until it has a parent in every tree, then
-``extra_probes`` more,
+every tree, sec. IV-B; while the only trees without a parent are those of members
+that joined since it first had a parent everywhere, it asks for those trees only,
+``InfoRequest.roots``) until it has a parent in every tree, then ``extra_probes`` more,
 then up to ``chain_probes`` more while it sees itself as a LAN gateway behind another
 remote LAN (:func:`~gridcoll.dynamic.trees.chained`; with ``remote_probes``, also
 while its parent in any tree is remote; that budget is renewed with the extra
@@ -145,9 +144,10 @@ point-to-point message per vnode; Invariant B does not need reach sets disjoint)
 Positions flow down (a parent's distance, rate, child count and ancestors), reach
 sets and summaries flow up. A process that finds itself among its own ancestors
 (two crossing moves made a cycle) drops its parent and probes again. A new member
-(a new tree) or a lost parent restarts the probing; probing that found a parent in
-every tree again renews the extra and chain probes (sec. IV-A); a tree given a parent
-without probing (a copy, "Joins") renews none.
+(a new tree) or a lost parent restarts the probing; probing that found a parent in a
+joiner's new trees renews the extra and chain probes (sec. IV-A); a tree given a parent
+without probing (a copy, "Joins") renews none, nor does probing after a loss (the
+Adopt renews the extra probes, see "Repair").
 
 *Repair (sec. IV-A, made faster).* The paper repairs a tree by probing: a process whose
 parent left probes random peers until it has a parent again, then 10 more. Each probe
@@ -1605,7 +1605,7 @@ class Process:
     def _remote_parent(self) -> bool:
         """A tree (either kind) whose parent is clearly further than the nearest peer
         measured: a LAN member hanging on a wide-area edge (the ``remote_probes`` option)."""
-        return any(NEAR_RATIO * self._lan_rtt < t.rtt < math.inf for t in self.trees.values())
+        return any(not self._in_lan(t.rtt) and t.rtt < math.inf for t in self.trees.values())
 
     def _chained(self) -> bool:
         """A latency tree where we are a LAN's gateway behind another remote LAN."""
@@ -1628,8 +1628,7 @@ class Process:
         self._probe_result = self.measured.get(peer) if self.remember else None
         if self._probe_result is None:
             self._out.append(Probe(peer, PROBE_BYTES))
-        orphans = self._orphans()
-        wanted = tuple(sorted(orphans)) if orphans <= self._joined else ()
+        wanted = tuple(sorted(self._orphans())) if self._joins_only() else ()
         self._send(peer, InfoRequest(wanted))  # only joiners' new trees lack one: those
 
     def _probe_candidates(self) -> list[int]:
@@ -1642,7 +1641,7 @@ class Process:
         sponsor's measurements picks from its LAN among these, if any is there."""
         pool = self._probe_pool()
         if self._lan_only:
-            near = [p for p in pool if p in self.measured and self._in_lan(self.measured[p])]
+            near = [p for p in pool if p in self.measured and self._in_lan(self.measured[p].rtt_s)]
             return near or pool
         return pool
 
@@ -1660,9 +1659,9 @@ class Process:
         self._misses += 1
         return known if self._misses <= len(known) else others
 
-    def _in_lan(self, measured: ProbeResult) -> bool:
+    def _in_lan(self, rtt: float) -> bool:
         """An RTT within ``NEAR_RATIO`` of the smallest we measured: our LAN's class."""
-        return measured.rtt_s <= NEAR_RATIO * self._lan_rtt
+        return rtt <= NEAR_RATIO * self._lan_rtt
 
     def _on_probe_result(self, event: ProbeResult) -> None:
         if event.peer != self._probing:
@@ -1750,7 +1749,7 @@ class Process:
         if result is None or info is None:
             return
         self._probing = None
-        complete, joins = self._complete(), self._orphans() <= self._joined
+        complete, joins = self._complete(), self._joins_only()
         if self.state is State.ACTIVE and not info.leaving and math.isfinite(result.rtt_s):
             self._lan_rtt = min(self._lan_rtt, result.rtt_s)
             self._lan_bw = max(self._lan_bw, result.bw_Bps)
@@ -1775,6 +1774,11 @@ class Process:
     def _complete(self) -> bool:
         """Whether we have a parent in every tree but our own."""
         return not self._orphans()
+
+    def _joins_only(self) -> bool:
+        """Whether every tree we have no parent in is a new tree of a member that joined
+        since we first had a parent everywhere (true when there is none)."""
+        return self._orphans() <= self._joined
 
     def _judge(self, tree: _Tree, cand: int, pos: Position, rtt: float, bw: float) -> None:
         if tree.parent == cand:
