@@ -936,6 +936,69 @@ def test_a_broadcast_sent_to_a_dead_process_is_sent_again() -> None:
     assert any("b" in r.resent for r in lost)  # whoever had sent to it sent again
 
 
+def _resent_after_a_death(delivered_all: bool) -> tuple[frozenset, list[Bcast]]:
+    """Root 0 broadcasts "a" (every vnode takes it), then its first child dies; its
+    beats acknowledged none of "a" as passed on, and (``delivered_all``) all of it as
+    taken in. The dead child's vnodes, and what root 0 sends again of "a"."""
+    net = _converged(4, vnodes_each=2)
+    dead = min(net.processes[0].trees["latency", 0].children)
+    before = net.taken.get((0, dead), 0)
+    net.feed(0, BcastRequested("a", 0, 100, kind="latency"))
+    net.run()
+    took = net.taken[0, dead]
+    assert took > before  # it took "a" in
+    net.crash(dead, lose_sent=False)
+    out = net.processes[0].handle(PeerFailed(dead, before, took if delivered_all else None))
+    resent = [s.message for s in _sends(out, Bcast) if s.message.op_id == "a"]
+    return net.processes[dead].owned, resent
+
+
+def test_a_dead_process_own_vnodes_get_again_only_what_it_had_not_taken_in() -> None:
+    its, resent = _resent_after_a_death(delivered_all=False)
+    assert any(m.resent and m.targets & NodeSet.of(its) for m in resent)  # not known: again
+    its, resent = _resent_after_a_death(delivered_all=True)
+    assert not any(m.targets & NodeSet.of(its) for m in resent)  # it delivered them
+
+
+def test_the_heir_gets_every_segment_of_a_broadcast_the_dead_had_only_part_of() -> None:
+    """The heir starts a vnode's history afresh, and a pipelined broadcast is handed to
+    the application whole: a dead process that took in segment 0 only gets the whole
+    broadcast again for its vnodes, segment 0 too."""
+    for took_all in (False, True):
+        net = _converged(3, vnodes_each=1)
+        out = net.processes[0].handle(BcastRequested("b", 0, 1 << 20, kind="bandwidth"))
+        segs = [s for s in _sends(out, Bcast) if s.dst == min(s.dst for s in _sends(out, Bcast))]
+        dead, nseg = segs[0].dst, segs[0].message.nsegments
+        assert nseg > 1 and len(segs) == nseg
+        net.processes[dead].handle(Received(0, segs[0].message))  # segment 0 arrives
+        sent = net.processes[0]._sends_to[dead]  # what its beats would count
+        took = sent - (0 if took_all else nseg - 1)
+        out = net.processes[0].handle(PeerFailed(dead, sent - nseg, took))
+        its = NodeSet.of(net.processes[dead].owned)
+        again = sorted(  # sent to the heir, or delivered here if we are the heir
+            [s.message.segment for s in _sends(out, Bcast) if s.message.targets & its]
+            + [d.segment for d in out if isinstance(d, Deliver) and NodeSet.of(d.vnodes) & its]
+        )
+        assert again == ([] if took_all else list(range(nseg)))
+
+
+def test_a_broadcast_sent_again_goes_to_the_nearest_owner_which_passes_it_on() -> None:
+    """Sent again after a death, a message crosses each wide-area link once: down a
+    chain of owners, each passing the rest to the owner it measured nearest."""
+    net = _converged(6, vnodes_each=1)
+    p0 = net.processes[0]
+    assert {2, 4} & set(p0.measured)  # a LAN peer measured
+    m = Bcast("r", 0, "latency", 0, NodeSet.of(range(1, 6)), False, 0, 100, resent=True)
+    out = p0.handle(Received(3, m))
+    assert [(s.dst % 2, s.message.targets) for s in _sends(out, Bcast)] == [
+        (0, NodeSet.of(range(1, 6)))  # one message, to a LAN peer (an even id)
+    ]
+    net.apply(0, out)
+    net.run()
+    got = sorted(v for _, op, vs in net.delivered if op == "r" for v in vs)
+    assert got == [1, 2, 3, 4, 5]
+
+
 def test_a_reduction_ends_at_once_when_only_the_dead_are_missing() -> None:
     net = _converged(4, vnodes_each=2, give_up_factor=1e6)
     leaf = max(p for p in (1, 2, 3) if not net.processes[p].trees["latency", 0].children)

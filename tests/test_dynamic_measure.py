@@ -182,7 +182,7 @@ def _args(*argv: str) -> argparse.Namespace:
 
 def test_cli_checks_the_measure_flags() -> None:
     with pytest.raises(ParameterError, match="need --measure"):
-        cli_run(_args("--experiment", "transition", "--crash"))
+        cli_run(_args("--experiment", "transition", "--processes", "8"))
     with pytest.raises(ParameterError, match="need --measure"):
         cli_run(_args("--experiment", "latency", "--settle", "3"))
     with pytest.raises(ParameterError, match="for transition"):

@@ -168,6 +168,45 @@ def test_every_vnode_gets_every_broadcast_once_while_half_leave_and_rejoin():
     assert run.delivered == 12 * 9
 
 
+def test_a_crash_is_repaired_and_every_vnode_gets_every_broadcast():
+    """Three processes die mid-stream; told 0.5 s later, the survivors re-map their
+    vnodes and send again what went to them: every vnode, the dead ones' at their
+    heirs, gets every broadcast."""
+    _real_core()
+    from gridcoll.dynamic.protocol import PeerLost
+    from gridcoll.simulate.phoenix import PhoenixSim
+
+    grid = get_grid("das2-spread:9,3")
+    sim = PhoenixSim(grid, seed=3)
+    t = sim.settle(60.0)
+    for k in range(12):  # a broadcast every 20 ms from vnode 0, across the crash
+        sim.bcast(t + 0.02 * k, 0, 4096)
+    for pid in (1, 4, 8):
+        sim.crash(t + 0.05, pid, detect_s=0.5)
+    sim.run(t + 60.0)
+    run = sim.result()
+    assert run.errors == ()
+    assert all(op.end_s is not None for op in run.ops) and run.lost == 0
+    assert run.delivered == 12 * 9
+    assert {a.pid for _, a in sim.failures if isinstance(a, PeerLost)} == {1, 4, 8}
+    live = [p for p in sim.procs.values() if not p.failed]
+    assert sorted(v for p in live for v in p.core.owned) == list(range(9))
+
+
+def test_a_crash_is_noticed_only_after_the_detection_time():
+    _real_core()
+    from gridcoll.simulate.phoenix import PhoenixSim
+
+    grid = get_grid("das2-spread:6,3")
+    sim = PhoenixSim(grid, seed=1)
+    t = sim.settle(60.0)
+    sim.crash(t + 0.1, 1, detect_s=2.0)
+    sim.bcast(t + 0.2, 0, 4096)  # vnode 1 can only be reached at its heir
+    sim.run(t + 60.0)
+    (op,) = sim.result().ops
+    assert op.lost == 0 and op.arrival_s[1] >= t + 2.1
+
+
 def test_reduction_counts_every_vnode_once():
     _real_core()
     from gridcoll.simulate.phoenix import PhoenixSim
@@ -228,6 +267,28 @@ def test_cli_transition(capsys, tmp_path):
     assert (data["lost"], data["duplicated"]) == (0, 0)
     assert data["delivered"] >= 6 and len(data["recovery_s"]) == 2
     assert plot.stat().st_size > 0
+
+
+def test_cli_transition_crash(capsys):
+    """``--crash`` in simulation: the leavers die at 1 s and are found 3 s later, so
+    no broadcast started after the crash completes before 4 s."""
+    _real_core()
+    data = _cli(
+        capsys,
+        "--experiment",
+        "transition",
+        "--grid",
+        "das2-spread:6,3",
+        "--size",
+        "16KiB",
+        "--times",
+        "1,6,7",
+        "--crash",
+    )
+    assert data["crash"] and data["killed"] == 3 and data["lost"] == 0
+    assert data["heartbeat_timeout_s"] == 3.0
+    assert 3.0 <= data["complete_again_s"] < 5.0
+    assert data["in_flight_complete_s"] is not None
 
 
 def test_cli_refuses_misplaced_options(capsys):

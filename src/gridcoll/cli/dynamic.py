@@ -7,15 +7,15 @@ the paper's baselines (MPICH-like, MagPIe-like, List). ``--grid`` defaults to th
 paper's set-up for the experiment (``das2-spread:201,3``, ``:137,4``, ``:128,3``,
 ``:160,4``). ``--measure`` runs it instead with ``--processes N`` real processes
 (:mod:`gridcoll.measure.dynamic_experiments`, default 32, on ``das2-spread:N,3`` or
-``:N,4``), the baselines simulated on the same grid; ``--crash`` makes transition's
-leavers die by SIGKILL (heartbeats detect them, heirs take their vnodes; the headline
-says when broadcasts complete again). ``--experiment churn --measure [--runs N]`` is issue 15's
-exactly-once checker: ``N`` runs (default 20) of random joins and leaves on real
-processes (default 8) during broadcasts, every vnode's deliveries counted. A progress
-line goes to stderr. It prints a table and the
-headline (``--json``: one object, every series and ``ratio_to_magpie_like``,
-``ratio_to_list`` or ``recovery_s``, ``delivered``, ``lost``, ``duplicated``);
-``--plot`` draws the figure.
+``:N,4``), the baselines simulated on the same grid. ``--crash`` makes transition's
+leavers die instead of leaving (measured: by SIGKILL, found by heartbeats; simulated:
+the survivors are told 3 s later, the measured heartbeat timeout); heirs take their
+vnodes, and the headline says when broadcasts complete again. ``--experiment churn
+--measure [--runs N]`` is issue 15's exactly-once checker: ``N`` runs (default 20) of
+random joins and leaves on real processes (default 8) during broadcasts, every vnode's
+deliveries counted. A progress line goes to stderr. It prints a table and the headline
+(``--json``: one object, every series and ``ratio_to_magpie_like``, ``ratio_to_list`` or
+``recovery_s``, ``delivered``, ``lost``, ``duplicated``); ``--plot`` draws the figure.
 """
 
 from __future__ import annotations
@@ -85,8 +85,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--crash",
         action="store_true",
-        help="--measure transition: SIGKILL the leavers instead of leaving politely "
-        "(reports how soon broadcasts complete again)",
+        help="transition: the leavers die instead of leaving politely (--measure: by "
+        "SIGKILL); reports how soon broadcasts complete again",
     )
     parser.add_argument(
         "--runs",
@@ -159,8 +159,8 @@ def _options(args: argparse.Namespace) -> dict:
 def _check_mode(args: argparse.Namespace) -> None:
     if args.measure and args.simulate:
         raise ParameterError("--measure and --simulate exclude each other")
-    if not args.measure and (args.processes is not None or args.crash or args.settle is not None):
-        raise ParameterError("--processes, --settle and --crash need --measure")
+    if not args.measure and (args.processes is not None or args.settle is not None):
+        raise ParameterError("--processes and --settle need --measure")
     if args.settle is not None and args.settle < 0:
         raise ParameterError(f"--settle needs seconds >= 0, got {args.settle}")
     if args.experiment == "churn" and not args.measure:
@@ -205,9 +205,9 @@ def run(args: argparse.Namespace) -> int:
     if args.processes is not None and grid.nranks != args.processes:
         raise ParameterError(f"--processes {args.processes} but {grid.name} has {grid.nranks}")
     started = time.monotonic()
+    if args.crash:
+        kwargs["crash"] = True
     if args.measure:
-        if args.crash:
-            kwargs["crash"] = True
         if args.settle is not None:
             kwargs["settle_timeout_s"] = args.settle
         result = func(grid, progress=_stderr_progress(args.experiment, grid.name), **kwargs)
@@ -298,18 +298,21 @@ def _headline(result: dict) -> str:
         text = f"measured with {result['nprocs']} processes; {text}"
     elif result.get("mode") == "measure":
         text = f"measured with {result['nprocs']} processes, baselines simulated; {text}"
-        if result.get("crash"):
+    if result.get("crash"):
 
-            def after(x: float | None) -> str:
-                return f"{x:.1f} s after the kill" if x is not None else "never"
+        def after(x: float | None) -> str:
+            return f"{x:.1f} s after the kill" if x is not None else "never"
 
-            text += (
-                f"; {result['killed']} SIGKILLed, {result['killed_detected_by_root']} "
-                f"detected by the root; the broadcast under way completed "
-                f"{after(result['in_flight_complete_s'])}, the next one "
-                f"{after(result['complete_again_s'])} (goal: within the heartbeat "
-                f"timeout + 1 s = {result['heartbeat_timeout_s'] + 1:g} s)"
-            )
+        how = "SIGKILLed" if result.get("mode") == "measure" else "crashed"
+        seen = result.get("killed_detected_by_root")
+        text += (
+            f"; {result['killed']} {how}"
+            + ("" if seen is None else f", {seen} detected by the root")
+            + "; the broadcast under way completed "
+            f"{after(result['in_flight_complete_s'])}, the next one "
+            f"{after(result['complete_again_s'])} (goal: within the heartbeat "
+            f"timeout + 1 s = {result['heartbeat_timeout_s'] + 1:g} s)"
+        )
     return text
 
 

@@ -695,6 +695,11 @@ class Group:
         deadlines += [pr.deadline for pr in self._probes.values()]
         if self.heartbeat_s is not None:
             deadlines.append(self._next_beat)
+            if self.core.state in (p.State.ACTIVE, p.State.LEAVING):  # the next to time out
+                watched = self.core.members - self._suspects - {self.pid}
+                seen = [self._last_seen[pid] for pid in watched if pid in self._last_seen]
+                if seen:
+                    deadlines.append(min(seen) + self.heartbeat_timeout_s)
         if not deadlines:
             return int(_POLL_CAP_S * 1000)
         left = min(deadlines) - time.monotonic()
@@ -1177,22 +1182,16 @@ class Group:
 
     # -- heartbeats ---------------------------------------------------------------------------
     def _heartbeat(self) -> None:
-        """Beat every member, and suspect the members silent too long."""
+        """Beat every member every ``heartbeat_s``; suspect the members silent too long
+        (checked on every turn of the loop, so a death is found when the timeout
+        passes, not at the next beat)."""
         if self.heartbeat_s is None or self.core.state not in (p.State.ACTIVE, p.State.LEAVING):
             return
         now = time.monotonic()
-        if now < self._next_beat:
-            return
-        self._next_beat = now + self.heartbeat_s
-        if self._beat_at is not None and now - self._beat_at > 2 * self.heartbeat_s:
-            held = now - self._beat_at - self.heartbeat_s  # our own pause is not theirs
-            for pid in self._last_seen:
-                self._last_seen[pid] += held
-        self._beat_at = now
-        others = self.core.members - {self.pid}
-        dead = []
-        for pid in others:
-            self._send_frame(pid, _BEAT, struct.pack("<Q", self._fed_from.get(pid, 0)))
+        if now >= self._next_beat:
+            self._beat(now, self.heartbeat_s)
+        dead, known = [], len(self._suspects)
+        for pid in self.core.members - {self.pid}:
             seen = self._last_seen.setdefault(pid, now)  # silence counts from first sight
             if now - seen <= self.heartbeat_timeout_s:
                 self._suspects.discard(pid)
@@ -1202,9 +1201,23 @@ class Group:
                 if self._on_suspect is not None:
                     self._callback(self._on_suspect, pid)
         for pid in dead if self.fail_suspects else ():
-            acked = self._acked.get(pid)  # the beat before the last: what it had passed on
-            self._feed(p.PeerFailed(pid, acked[0] if acked else None))
+            # the beat before the last: what it had passed on; the last: what it took in
+            acked = self._acked.get(pid)
+            self._feed(p.PeerFailed(pid, *acked) if acked else p.PeerFailed(pid))
         self._suspects &= self.core.members
+        if dead or len(self._suspects) != known:
+            self._publish()
+
+    def _beat(self, now: float, period: float) -> None:
+        """Send every member a beat with how many of its messages we took in."""
+        self._next_beat = now + period
+        if self._beat_at is not None and now - self._beat_at > 2 * period:
+            held = now - self._beat_at - period
+            for pid in self._last_seen:  # our own pause is not theirs
+                self._last_seen[pid] += held
+        self._beat_at = now
+        for pid in self.core.members - {self.pid}:
+            self._send_frame(pid, _BEAT, struct.pack("<Q", self._fed_from.get(pid, 0)))
         self._publish()
 
     # -- the WAN emulation's delay heap ---------------------------------------------------------

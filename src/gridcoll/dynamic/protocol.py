@@ -96,11 +96,18 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   about a dead owner: the active process holding it takes that owner's vnodes over.
 - *Broadcasts in flight.* Each process keeps the messages of its last
   ``resend_ops`` broadcasts; those it sent to the dead process after the last one
-  the dead process confirmed (``PeerFailed.received``, from its heartbeats; all kept
-  ones if unknown) are sent again (``resent``) point-to-point to the owners of their
-  targets. (A count trusts that what the dead process took in, it passed on to live
-  processes: a message it passed only to another process that then died before
-  passing it on is lost. Without a count nothing kept is lost.) A vnode that already
+  the dead process confirmed passing on (``PeerFailed.received``, from its
+  heartbeats; all kept ones if unknown) are sent again (``resent``) to the owners of
+  their targets, leaving out the dead process's own vnodes for a broadcast it had
+  taken in whole (``PeerFailed.delivered``, a later heartbeat: it delivered it; its
+  heir is sent every segment of a broadcast it had only part of, for a recovered
+  vnode's history starts empty). A message sent again goes down a chain of owners,
+  each delivering its own vnodes and passing the rest on to the owner it measured
+  nearest, so the payload crosses each wide-area link once (rule III's binomial relay
+  would send it over the same link to several owners of a remote LAN). (A count
+  trusts that what the dead process took in, it passed on to live processes: a
+  message it passed only to another process that then died before passing it on is
+  lost. Without a count nothing kept is lost.) A vnode that already
   has a segment drops the copy (``duplicates``; once a failure is known here, or for a
   broadcast a vnode has ended, any second copy is dropped), so every vnode of a live
   process gets every segment of a broadcast whose root survives. A recovered vnode's
@@ -674,10 +681,14 @@ class PeerFailed:
     "Failures"). ``pid`` must never send again: a process only suspected must not be
     reported (a reported one that is alive loses its vnodes to the heir).
     ``received``: how many of this process's messages ``pid`` had taken in and passed
-    on (its heartbeats say; None: unknown), so only later ones are sent again."""
+    on (its heartbeats say; None: unknown), so only later ones are sent again.
+    ``delivered``: how many it had taken in at all (a later heartbeat: its own vnodes
+    had them, though it may not have passed them on; None: ``received``), so only later
+    ones go to its heir for its own vnodes."""
 
     pid: int
     received: int | None = None
+    delivered: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1084,7 +1095,7 @@ class Process:
         elif isinstance(event, ReduceRequested):
             self._on_reduce_requested(event)
         elif isinstance(event, PeerFailed):
-            self._on_peer_failed(event.pid, event.received)
+            self._on_peer_failed(event.pid, event.received, event.delivered)
 
     def _receive(self, src: int, m: Message) -> None:
         if self.state is State.JOINING and isinstance(m, JoinRefused):
@@ -1401,10 +1412,10 @@ class Process:
         tree.sent_up = None  # the new parent must hear from us
         self._up.add(key)
 
-    def _on_peer_failed(self, dead: int, received: int | None) -> None:
+    def _on_peer_failed(self, dead: int, received: int | None, delivered: int | None) -> None:
         """``dead`` died (module doc, "Failures"): drop it, re-map its vnodes to the
-        heir, send again what we sent it after the ``received`` it took in, report
-        what cannot complete."""
+        heir, send again what we sent it after the ``received`` it passed on (for its
+        own vnodes, after the ``delivered`` it took in), report what cannot complete."""
         if dead == self.pid:
             raise LocalProtocolError(f"process {self.pid} was told that it died")
         if dead in self.failed:
@@ -1424,9 +1435,16 @@ class Process:
             self._learn_routes([(v, dead, epoch)], claimant=src)
         self._claim_orphans()
         after = -1 if received is None else received
-        resend = [
-            m for sends in self._sent.values() for dst, n, m in sends if dst == dead and n > after
-        ]
+        took = after if delivered is None else max(after, delivered)
+        own = NodeSet.of(moved)  # they go to the heir, who needs a whole broadcast
+        resend = []
+        for sends in self._sent.values():
+            to_dead = [(n, m) for dst, n, m in sends if dst == dead]
+            whole = any(n > took for n, _ in to_dead)  # else it had every segment
+            for n, m in to_dead:
+                targets = (m.targets if n > after else NodeSet()) - own
+                if targets := targets | (m.targets & own) if whole else targets:
+                    resend.append(replace(m, targets=targets))
         for m in resend:  # through the owners now: the dead's subtree is being repaired
             self._spread(replace(m, via_tree=False, resent=True))
         for op_id in [op for op, root in self._origins.items() if root == dead]:
@@ -2079,11 +2097,20 @@ class Process:
         if taken := by_owner.pop(self.pid, None):  # a dead owner's, taken over just now
             self._spread(replace(m, targets=NodeSet.of(taken)))
         groups = sorted(by_owner.items())
+        if m.resent and groups:  # a chain, nearest first (module doc, "Failures")
+            nearest = min(groups, key=lambda g: (self._rtt(g[0]), g[0]))[0]
+            targets = NodeSet.of(v for _, vs in groups for v in vs)
+            self._send_bcast(nearest, _replace_targets(m, targets, False))
+            return
         while groups:  # rule III as a binomial relay: log2(owners) + 1 sends from here
             half = groups[len(groups) // 2 :] if len(groups) > 1 else groups
             targets = NodeSet.of(v for _, vs in half for v in vs)
             self._send_bcast(half[0][0], _replace_targets(m, targets, False))
             groups = groups[: len(groups) // 2] if len(groups) > 1 else []
+
+    def _rtt(self, pid: int) -> float:
+        known = self.measured.get(pid)
+        return math.inf if known is None else known.rtt_s
 
     def _send_bcast(self, dst: int, m: Bcast) -> None:
         """Send, and keep the message (``resend_ops``, ``resend_bytes``) in case ``dst``

@@ -798,26 +798,10 @@ def _back_to_back(
     return ops
 
 
-CRASH_HEARTBEAT = {"heartbeat_s": 1.0, "heartbeat_timeout_s": 3.0}
+CRASH_HEARTBEAT = {"heartbeat_s": 1.0, "heartbeat_timeout_s": sim.CRASH_DETECT_S}
 """The group's heartbeat for ``transition(crash=True)`` (unless ``group_options`` says
 otherwise): a beat a second, dead after 3 s of silence (32 processes on 2 cores may
 pause a live one for a second, not three)."""
-
-
-def _complete_again(ops: Sequence[_Op], at_s: float) -> float | None:
-    """From ``at_s`` (a crash) to the end of the first broadcast started then or later
-    that reached every vnode (None: none did)."""
-    ends = [op.end_s for op in ops if op.start_s >= at_s and op.end_s is not None]
-    return min(ends) - at_s if ends else None
-
-
-def _in_flight_complete(ops: Sequence[_Op], at_s: float) -> float | None:
-    """From ``at_s`` (a crash) to when the broadcasts under way then reached every vnode
-    (None: none was under way, or one never did)."""
-    under_way = [op for op in ops if op.start_s < at_s and (op.end_s is None or op.end_s > at_s)]
-    if not under_way or any(op.end_s is None for op in under_way):
-        return None
-    return max(op.end_s for op in under_way) - at_s  # type: ignore[type-var]
 
 
 def _checked(ops: Sequence[_Op], nvnodes: int) -> dict[str, int]:
@@ -913,8 +897,8 @@ def transition(
         **_checked(ops, n),
         "killed": len(killed) if crash else 0,
         "killed_detected_by_root": len(detected & set(killed)) if crash else 0,
-        "complete_again_s": _complete_again(ops, leave_s) if crash else None,
-        "in_flight_complete_s": _in_flight_complete(ops, leave_s) if crash else None,
+        "complete_again_s": sim.complete_again(ops, leave_s) if crash else None,
+        "in_flight_complete_s": sim.in_flight_complete(ops, leave_s) if crash else None,
         "heartbeat_timeout_s": options["heartbeat_timeout_s"] if crash else None,
         "op_timeout_s": op_timeout_s,
         **got,

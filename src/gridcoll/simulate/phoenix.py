@@ -35,6 +35,12 @@ wide-area links, cut-through FIFO, P-LogP costs):
   (:meth:`PhoenixSim.join`, :meth:`~PhoenixSim.leave`, :meth:`~PhoenixSim.bcast`,
   :meth:`~PhoenixSim.reduce`); a broadcast's request goes to the process owning its
   root vnode then (``Process.owned``), a reduction's to every active process.
+* **Crashes.** :meth:`PhoenixSim.crash` kills a process at a given time, as a SIGKILL
+  does: it handles nothing more (what was sent to it still takes the links' time),
+  and a failure detector's time later every live member is fed ``PeerFailed`` with
+  the counts its heartbeats would have acknowledged (those of
+  :class:`~gridcoll.dynamic.group.Group`: its last beat and the one before).
+  ``PeerLost`` and ``Abandoned`` reports are kept in :attr:`PhoenixSim.failures`.
 * **The checker.** Every ``Deliver(op_id, vnodes, payload, segment, nsegments)`` is
   counted per ``(op, vnode, segment)``. A vnode has a broadcast when it has every
   segment (its arrival time: its last segment's delivery); a broadcast is complete
@@ -157,7 +163,8 @@ class _Proc:
     cpu: float = 0.0
     inbox: deque = field(default_factory=deque)  # (ready at, event, receive overhead)
     scheduled: bool = False
-    failed: bool = False
+    failed: bool = False  # raised (ERROR) or crashed: handles nothing more
+    fed_from: Counter = field(default_factory=Counter)  # pid -> its messages handled
 
 
 @dataclass(slots=True)
@@ -246,6 +253,8 @@ class PhoenixSim:
         self.timers: dict[tuple[int, Any], object] = {}  # (pid, timer) -> live token
         self.ops: list[_Op] = []
         self.errors: list[str] = []
+        self.failures: list[tuple[int, Any]] = []
+        """What processes reported of crashes: ``(pid, PeerLost | Abandoned)``."""
         self.nprobes = 0
         self.nsent = 0
         self.probes_out = 0
@@ -279,6 +288,8 @@ class PhoenixSim:
         proc.scheduled = False
         _, event, _ = proc.inbox.popleft()
         proc.cpu = self.env.now
+        if type(event) is _p.Received:
+            proc.fed_from[event.src] += 1
         try:
             actions = proc.core.handle(event)
         except Exception as err:  # the core is in ERROR and says why (rule 4)
@@ -305,6 +316,8 @@ class PhoenixSim:
             self._probe(proc, action.peer, action.nbytes or PROBE_BYTES)
         elif kind is _p.ReduceDone:
             self._reduce_done(proc.cpu, action)
+        elif kind is _p.PeerLost or kind is _p.Abandoned:
+            self.failures.append((proc.pid, action))
         else:
             raise TypeError(f"process {proc.pid} returned {action!r}, not an action")
 
@@ -518,6 +531,39 @@ class PhoenixSim:
         event = _p.JoinRequested(contact)
         self._at(at, lambda: self._feed(proc, self.env.now, event, 0.0))
         return pid
+
+    def crash(self, at: float, pid: int, detect_s: float = 3.0, beat_s: float = 1.0) -> None:
+        """Process ``pid`` dies at ``at`` without a word (a SIGKILL): it handles nothing
+        more, and what is sent to it still crosses the links. ``detect_s`` later (a
+        heartbeat timeout) every live member is told :class:`~gridcoll.dynamic.protocol.
+        PeerFailed` with what its heartbeats acknowledged, as
+        :class:`~gridcoll.dynamic.group.Group` passes them: its last beat half a period
+        ``beat_s`` before it died (``delivered``: how many of the member's messages it
+        had taken in), the one before a period earlier (``received``)."""
+        if pid not in self.procs:
+            raise ParameterError(f"no process {pid!r} to crash")
+        if detect_s < 0 or beat_s < 0:
+            raise ParameterError(f"need detect_s, beat_s >= 0, got {detect_s!r}, {beat_s!r}")
+        dead = self.procs[pid]
+        beats: list[dict[int, int]] = []
+
+        def snapshot() -> None:
+            beats.append(dict(dead.fed_from))
+
+        def kill() -> None:
+            dead.failed = True
+            dead.inbox.clear()
+
+        def detect() -> None:
+            for proc in list(self.procs.values()):
+                if not proc.failed and _state(proc.core) in ("ACTIVE", "LEAVING", "JOINING"):
+                    took = [beat.get(proc.pid, 0) for beat in beats]
+                    self._feed(proc, self.env.now, _p.PeerFailed(pid, *took), 0.0)
+
+        self._at(max(self.env.now, at - 1.5 * beat_s), snapshot)
+        self._at(max(self.env.now, at - 0.5 * beat_s), snapshot)
+        self._at(at, kill)
+        self._at(at + detect_s, detect)
 
     # -- running -----------------------------------------------------------------------
     def quiet(self) -> bool:

@@ -38,9 +38,12 @@ from gridcoll.simulate.executor import simulate
 from gridcoll.simulate.phoenix import OpResult, PhoenixSim
 
 __all__ = [
+    "CRASH_DETECT_S",
     "DEFAULT_GRIDS",
     "EXPERIMENTS",
     "bandwidth",
+    "complete_again",
+    "in_flight_complete",
     "latency",
     "recovery_times",
     "reduction",
@@ -329,6 +332,27 @@ def recovery_times(
     return out
 
 
+CRASH_DETECT_S = 3.0
+"""How long after a crash the survivors are told of it: the heartbeat timeout of the
+measured runs (:data:`gridcoll.measure.dynamic_experiments.CRASH_HEARTBEAT`)."""
+
+
+def complete_again(ops: Sequence[OpResult], at_s: float) -> float | None:
+    """From ``at_s`` (a crash) to the end of the first broadcast started then or later
+    that reached every vnode (None: none did)."""
+    ends = [op.end_s for op in ops if op.start_s >= at_s and op.end_s is not None]
+    return min(ends) - at_s if ends else None
+
+
+def in_flight_complete(ops: Sequence[OpResult], at_s: float) -> float | None:
+    """From ``at_s`` (a crash) to when the broadcasts under way then reached every vnode
+    (None: none was under way, or one never did)."""
+    under_way = [op for op in ops if op.start_s < at_s and (op.end_s is None or op.end_s > at_s)]
+    if not under_way or any(op.end_s is None for op in under_way):
+        return None
+    return max(op.end_s for op in under_way) - at_s  # type: ignore[type-var]
+
+
 def transition(
     grid: Grid,
     *,
@@ -336,12 +360,16 @@ def transition(
     rejoin_s: float = TRANSITION[1],
     until_s: float = TRANSITION[2],
     nbytes: int = TRANSITION[3],
+    crash: bool = False,
+    detect_s: float = CRASH_DETECT_S,
     seed: int = 0,
     factory: Any = None,
     progress: Progress = _noop,
 ) -> dict:
     """Fig. 9: broadcasts back to back while half the processes leave at ``leave_s``
-    and rejoin at ``rejoin_s``.
+    and rejoin at ``rejoin_s``; with ``crash``, they die at ``leave_s`` instead
+    (:meth:`PhoenixSim.crash`, found ``detect_s`` later) and ``complete_again_s`` and
+    ``in_flight_complete_s`` say when broadcasts reached every vnode again.
 
     **The clock.** The processes first settle (:meth:`PhoenixSim.settle`, as the
     stable experiments do); fig. 9's clock starts then, at ``settle_s`` of simulated
@@ -375,7 +403,10 @@ def transition(
     leavers = [pid for pid in range(1, grid.nranks) if pid % 2]
     for pid in leavers:
         heir = pid - 1  # the even neighbour, in the same cluster but at a boundary
-        sim.leave(t0 + leave_s, pid, heir)
+        if crash:
+            sim.crash(t0 + leave_s, pid, detect_s)
+        else:
+            sim.leave(t0 + leave_s, pid, heir)
         sim.join(t0 + rejoin_s, pid, heir)  # the same machine, a new process id
 
     def next_bcast(result: OpResult | None = None) -> None:
@@ -414,6 +445,7 @@ def transition(
         "settle_s": t0,
         "changes_s": {"leave": leave_s, "rejoin": rejoin_s, "until": until_s},
         "leavers": len(leavers),
+        "crash": crash,
         "broadcasts": [
             {"start_s": op.start_s, "end_s": op.end_s, "time_s": op.time_s} for op in mine
         ],
@@ -424,6 +456,10 @@ def transition(
         "lost": run.lost,
         "duplicated": run.duplicated,
         "incomplete": sum(1 for op in mine if op.end_s is None),
+        "killed": len(leavers) if crash else 0,
+        "complete_again_s": complete_again(ops, leave_s) if crash else None,
+        "in_flight_complete_s": in_flight_complete(mine, leave_s) if crash else None,
+        "heartbeat_timeout_s": detect_s if crash else None,
         "errors": list(run.errors),
         "nprobes": run.nprobes,
         "nprobes_settling": probes_settling,
