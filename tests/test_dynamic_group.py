@@ -26,6 +26,7 @@ from gridcoll.dynamic.group import Group, GroupError
 from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.protocol import Bcast
 from gridcoll.dynamic.wire import encode
+from gridcoll.errors import ParameterError
 
 NV = 8
 PAYLOAD = bytes((i * 7 + 3) % 251 for i in range(300 * 1024))  # 300 KiB: 3 segments
@@ -322,6 +323,31 @@ def test_parameters_are_checked() -> None:
         g.bcast({"a": 1})
     with Group.start(2, seed=0) as g, pytest.raises(Exception, match="not owned"):
         g.bcast(b"x", root=5)
+    with pytest.raises(ParameterError, match="probe_pings"):
+        Group.start(2, probe_pings=0)
+
+
+def test_a_probe_pings_several_times_and_the_trees_can_be_asked() -> None:
+    """Each probe makes ``probe_pings`` ping-pongs (the fastest is its RTT); a member
+    can say who its parent is in any member's tree."""
+    with Group.start(2, seed=1, probe_pings=4) as a, Group.join(a.address, a.secret) as b:
+        assert b.wait_until(lambda g: len(g.members) == 2, 10)
+        assert _eventually(lambda: not a.probing() and not b.probing(), 20)
+        assert a.stats.probes > 0 and a.stats.pings == 4 * a.stats.probes
+        assert b.stats.probes > 0 and b.stats.pings == 3 * b.stats.probes  # the default
+        for kind in ("latency", "bandwidth"):
+            assert a.parent(kind, a.pid) is None  # the root
+            assert b.parent(kind, a.pid) == a.pid
+
+
+def _eventually(condition: Any, timeout: float) -> bool:
+    """Poll ``condition()`` (which may ask a group's I/O thread) until true."""
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.05)
+    return True
 
 
 @pytest.mark.timeout(120)

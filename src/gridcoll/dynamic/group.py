@@ -29,7 +29,11 @@ to it and wait for its answer; the callbacks ``on_deliver``/``on_reduce`` run on
 goes on a heap (a later timer of the same key replaces the earlier); ``Probe`` is a
 real 1-byte ping-pong and then a 128 KiB download from the peer, timed with
 ``time.monotonic`` (``rtt`` the ping-pong, the rate ``nbytes / (download time - rtt /
-2)``, sec. IV-A), with ``rtt = inf`` if no answer comes within ``probe_timeout_s``;
+2)``, sec. IV-A), with ``rtt = inf`` if no answer comes within ``probe_timeout_s``.
+The ping-pong is made ``probe_pings`` times in a row and the fastest taken: a process
+that shares its cores with many others answers a ping when it is next scheduled, which
+can take longer than a wide-area round trip, and one slow answer would make a LAN
+neighbour look remote (Property I lost);
 ``Deliver`` is reassembled per virtual node: the segments of a pipelined broadcast are
 kept until a vnode has them all, then the application gets the whole payload once per
 vnode; ``ReduceDone`` is kept for :meth:`Group.result` and given to ``on_reduce``.
@@ -205,6 +209,8 @@ class GroupStats:
     """Completed broadcasts the application could not be given (a pickle without
     ``trusted_pickle``, missing segments)."""
     probes: int = 0
+    pings: int = 0
+    """Ping-pongs answered (``probe_pings`` per probe)."""
     segments: int = 0
     """Segments of pipelined broadcasts delivered here."""
     emulated: int = 0
@@ -277,6 +283,7 @@ class _Probe:
     deadline: float
     rtt: float = math.inf
     fetch_started: float = 0.0
+    pings: int = 0  # ping-pongs done
 
 
 def _mac(secret: bytes, role: bytes, a: bytes, b: bytes, pid: int, rank: int, addr: str) -> bytes:
@@ -319,6 +326,7 @@ class Group:
         trusted_pickle: carry arbitrary objects as pickles (trusted peers only).
         max_message: the largest frame accepted (bytes).
         probe_timeout_s: a probe unanswered this long measures ``rtt = inf``.
+        probe_pings: ping-pongs per probe; the fastest is its RTT (module doc).
         min_give_up_s: the root of a reduction waits at least this long before it
             reports missing vnodes (module doc, "Timers").
         heartbeat_s: send every member a heartbeat this often (None: never).
@@ -343,6 +351,7 @@ class Group:
         trusted_pickle: bool = False,
         max_message: int = MAX_MESSAGE,
         probe_timeout_s: float = 5.0,
+        probe_pings: int = 3,
         min_give_up_s: float = 10.0,
         heartbeat_s: float | None = 1.0,
         heartbeat_timeout_s: float = 5.0,
@@ -365,6 +374,9 @@ class Group:
         self.trusted_pickle = trusted_pickle
         self.max_message = max_message
         self.probe_timeout_s = probe_timeout_s
+        if probe_pings < 1:
+            raise ParameterError(f"probe_pings must be at least 1, got {probe_pings!r}")
+        self.probe_pings = probe_pings
         self.min_give_up_s = min_give_up_s
         if heartbeat_s is not None and not 0 < heartbeat_s < heartbeat_timeout_s:
             raise ParameterError(
@@ -504,6 +516,11 @@ class Group:
         """Whether the core is still probing (its trees not settled), asked on the I/O
         thread (the core is not thread-safe)."""
         return bool(self._call(self.core.probing))
+
+    def parent(self, kind: str, root: int) -> int | None:
+        """This process's parent (a process id) in process ``root``'s tree of ``kind``
+        (``"latency"`` or ``"bandwidth"``); None at the root or with no parent yet."""
+        return self._call(lambda: self.core.parent(kind, root))  # type: ignore[no-any-return]
 
     def wait_until(self, predicate: Callable[[Group], bool], timeout: float) -> bool:
         """Block until ``predicate(self)`` holds (checked after every event); False on
@@ -1273,6 +1290,9 @@ class Group:
             self._feed(p.ProbeResult(peer_pid, math.inf, 0.0))
             return
         self._probes[token] = _Probe(peer_pid, now, now + self.probe_timeout_s)
+        self._ping(peer_pid, token)
+
+    def _ping(self, peer_pid: int, token: int) -> None:
         w = Writer()
         w.u64(token)
         w.out += b"\x00"
@@ -1286,7 +1306,13 @@ class Group:
             return  # expired
         now = time.monotonic()
         if kind == _PONG:
-            probe.rtt = now - probe.started
+            probe.rtt = min(probe.rtt, now - probe.started)
+            probe.pings += 1
+            self.stats.pings += 1
+            if probe.pings < self.probe_pings:  # again: the fastest is the RTT
+                probe.started = now
+                self._ping(probe.peer, token)
+                return
             probe.fetch_started = now
             w = Writer()
             w.u64(token)

@@ -205,6 +205,12 @@ class _Member:
                 g.migrate(g.vnodes, args[0])
             g.leave(timeout=60.0)
             self.put("left", self.rank, time.monotonic())
+        elif name == "parents":  # in process args[0]'s trees
+            self.put(
+                "parents",
+                self.rank,
+                *(g.parent(kind, args[0]) for kind in ("latency", "bandwidth")),
+            )
         elif name == "failures":
             self.put("failures", self.rank, tuple(f.pid for f in g.failures))
         elif name == "stop":
