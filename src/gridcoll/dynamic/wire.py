@@ -204,9 +204,7 @@ class Writer:
 
     def pids(self, pids: frozenset[int] | tuple[int, ...]) -> None:
         items = sorted(pids) if isinstance(pids, frozenset) else pids
-        self.u32(len(items))
-        for p in items:
-            self.u64(p)
+        self.out += struct.pack(f"<I{len(items)}Q", len(items), *items)
 
     def value(self, v: object, depth: int = 0) -> None:
         if depth > MAX_DEPTH:
@@ -273,7 +271,15 @@ class Reader:
         return chunk
 
     def _unpack(self, s: struct.Struct) -> int | float:
-        return s.unpack(self.take(s.size))[0]
+        return self.fields(s)[0]  # type: ignore[no-any-return]
+
+    def fields(self, s: struct.Struct) -> tuple:
+        """The next ``s.size`` bytes unpacked by ``s``."""
+        if self.pos + s.size > len(self.data):
+            raise WireError(f"truncated: {s.size} bytes wanted at offset {self.pos}")
+        out = s.unpack_from(self.data, self.pos)
+        self.pos += s.size
+        return out
 
     def u8(self) -> int:
         return int(self._unpack(_U8))
@@ -320,7 +326,10 @@ class Reader:
         return ns
 
     def pids(self) -> tuple[int, ...]:
-        return tuple(self.u64() for _ in range(self.count(8)))
+        n = self.count(8)
+        out = struct.unpack_from(f"<{n}Q", self.data, self.pos)
+        self.pos += 8 * n
+        return out
 
     def kind(self) -> str:
         k = self.u8()
@@ -391,17 +400,19 @@ class Reader:
 
 
 # -- per-type fields ----------------------------------------------------------------------
+_POSITION = struct.Struct("<BQddI")  # kind, root, dist, est, nchildren; then the path
+
+
 def _w_position(w: Writer, p: Position) -> None:
-    w.u8(KINDS.index(p.kind))
-    w.u64(p.root)
-    w.f64(p.dist)
-    w.f64(p.est)
-    w.u32(p.nchildren)
+    w.out += _POSITION.pack(KINDS.index(p.kind), p.root, p.dist, p.est, p.nchildren)
     w.pids(p.path)
 
 
 def _r_position(r: Reader) -> Position:
-    return Position(r.kind(), r.u64(), r.f64(), r.f64(), r.u32(), r.pids())
+    k, root, dist, est, nchildren = r.fields(_POSITION)
+    if k >= len(KINDS):
+        raise WireError(f"unknown tree kind {k}")
+    return Position(KINDS[k], root, dist, est, nchildren, r.pids())
 
 
 def _w_entries(w: Writer, entries: tuple[tuple[int, int, int], ...]) -> None:
