@@ -41,6 +41,7 @@ from gridcoll.dynamic.protocol import (
     Received,
     ReduceDone,
     ReduceRequested,
+    Remeasured,
     Send,
     SetTimer,
     Start,
@@ -794,6 +795,25 @@ def test_a_joiner_in_another_lan_than_its_sponsor_measures_for_itself() -> None:
     for q, p in net.processes.items():  # no Near: only a download measures it
         if q != 21 and 21 in p.measured:
             assert (q, 21) in log
+
+
+def test_a_faster_round_trip_makes_a_process_probe_that_peer_again() -> None:
+    """``Remeasured``: a lower RTT replaces the one held, and the peer is probed again
+    (its Info only) though probing had ended, so the trees are judged with it."""
+    net = _converged(4)
+    p2 = net.processes[2]
+    assert not p2.probing()
+    held = p2.measured[0]
+    out = p2.handle(Remeasured(0, held.rtt_s * 2))  # slower: nothing
+    assert out == [] and p2.measured[0] == held
+    out = p2.handle(Remeasured(0, held.rtt_s / 10))
+    assert p2.measured[0] == ProbeResult(0, held.rtt_s / 10, held.bw_Bps)
+    assert [(s.dst, type(s.message)) for s in _sends(out)] == [(0, InfoRequest)]
+    assert not [a for a in out if isinstance(a, Probe)]  # measured: no download
+    net.apply(2, out)
+    net.run()
+    assert not p2.probing() and p2.state is State.ACTIVE
+    assert p2.handle(Remeasured(99, 1e-6)) == []  # not a member: nothing
 
 
 def test_a_move_detaches_from_the_old_parent_only_once_the_new_one_took_it() -> None:

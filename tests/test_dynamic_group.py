@@ -340,6 +340,15 @@ def test_a_probe_pings_several_times_and_the_trees_can_be_asked() -> None:
             assert b.parent(kind, a.pid) == a.pid
 
 
+def test_heartbeats_time_round_trips() -> None:
+    """Each beat echoes the peer's last one: both ends time round trips from them."""
+    with (
+        Group.start(2, seed=1, heartbeat_s=0.05) as a,
+        Group.join(a.address, a.secret, heartbeat_s=0.05) as b,
+    ):
+        assert _eventually(lambda: a.stats.rtt_samples > 2 and b.stats.rtt_samples > 2, 10)
+
+
 def _eventually(condition: Any, timeout: float) -> bool:
     """Poll ``condition()`` (which may ask a group's I/O thread) until true."""
     deadline = time.monotonic() + timeout

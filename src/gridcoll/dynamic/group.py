@@ -51,18 +51,26 @@ or much slower than that.
 
 *Heartbeats and failures.* Every ``heartbeat_s`` a member sends every member it knows a
 small ``BEAT`` frame carrying how many of that member's core messages it has fed to its
-core; a failure report gives the count of the beat before the last (messages the dead
-process took in a beat before it died, whose forwards had left it), and only later ones
-are sent again. (Not covered: a message passed on only to another process that died too
-before passing it on, within about a heartbeat: the core's "Failures".) Any frame on a
-peer's authenticated connection counts as a sign of life. A member silent for more than
+core, when it was sent, and the send time of the last beat it had from that member with
+how long it held it since: so every beat times a round trip. The fastest round trip seen
+to each member stands for that member's RTT in later probes, and one ``RTT_GAIN`` times
+faster than the core holds is given to the core (``Remeasured``: it judges its trees
+again), so a LAN neighbour that a busy machine answered slowly at the first probe is
+seen near once a quieter moment shows it. A failure report gives the counts of the last
+two beats: the one before the last says which messages the dead process had passed on
+(taken in a beat before it died, their forwards had left it), and only later ones are
+sent again; the last says which it had taken in (its own vnodes had them). (Not covered:
+a message passed on only to another process that died too before passing it on, within
+about a heartbeat: the core's "Failures".) Any frame on a peer's authenticated
+connection counts as a sign of life. A member silent for more than
 ``heartbeat_timeout_s`` (counted from when it was first known; time this process's own
-I/O thread was held up, e.g. by a long emulated transfer, does not count) is suspected:
-added to :attr:`Group.suspects`, given to ``on_suspect`` and, with ``fail_suspects``
-(the default), reported to the core as dead (``PeerFailed``): its vnodes go to an heir
-and the broadcasts sent to it are sent again (the core's "Failures"). Each such failure
-is kept in :attr:`Group.failures` (the core's ``PeerLost``: the vnodes re-mapped, the
-heir, the broadcasts sent again), and a pipelined broadcast whose root died before every
+I/O thread was held up, e.g. by a long emulated transfer, does not count) is suspected,
+checked on every turn of the I/O loop (not only at the next beat): added to
+:attr:`Group.suspects`, given to ``on_suspect`` and, with ``fail_suspects`` (the
+default), reported to the core as dead (``PeerFailed``): its vnodes go to an heir and
+the broadcasts sent to it are sent again (the core's "Failures"). Each such failure is
+kept in :attr:`Group.failures` (the core's ``PeerLost``: the vnodes re-mapped, the heir,
+the broadcasts sent again), and a pipelined broadcast whose root died before every
 segment reached a vnode here in :attr:`Group.abandoned`. A falsely suspected process is
 cut off (its vnodes go to the heir), so ``heartbeat_timeout_s`` must exceed the longest
 pause a live process may make.
@@ -163,6 +171,10 @@ from gridcoll.errors import GridcollError, ParameterError
 __all__ = ["Delivery", "Emulation", "Group", "GroupError", "GroupStats", "ReduceResult"]
 
 _MAGIC, _VERSION = b"GZ", 1
+_BEAT_BODY = struct.Struct("<Qddd")  # messages taken, sent at, echo of its, held since
+RTT_GAIN = 2.0
+"""A heartbeat round trip this many times faster than the core's measurement is given
+to the core (``Remeasured``)."""
 _HEAD = struct.Struct("<2sBBd")  # magic, version, kind, emulation stamp (NaN: none)
 _HELLO, _CHALLENGE, _AUTH, _ACK, _REFUSED = 1, 2, 3, 4, 5
 _DIR, _MSG, _PING, _PONG, _FETCH, _DATA, _SEGS, _BEAT = 6, 7, 8, 9, 10, 11, 12, 13
@@ -211,6 +223,10 @@ class GroupStats:
     probes: int = 0
     pings: int = 0
     """Ping-pongs answered (``probe_pings`` per probe)."""
+    rtt_samples: int = 0
+    """Round trips timed by heartbeats (module doc, "Heartbeats and failures")."""
+    remeasured: int = 0
+    """Times the core was told of a faster round trip (``Remeasured``)."""
     segments: int = 0
     """Segments of pipelined broadcasts delivered here."""
     emulated: int = 0
@@ -393,6 +409,9 @@ class Group:
         self._acked: dict[int, tuple[int, int]] = {}  # peer -> how many of ours it took,
         # by its beat before the last and by its last
         self._last_seen: dict[int, float] = {}
+        self._beat_in: dict[int, tuple[float, float]] = {}  # peer -> its last beat's time
+        # (its clock) and when it arrived (ours): echoed in our next beat to it
+        self._rtt_floor: dict[int, float] = {}  # peer -> the fastest round trip seen
         self._suspects: set[int] = set()
         self._next_beat = 0.0
         self._on_deliver, self._on_reduce = on_deliver, on_reduce
@@ -1110,10 +1129,14 @@ class Group:
                 self._take_segments(route, body)
             elif kind == _BEAT:  # (_from_conn noted the time) and how many we sent it took
                 r = Reader(body)
-                took = r.u64()
+                took, sent_at, echo, held = r.fields(_BEAT_BODY)
                 r.end()
                 last = self._acked.get(conn.pid, (0, 0))[1]
                 self._acked[conn.pid] = (last, max(took, last))
+                now = time.monotonic()
+                self._beat_in[conn.pid] = (sent_at, now)
+                if echo > 0:  # our beat's time, and how long it waited there
+                    self._sample_rtt(conn.pid, now - echo - held)
             elif kind == _PING:
                 self._write(self._router, conn.rank, _PONG, bytes(body), route)
             elif kind == _FETCH:
@@ -1234,8 +1257,23 @@ class Group:
                 self._last_seen[pid] += held
         self._beat_at = now
         for pid in self.core.members - {self.pid}:
-            self._send_frame(pid, _BEAT, struct.pack("<Q", self._fed_from.get(pid, 0)))
+            echo, got_at = self._beat_in.get(pid, (0.0, now))
+            body = _BEAT_BODY.pack(self._fed_from.get(pid, 0), now, echo, now - got_at)
+            self._send_frame(pid, _BEAT, body)
         self._publish()
+
+    def _sample_rtt(self, pid: int, rtt: float) -> None:
+        """A round trip to ``pid`` timed by a heartbeat and its echo: the fastest seen is
+        kept (:meth:`_on_probe_reply` takes it if faster), and the core is told when it
+        beats by ``RTT_GAIN`` what the core holds (``Remeasured``)."""
+        if not rtt > 0:
+            return
+        self.stats.rtt_samples += 1
+        best = self._rtt_floor[pid] = min(rtt, self._rtt_floor.get(pid, math.inf))
+        held = self.core.measured.get(pid)
+        if held is not None and best * RTT_GAIN < held.rtt_s and self.core.state is p.State.ACTIVE:
+            self.stats.remeasured += 1
+            self._feed(p.Remeasured(pid, best))
 
     # -- the WAN emulation's delay heap ---------------------------------------------------------
     def _hold(
@@ -1322,7 +1360,8 @@ class Group:
         nbytes = len(body) - 8
         took = max(now - probe.fetch_started - probe.rtt / 2, 1e-9)
         del self._probes[token]
-        self._feed(p.ProbeResult(probe.peer, probe.rtt, nbytes / took))
+        rtt = min(probe.rtt, self._rtt_floor.get(probe.peer, math.inf))
+        self._feed(p.ProbeResult(probe.peer, rtt, nbytes / took))
 
     def _expire_probes(self) -> None:
         now = time.monotonic()

@@ -154,7 +154,12 @@ sets and summaries flow up. A process that finds itself among its own ancestors
 (a new tree) or a lost parent restarts the probing; probing that found a parent in a
 joiner's new trees renews the extra and chain probes (sec. IV-A); a tree given a parent
 without probing (a copy, "Joins") renews none, nor does probing after a loss (the
-Adopt renews the extra probes, see "Repair").
+Adopt renews the extra probes, see "Repair"). *Better measurements.* A driver that
+measures a peer's RTT again and finds it lower than what the process holds (a real
+ping-pong is slowed by whatever else the two machines do; heartbeats give more samples
+over time) feeds :class:`Remeasured`: the process keeps the lower RTT and probes that
+peer once more (an InfoRequest: it is measured), so each tree is judged again with it,
+even after probing had ended.
 
 *Repair (sec. IV-A, made faster).* The paper repairs a tree by probing: a process whose
 parent left probes random peers until it has a parent again, then 10 more. Each probe
@@ -349,6 +354,7 @@ __all__ = [
     "Received",
     "ReduceDone",
     "ReduceRequested",
+    "Remeasured",
     "RemoteProtocolError",
     "Send",
     "SetTimer",
@@ -692,6 +698,15 @@ class PeerFailed:
 
 
 @dataclass(frozen=True, slots=True)
+class Remeasured:
+    """The driver measured ``peer``'s round trip again (module doc, "Trees"): ``rtt_s``,
+    lower than the process holds, replaces it and the trees are judged again."""
+
+    peer: int
+    rtt_s: float
+
+
+@dataclass(frozen=True, slots=True)
 class MigrateRequested:
     """Give the listed vnodes this process owns to ``dst`` (the others are ignored)."""
 
@@ -728,6 +743,7 @@ Event = (
     | BcastRequested
     | ReduceRequested
     | PeerFailed
+    | Remeasured
 )
 
 
@@ -817,9 +833,10 @@ _ACCEPTS: dict[State, tuple[type, ...]] = {
         BcastRequested,
         ReduceRequested,
         PeerFailed,
+        Remeasured,
     ),
-    State.LEAVING: (Received, TimerExpired, ProbeResult, PeerFailed),
-    State.LEFT: (Received, TimerExpired, ProbeResult, PeerFailed),
+    State.LEAVING: (Received, TimerExpired, ProbeResult, PeerFailed, Remeasured),
+    State.LEFT: (Received, TimerExpired, ProbeResult, PeerFailed, Remeasured),
 }
 """Events each state takes; anything else raises LocalProtocolError (and so ERROR)."""
 
@@ -1023,6 +1040,7 @@ class Process:
         self._gave: set[int] = set()  # the vnodes we handed over while leaving
         self._misses = 0  # probes of measured peers that left a tree without a parent
         self._unmeasured: set[int] = set()  # parents taken on bounds (climb): probe next
+        self._recheck: set[int] = set()  # measured faster since (Remeasured): probe again
         self._revisit = False  # after a loss or a join, probe only peers already measured
         self._settled = False  # has had a parent in every tree
         self._joined: set[int] = set()  # members that joined since: their trees are new
@@ -1096,6 +1114,8 @@ class Process:
             self._on_reduce_requested(event)
         elif isinstance(event, PeerFailed):
             self._on_peer_failed(event.pid, event.received, event.delivered)
+        elif isinstance(event, Remeasured):
+            self._on_remeasured(event.peer, event.rtt_s)
 
     def _receive(self, src: int, m: Message) -> None:
         if self.state is State.JOINING and isinstance(m, JoinRefused):
@@ -1354,6 +1374,7 @@ class Process:
         is no former child, and a leaver drops it from the children it kept)."""
         self.departed.add(pid)
         self.members.discard(pid)
+        self._recheck.discard(pid)
         if self._probing == pid:
             self._probing, self._probe_result, self._probe_info = None, None, None
         for kind in KINDS:
@@ -1612,7 +1633,7 @@ class Process:
     def _wants_probe(self) -> bool:
         if self.state is not State.ACTIVE or len(self.members) < 2:
             return False
-        if self._extra_left > 0:
+        if self._extra_left > 0 or self._recheck:
             return True
         if not self._complete():
             return True
@@ -1639,6 +1660,8 @@ class Process:
         peer, self._sponsor = self._sponsor, None
         if peer is None and self._unmeasured:  # a parent known only by bounds: measure it
             peer = self._unmeasured.pop()
+        if peer is None and self._recheck:  # measured faster than we held: judge again
+            peer = self._recheck.pop()
         if peer not in self.members or peer == self.pid:
             peer = self.rng.choice(self._probe_candidates())
         self._probing, self._probe_result, self._probe_info = peer, None, None
@@ -1676,6 +1699,16 @@ class Process:
             return roots
         self._misses += 1
         return known if self._misses <= len(known) else others
+
+    def _on_remeasured(self, peer: int, rtt: float) -> None:
+        """A lower RTT for a measured member (module doc, "Trees"): keep it, and probe
+        the peer again (its Info only) so the trees are judged with it."""
+        old = self.measured.get(peer)
+        if old is None or peer not in self.members or not 0 < rtt < old.rtt_s:
+            return
+        self.measured[peer] = ProbeResult(peer, rtt, old.bw_Bps)
+        self._lan_rtt = min(self._lan_rtt, rtt)
+        self._recheck.add(peer)
 
     def _in_lan(self, rtt: float) -> bool:
         """An RTT within ``NEAR_RATIO`` of the smallest we measured: our LAN's class."""
