@@ -2,7 +2,8 @@
 
 Runs :data:`gridcoll.simulate.phoenix_experiments.EXPERIMENTS` on the paper's set-ups
 (fig. 6 latency on ``das2-spread:201,3``, fig. 7 bandwidth on ``:137,4``, fig. 8
-reduction on ``:128,3``, fig. 9 transition on ``:160,4``) and writes each experiment's
+reduction on ``:128,3``, fig. 9 transition on ``:160,4``, and fig. 9 again with the
+leavers crashing, found 3 s later: ``crash``) and writes each experiment's
 whole result as a row, with the headline figures against issue 14's goals in the
 summary: latency within 1.3x MagPIe-like, bandwidth at least 95% of List, recovery at
 most 2 s, zero lost and duplicated deliveries. ``--quick``: 24-process grids, two
@@ -87,6 +88,8 @@ def _cases(bench: Bench) -> dict[str, tuple[str, Any, dict]]:
         for name, run in EXPERIMENTS.items():
             spec, kwargs = QUICK[name] if bench.quick else (DEFAULT_GRIDS[name], {})
             cases[name] = (spec, run, kwargs)
+        spec, run, kwargs = cases["transition"]
+        cases["crash"] = (spec, run, {**kwargs, "crash": True})
         return cases
     from gridcoll.measure.dynamic_experiments import (
         DEFAULT_PROCESSES,

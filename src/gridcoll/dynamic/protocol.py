@@ -1463,8 +1463,10 @@ class Process:
             to_dead = [(n, m) for dst, n, m in sends if dst == dead]
             whole = any(n > took for n, _ in to_dead)  # else it had every segment
             for n, m in to_dead:
-                targets = (m.targets if n > after else NodeSet()) - own
-                if targets := targets | (m.targets & own) if whole else targets:
+                targets = (m.targets if n > after else NodeSet()) - own  # its subtree
+                if whole:
+                    targets = targets | (m.targets & own)  # its own vnodes, at the heir
+                if targets:
                     resend.append(replace(m, targets=targets))
         for m in resend:  # through the owners now: the dead's subtree is being repaired
             self._spread(replace(m, via_tree=False, resent=True))
@@ -2142,6 +2144,7 @@ class Process:
             groups = groups[: len(groups) // 2] if len(groups) > 1 else []
 
     def _rtt(self, pid: int) -> float:
+        """What we measured of the round trip to ``pid`` (inf: never measured)."""
         known = self.measured.get(pid)
         return math.inf if known is None else known.rtt_s
 
