@@ -96,8 +96,9 @@ def plot_dynamic(result: dict, path: str | Path) -> Path:
     elif kind == "transition":
         done = [b for b in result["broadcasts"] if b["time_s"] is not None]
         ax.plot([b["start_s"] for b in done], [b["time_s"] for b in done], "o-", ms=3)
-        for label in ("leave", "rejoin"):
-            at = result["changes_s"][label]
+        gone = "crash" if result.get("crash") else "leave"
+        for key, label in (("leave", gone), ("rejoin", "rejoin")):
+            at = result["changes_s"][key]
             ax.axvline(at, color="grey", ls=":")
             ax.annotate(label, (at, 1), xycoords=("data", "axes fraction"), va="top")
         if result["stable_s"] is not None:
@@ -107,7 +108,7 @@ def plot_dynamic(result: dict, path: str | Path) -> Path:
         ax.set_ylabel("completion time (s)")
         size = format_size(result["nbytes"])
         how = ", measured" if result.get("mode") == "measure" else ""
-        ax.set_title(f"Fig. 9: {size} broadcasts, half the processes leave and rejoin{how}")
+        ax.set_title(f"Fig. 9: {size} broadcasts, half the processes {gone} and rejoin{how}")
     else:
         raise ValueError(f"no figure for experiment {kind!r}")
     ax.grid(True, alpha=0.3)
