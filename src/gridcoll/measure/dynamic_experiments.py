@@ -479,6 +479,18 @@ class _Run:
             self.pump(0.5)
         return time.monotonic() - started, False
 
+    def wan_edges(self) -> dict[str, int]:
+        """How many wide-area edges root 0's latency and bandwidth trees have (each
+        process asked for its parent; ``clusters - 1`` is the fewest that span)."""
+        pid_rank = {p.pid: r for r, p in self.procs.items()}
+        got = self.ask("parents", sorted(self.procs), "parents", self.procs[0].pid)
+        cluster = self.grid.cluster_of
+        out = {}
+        for i, kind in enumerate(("latency", "bandwidth")):
+            parents = ((r, pid_rank.get(m[2 + i])) for r, m in got.items())
+            out[kind] = sum(1 for r, q in parents if q is not None and cluster[q] != cluster[r])
+        return out
+
     def nprobes(self) -> int:
         return sum(m[4] for m in self.states().values())
 
@@ -589,7 +601,8 @@ def latency(
 
     ``last_arrival_ms["ours"]`` is the median over the repeats of the last arrival;
     ``arrivals_ms["ours"]`` the repeat with the median last arrival. The baselines and
-    ``ours_simulated`` come from :func:`gridcoll.simulate.phoenix_experiments.latency`.
+    ``ours_simulated`` come from :func:`gridcoll.simulate.phoenix_experiments.latency`;
+    ``wan_edges`` counts the wide-area edges of root 0's trees (:meth:`_Run.wan_edges`).
     """
     base = sim.latency(grid, seed=seed)
 
@@ -598,7 +611,12 @@ def latency(
         lasts = [op.time_s for op in ops]
         med = sorted(ops, key=lambda op: op.time_s)[len(ops) // 2]
         arrivals = sorted(t for v, t in med.arrivals.items() if v != 0)
-        return {"lasts": lasts, "arrivals": arrivals, "nprobes": run.nprobes()}
+        return {
+            "lasts": lasts,
+            "arrivals": arrivals,
+            "nprobes": run.nprobes(),
+            "wan_edges": run.wan_edges(),
+        }
 
     got = _session(
         grid,
@@ -638,7 +656,8 @@ def bandwidth(
 ) -> dict:
     """Fig. 7 measured: for each size, the median over ``repeats`` of the time from
     the root's send to the last delivery; bandwidth ``nbytes * P / time``;
-    ``ratio_to_list`` at the largest size against List simulated."""
+    ``ratio_to_list`` at the largest size against List simulated; ``wan_edges`` as
+    :func:`latency`'s."""
     base = sim.bandwidth(grid, sizes=sizes, seed=seed)
     P = grid.nranks
 
@@ -646,7 +665,7 @@ def bandwidth(
         times = {
             m: statistics.median([run.bcast_done(m).time_s for _ in range(repeats)]) for m in sizes
         }
-        return {"times": times, "nprobes": run.nprobes()}
+        return {"times": times, "nprobes": run.nprobes(), "wan_edges": run.wan_edges()}
 
     got = _session(
         grid,
