@@ -148,46 +148,43 @@ def test_driver_times_sends_probes_and_timers_on_the_link_model():
 
 
 # -- the real core ------------------------------------------------------------------------
-def test_every_vnode_gets_every_broadcast_once_while_half_leave_and_rejoin():
+def _twelve_broadcasts_while(change):
+    """On ``das2-spread:9,3``, settled: a broadcast every 20 ms from vnode 0, and
+    ``change(sim, t, pid)`` for processes 1, 4 and 8 at ``t``, 50 ms in. The simulator
+    and its run's result."""
     _real_core()
     from gridcoll.simulate.phoenix import PhoenixSim
 
-    grid = get_grid("das2-spread:9,3")
-    sim = PhoenixSim(grid, seed=3)
+    sim = PhoenixSim(get_grid("das2-spread:9,3"), seed=3)
     t = sim.settle(60.0)
-    for k in range(12):  # a broadcast every 20 ms from vnode 0, across the changes
+    for k in range(12):
         sim.bcast(t + 0.02 * k, 0, 4096)
-    for pid in (1, 4, 8):  # leave, and come back as new processes on their ranks
-        sim.leave(t + 0.05, pid)
-        assert sim.join(t + 0.15, pid, 0) >= 9
+    for pid in (1, 4, 8):
+        change(sim, t + 0.05, pid)
     sim.run(t + 60.0)
     run = sim.result()
     assert run.errors == ()
-    assert all(op.end_s is not None for op in run.ops)
-    assert (run.lost, run.duplicated) == (0, 0)
+    assert all(op.end_s is not None for op in run.ops) and run.lost == 0
     assert run.delivered == 12 * 9
+    return sim, run
+
+
+def test_every_vnode_gets_every_broadcast_once_while_half_leave_and_rejoin():
+    def leave_and_rejoin(sim, t, pid):  # as a new process on its rank
+        sim.leave(t, pid)
+        assert sim.join(t + 0.1, pid, 0) >= 9
+
+    _, run = _twelve_broadcasts_while(leave_and_rejoin)
+    assert run.duplicated == 0
 
 
 def test_a_crash_is_repaired_and_every_vnode_gets_every_broadcast():
     """Three processes die mid-stream; told 0.5 s later, the survivors re-map their
     vnodes and send again what went to them: every vnode, the dead ones' at their
     heirs, gets every broadcast."""
-    _real_core()
     from gridcoll.dynamic.protocol import PeerLost
-    from gridcoll.simulate.phoenix import PhoenixSim
 
-    grid = get_grid("das2-spread:9,3")
-    sim = PhoenixSim(grid, seed=3)
-    t = sim.settle(60.0)
-    for k in range(12):  # a broadcast every 20 ms from vnode 0, across the crash
-        sim.bcast(t + 0.02 * k, 0, 4096)
-    for pid in (1, 4, 8):
-        sim.crash(t + 0.05, pid, detect_s=0.5)
-    sim.run(t + 60.0)
-    run = sim.result()
-    assert run.errors == ()
-    assert all(op.end_s is not None for op in run.ops) and run.lost == 0
-    assert run.delivered == 12 * 9
+    sim, _ = _twelve_broadcasts_while(lambda sim, t, pid: sim.crash(t, pid, detect_s=0.5))
     assert {a.pid for _, a in sim.failures if isinstance(a, PeerLost)} == {1, 4, 8}
     live = [p for p in sim.procs.values() if not p.failed]
     assert sorted(v for p in live for v in p.core.owned) == list(range(9))
@@ -273,18 +270,8 @@ def test_cli_transition_crash(capsys):
     """``--crash`` in simulation: the leavers die at 1 s and are found 3 s later, so
     no broadcast started after the crash completes before 4 s."""
     _real_core()
-    data = _cli(
-        capsys,
-        "--experiment",
-        "transition",
-        "--grid",
-        "das2-spread:6,3",
-        "--size",
-        "16KiB",
-        "--times",
-        "1,6,7",
-        "--crash",
-    )
+    argv = "--experiment transition --grid das2-spread:6,3 --size 16KiB --times 1,6,7 --crash"
+    data = _cli(capsys, *argv.split())
     assert data["crash"] and data["killed"] == 3 and data["lost"] == 0
     assert data["heartbeat_timeout_s"] == 3.0
     assert 3.0 <= data["complete_again_s"] < 5.0
