@@ -171,7 +171,8 @@ from gridcoll.errors import GridcollError, ParameterError
 __all__ = ["Delivery", "Emulation", "Group", "GroupError", "GroupStats", "ReduceResult"]
 
 _MAGIC, _VERSION = b"GZ", 1
-_BEAT_BODY = struct.Struct("<Qddd")  # messages taken, sent at, echo of its, held since
+_BEAT_BODY = struct.Struct("<Qddd")  # your messages taken, sent at, your last beat's
+# sent-at (0: none yet), how long since it arrived here
 RTT_GAIN = 2.0
 """A heartbeat round trip this many times faster than the core's measurement is given
 to the core (``Remeasured``)."""

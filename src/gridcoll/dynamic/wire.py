@@ -332,10 +332,7 @@ class Reader:
         return out
 
     def kind(self) -> str:
-        k = self.u8()
-        if k >= len(KINDS):
-            raise WireError(f"unknown tree kind {k}")
-        return KINDS[k]
+        return _kind(self.u8())
 
     def op(self) -> Callable[[object, object], object]:
         name = self.text()
@@ -400,6 +397,13 @@ class Reader:
 
 
 # -- per-type fields ----------------------------------------------------------------------
+def _kind(k: int) -> str:
+    """Tree kind number ``k`` (``KINDS``), or WireError."""
+    if k >= len(KINDS):
+        raise WireError(f"unknown tree kind {k}")
+    return KINDS[k]
+
+
 _POSITION = struct.Struct("<BQddI")  # kind, root, dist, est, nchildren; then the path
 
 
@@ -410,9 +414,7 @@ def _w_position(w: Writer, p: Position) -> None:
 
 def _r_position(r: Reader) -> Position:
     k, root, dist, est, nchildren = r.fields(_POSITION)
-    if k >= len(KINDS):
-        raise WireError(f"unknown tree kind {k}")
-    return Position(KINDS[k], root, dist, est, nchildren, r.pids())
+    return Position(_kind(k), root, dist, est, nchildren, r.pids())
 
 
 def _w_entries(w: Writer, entries: tuple[tuple[int, int, int], ...]) -> None:
