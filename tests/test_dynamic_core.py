@@ -15,6 +15,8 @@ from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.protocol import (
     HEADER_BYTES,
     KINDS,
+    PROBE_BYTES,
+    WANTS,
     Abandoned,
     Adopt,
     AdoptItem,
@@ -48,10 +50,12 @@ from gridcoll.dynamic.protocol import (
     State,
     TimerExpired,
     Update,
+    Want,
     Welcome,
 )
 from gridcoll.dynamic.static import Network, founders
 from gridcoll.dynamic.trees import (
+    NOISE_SLACK,
     Edge,
     Summary,
     bandwidth_better,
@@ -564,6 +568,33 @@ def test_a_child_whose_parent_left_unannounced_climbs_to_its_grandparent() -> No
     }
 
 
+@pytest.mark.parametrize("like_1", [True, False])
+def test_a_climbed_to_ancestor_is_pinged_and_takes_the_rate_of_a_peer_at_its_rtt(like_1) -> None:
+    """Climbing to an ancestor it never measured, a child pings it only (a ``Probe`` of
+    0 bytes): a peer measured at an RTT within ``NOISE_SLACK`` of it is behind the same
+    links, so that peer's rate stands for the ancestor's; with none, the 128 KiB
+    download follows. (A download on a thin wide-area link slows the broadcasts the
+    repair is for.)"""
+    net = _chain(4)
+    last = net.processes[3]
+    del last.measured[0]  # as if 3 had never probed 0
+    left = {p: net.processes[p].handle(LeaveRequested(heir=0)) for p in (1, 2)}
+    for p, kind in ((1, Leaving), (2, Adopt), (2, Leaving)):
+        (m,) = [s.message for s in _sends(left[p], kind) if s.dst == 3]
+        out = last.handle(Received(p, m))
+    assert last.parent("bandwidth", 0) == 0 and last.trees["bandwidth", 0].estimated
+    assert [a for a in out if isinstance(a, Probe)] == [Probe(0, 0)]
+    one = last.measured[1]
+    rtt = one.rtt_s * (1 + NOISE_SLACK / 2 if like_1 else 1.5)
+    out = last.handle(ProbeResult(0, rtt, 0.0))
+    if like_1:
+        assert last.measured[0] == ProbeResult(0, rtt, one.bw_Bps)
+        assert not [a for a in out if isinstance(a, Probe)]
+    else:
+        assert 0 not in last.measured
+        assert [a for a in out if isinstance(a, Probe)] == [Probe(0, PROBE_BYTES)]
+
+
 def _a_leaver_with_three_children():
     """A converged 12-process network, a process with a parent and at least 3 children
     in some tree (``key``), its children nearest first (``order``) and the actions of
@@ -1069,6 +1100,71 @@ def test_a_pipelined_broadcast_whose_root_dies_is_abandoned() -> None:
     (ab,) = [a for a in out if isinstance(a, Abandoned)]
     assert ab.op_id == "b" and ab.vnodes == net.processes[first.dst].owned
     assert "b" in net.processes[first.dst].table.owned[first.dst].delivered  # ended
+
+
+def _chain_dies_under_a_broadcast(**kw) -> tuple[Network, int]:
+    """On the line 0 - 1 - 2 - 3, root 0 broadcasts "b" in segments down the bandwidth
+    tree; 1 passes them all to 2, 2 passes only segment 0 to 3; then 1 and 2 die. The
+    survivors are told with counts saying that each had passed on all it was sent, so
+    nobody sends anything again: the segments 2 held died with it. The network and the
+    number of segments."""
+    net = _chain(4, **kw)
+    p = net.processes
+    segs = [s.message for s in _sends(p[0].handle(BcastRequested("b", 0, 1 << 20, "bandwidth")))]
+    assert len(segs) > 2 and all(m.nsegments == len(segs) for m in segs)
+    to_2 = [s.message for m in segs for s in _sends(p[1].handle(Received(0, m)), Bcast)]
+    first = p[2].handle(Received(1, to_2[0]))
+    for m in to_2[1:]:
+        p[2].handle(Received(1, m))  # what it would send dies with it
+    (to_3,) = _sends(first, Bcast)
+    p[3].handle(Received(2, to_3.message))
+    for dead in (1, 2):
+        net.crash(dead)
+    for q in (0, 3):
+        for dead in (1, 2):
+            sent = p[q]._sends_to.get(dead, 0)
+            net.apply(q, p[q].handle(PeerFailed(dead, sent, sent)))
+    return net, len(segs)
+
+
+def test_segments_lost_down_a_chain_of_dead_processes_are_asked_for() -> None:
+    """3 (now the child of 0, and the heir of 1 and 2 with fresh states) gets no new
+    segment for ``stall_s``: it asks 0 for every segment one of its vnodes lacks, for
+    its whole subtree, and 0 sends them from its copies: every vnode ends with "b"."""
+    net, n = _chain_dies_under_a_broadcast()
+    p3 = net.processes[3]
+    assert p3.parent("bandwidth", 0) == 0 and p3.owned == {1, 2, 3}
+    assert net.timers[3, ("stall", "b")] == net.now + p3.stall_s
+    del net.timers[3, ("stall", "b")]
+    out = p3.handle(TimerExpired(("stall", "b")))
+    assert [(s.dst, s.message) for s in _sends(out)] == [
+        (0, Want("b", "bandwidth", 0, NodeSet.span(0, n), NodeSet.of({1, 2, 3})))
+    ]
+    assert SetTimer(("stall", "b"), 2 * p3.stall_s) in out  # then looks again, later
+    net.apply(3, out)
+    net.run()
+    assert all("b" in p3.table.owned[v].delivered for v in (1, 2, 3))
+    assert ("stall", "b") not in {t for _, t in net.timers}  # done: no more looks
+
+
+def test_a_broadcast_asked_for_in_vain_is_abandoned_and_reported() -> None:
+    """With no copies kept anywhere (``resend_ops=0``), 3's asks bring nothing: after
+    ``WANTS`` of them, looking at doubling intervals, it reports what it abandons."""
+    net, _ = _chain_dies_under_a_broadcast(resend_ops=0)
+    p3 = net.processes[3]
+    looks, wants, abandoned = [], 0, []
+    while (3, ("stall", "b")) in net.timers:
+        looks.append(net.timers.pop((3, ("stall", "b"))) - net.now)
+        out = p3.handle(TimerExpired(("stall", "b")))
+        wants += len(_sends(out, Want))
+        abandoned += [a for a in out if isinstance(a, Abandoned)]
+        net.apply(3, out)
+        while net.busy():  # the answers, no timer
+            net.step()
+    assert wants == WANTS
+    assert looks == [p3.stall_s] + [p3.stall_s * 2**k for k in range(1, WANTS + 1)]
+    assert abandoned == [Abandoned("b", frozenset({1, 2, 3}))]
+    assert all("b" in p3.table.owned[v].delivered for v in (1, 2, 3))  # ended
 
 
 def test_failover_epochs_settle_disagreements() -> None:

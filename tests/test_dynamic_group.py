@@ -24,7 +24,7 @@ import zmq
 
 from gridcoll.dynamic.group import Group, GroupError
 from gridcoll.dynamic.nodesets import NodeSet
-from gridcoll.dynamic.protocol import Bcast
+from gridcoll.dynamic.protocol import PROBE_BYTES, Bcast
 from gridcoll.dynamic.wire import encode
 from gridcoll.errors import ParameterError
 
@@ -338,6 +338,12 @@ def test_a_probe_pings_several_times_and_the_trees_can_be_asked() -> None:
         for kind in ("latency", "bandwidth"):
             assert a.parent(kind, a.pid) is None  # the root
             assert b.parent(kind, a.pid) == a.pid
+        for nbytes, downloads in ((0, 0), (PROBE_BYTES, 1)):  # 0: pings only
+            pings, before = b.stats.pings, b.stats.downloads
+            b._call(lambda n=nbytes: b._start_probe(a.pid, n))
+            assert _eventually(lambda p=pings: b.stats.pings == p + 3, 10)
+            assert _eventually(lambda d=before + downloads: b.stats.downloads == d, 10)
+            assert b.stats.downloads == before + downloads
 
 
 def test_heartbeats_time_round_trips() -> None:

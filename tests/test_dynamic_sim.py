@@ -190,6 +190,46 @@ def test_a_crash_is_repaired_and_every_vnode_gets_every_broadcast():
     assert sorted(v for p in live for v in p.core.owned) == list(range(9))
 
 
+def test_a_chain_of_crashes_under_a_long_broadcast_loses_nothing():
+    """On ``das2-spread:24,4`` process 8 hangs below 14 in root 0's bandwidth tree, with
+    live processes below it; both die halfway through a 4 MiB broadcast. What 14 had
+    passed on to 8 and 8 not yet on died with them, and no heartbeat count covers it
+    (before the stall watch: 642 (vnode, segment) pairs lost); the live processes below
+    ask their new parents for what stopped coming, and every vnode gets every segment."""
+    _real_core()
+    from gridcoll.dynamic.protocol import Want
+    from gridcoll.simulate.phoenix import PhoenixSim
+
+    sim = PhoenixSim(get_grid("das2-spread:24,4"), seed=0)
+    t = sim.settle(600.0)
+    below = [p for p in sim.procs if sim.procs[p].core.parent("bandwidth", 0) == 8]
+    assert sim.procs[8].core.parent("bandwidth", 0) == 14 and below
+    wants = []
+    for p in below:  # record what the orphans ask for
+        core = sim.procs[p].core
+        core.handle = _recording(core.handle, wants, Want)
+    sim.bcast(t, 0, 4 << 20)
+    for pid in (14, 8):
+        sim.crash(t + 2.8, pid)
+    sim.run(t + 120.0)
+    run = sim.result()
+    assert run.errors == ()
+    (op,) = run.ops
+    assert op.end_s is not None and op.lost == 0
+    assert wants  # the repair, not luck
+
+
+def _recording(handle, into, kind):
+    """``handle``, appending to ``into`` every message of type ``kind`` it sends."""
+
+    def wrapped(event):
+        actions = handle(event)
+        into.extend(a.message for a in actions if isinstance(getattr(a, "message", None), kind))
+        return actions
+
+    return wrapped
+
+
 def test_a_crash_is_noticed_only_after_the_detection_time():
     _real_core()
     from gridcoll.simulate.phoenix import PhoenixSim

@@ -131,6 +131,7 @@ messages = st.one_of(
     st.builds(p.Leaving, entries, u32),
     st.builds(p.LeaveAck, st.frozensets(pids), u32),
     st.builds(p.Near, pids),
+    st.builds(p.Want, op_ids, kinds, pids, nodesets, nodesets, u32),
 )
 
 

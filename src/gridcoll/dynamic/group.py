@@ -224,6 +224,8 @@ class GroupStats:
     probes: int = 0
     pings: int = 0
     """Ping-pongs answered (``probe_pings`` per probe)."""
+    downloads: int = 0
+    """Probe downloads made (a probe of a climbed-to ancestor may ping only)."""
     rtt_samples: int = 0
     """Round trips timed by heartbeats (module doc, "Heartbeats and failures")."""
     remeasured: int = 0
@@ -298,6 +300,7 @@ class _Probe:
     peer: int
     started: float
     deadline: float
+    nbytes: int  # the download after the pings (0: none)
     rtt: float = math.inf
     fetch_started: float = 0.0
     pings: int = 0  # ping-pongs done
@@ -799,7 +802,7 @@ class Group:
                 delay = max(delay, self.min_give_up_s)
             heapq.heappush(self._timers, (time.monotonic() + delay, seq, action.timer))
         elif isinstance(action, p.Probe):
-            self._start_probe(action.peer)
+            self._start_probe(action.peer, action.nbytes)
         elif isinstance(action, p.PeerLost):
             self._failures.append(action)
         elif isinstance(action, p.Abandoned):
@@ -1321,14 +1324,14 @@ class Group:
                 self._held.pop(key, None)
 
     # -- probes (sec. IV-A) -------------------------------------------------------------------
-    def _start_probe(self, peer_pid: int) -> None:
+    def _start_probe(self, peer_pid: int, nbytes: int) -> None:
         self.stats.probes += 1
         now = time.monotonic()
         token = next(self._seq)
         if peer_pid not in self._directory:
             self._feed(p.ProbeResult(peer_pid, math.inf, 0.0))
             return
-        self._probes[token] = _Probe(peer_pid, now, now + self.probe_timeout_s)
+        self._probes[token] = _Probe(peer_pid, now, now + self.probe_timeout_s, nbytes)
         self._ping(peer_pid, token)
 
     def _ping(self, peer_pid: int, token: int) -> None:
@@ -1352,17 +1355,25 @@ class Group:
                 probe.started = now
                 self._ping(probe.peer, token)
                 return
+            if not probe.nbytes:  # pings only
+                self._probe_done(token, 0.0)
+                return
+            self.stats.downloads += 1
             probe.fetch_started = now
             w = Writer()
             w.u64(token)
-            w.u32(p.PROBE_BYTES)
+            w.u32(probe.nbytes)
             self._send_frame(probe.peer, _FETCH, bytes(w.out))
             return
-        nbytes = len(body) - 8
         took = max(now - probe.fetch_started - probe.rtt / 2, 1e-9)
-        del self._probes[token]
+        self._probe_done(token, (len(body) - 8) / took)
+
+    def _probe_done(self, token: int, bw: float) -> None:
+        """Feed the core a probe's result: its fastest ping, or a heartbeat's faster
+        round trip ("Heartbeats and failures"), and ``bw``."""
+        probe = self._probes.pop(token)
         rtt = min(probe.rtt, self._rtt_floor.get(probe.peer, math.inf))
-        self._feed(p.ProbeResult(probe.peer, rtt, nbytes / took))
+        self._feed(p.ProbeResult(probe.peer, rtt, bw))
 
     def _expire_probes(self) -> None:
         now = time.monotonic()

@@ -107,7 +107,8 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   would send it over the same link to several owners of a remote LAN). (A count
   trusts that what the dead process took in, it passed on to live processes: a
   message it passed only to another process that then died before passing it on is
-  lost. Without a count nothing kept is lost.) A vnode that already
+  not sent again; the processes below ask for it, next. Without a count nothing
+  kept is lost.) A vnode that already
   has a segment drops the copy (``duplicates``; once a failure is known here, or for a
   broadcast a vnode has ended, any second copy is dropped), so every vnode of a live
   process gets every segment of a broadcast whose root survives. A recovered vnode's
@@ -115,6 +116,23 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   before a handover that died, at another. A pipelined broadcast whose root process
   died is reported as :class:`Abandoned` for the vnodes holding only some of its
   segments, and ends there (it counts as delivered: later copies are dropped).
+- *Broadcasts that stop coming.* After a failure a process watches every pipelined
+  broadcast its vnodes have only part of, and every one a vnode it took over is sent
+  again (a recovered vnode starts empty; it is taken over holding none of the
+  broadcasts the heir's own vnodes have part of, as the dead process may have had
+  them whole and nobody sends them). Every ``stall_s`` it looks; if no segment came
+  since the last look, it takes what its vnodes lack from the copies it kept of what
+  it sent, and asks its parent in the broadcast's tree for the rest (:class:`Want`:
+  every segment some vnode of ours lacks, for our whole subtree). The parent sends
+  the copies it kept down the tree to the asker, and asks its own parent for the
+  rest, unless it lacks them too (then its own ask covers the asker's subtree). The
+  interval doubles after each ask; after ``WANTS`` asks that brought nothing the
+  broadcast is ended for those vnodes and reported (:class:`Abandoned`). So the
+  segments a chain of dead processes took with it reach every live process below
+  it (fig. 9's crash on ``das2-spread:160,4`` lost 1560 (vnode, segment) pairs
+  before, none after). Still uncovered: a vnode whose dead owner's senders all died
+  too, when its heir knew nothing of a broadcast under way (none of its own vnodes
+  had part of it), lacks what its dead owner lacked, unreported.
 - *Reductions.* A recovered vnode's data goes aside, point-to-point to the root
   vnode, which counts it only if no other contribution covers that vnode when the
   reduction ends (the dead process may have sent it already). The owner of the root
@@ -190,7 +208,12 @@ for a new parent: at the Leaving (or the failure) it attaches at once to the nex
 fallback it kept, else to the nearest ancestor on its path still a member, on bounds:
 the measured hop if it ever probed that process; for a fallback, the old hop's figures,
 as for an Adopt (a fallback is nearer the leaver than the child is); for an ancestor,
-the old hop's figures (``estimated``), and it probes that process next. Only a process
+the old hop's figures (``estimated``), and it probes that process next, by pings
+only if a peer it measured has an RTT within ``NOISE_SLACK`` of the ping's (that peer
+is behind the same links: its rate stands for the ancestor's), else with the download
+(the climbers of fig. 9's leave on ``das2-spread:64,4`` downloaded 1.8 MB over the
+three wide-area links root 0's tree uses in the 10 s after it, and the next broadcast
+took 6.64 s instead of 5.62 s; pinging, 5.82 s). Only a process
 with no live ancestor disconnects and probes, as the paper's. Without climbing, every
 descendant of a disconnected process sees its rate or distance drop to nothing and jumps
 to the first connected peer it probes, often across the wide area: in fig. 9's leave on
@@ -240,8 +263,11 @@ probe. (2) Only probing that found a parent in every new tree renews the extra p
 lack a parent a probe asks for those (``InfoRequest.roots``): its ``Info`` carries two
 positions, not 320. (3) A joiner that borrowed probes only its LAN (``_in_lan``
 among the peers it measured): its LAN's one wide-area edge per tree is there already
-(Property I), and what it can improve is inside the LAN. Losses and the first round
-of probing are unchanged. A joiner outside its sponsor's LAN borrows nothing and
+(Property I), and what it can improve is inside the LAN; but after as many probes in
+a row as it has measured peers that gave none of its trees without a parent one (a LAN
+that all joined so may have none to give), it probes those trees' roots (a churn run
+of the property tests livelocked there). Losses and the first round of probing are
+unchanged. A joiner outside its sponsor's LAN borrows nothing and
 probes as the paper's.
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
@@ -314,6 +340,7 @@ from enum import Enum
 from gridcoll.dynamic.nodesets import NodeSet
 from gridcoll.dynamic.trees import (
     NEAR_RATIO,
+    NOISE_SLACK,
     Edge,
     Summary,
     bandwidth_better,
@@ -335,6 +362,7 @@ __all__ = [
     "PROBE_BYTES",
     "SEGMENT_COST_S",
     "TRANSITIONS",
+    "WANTS",
     "Abandoned",
     "Action",
     "BcastRequested",
@@ -493,6 +521,21 @@ class Bcast:
 
 
 @dataclass(frozen=True, slots=True)
+class Want:
+    """The segments ``segments`` of pipelined broadcast ``op_id``, which stopped coming
+    after a failure, asked of the parent in its tree (``kind``, ``tree_root``) (module
+    doc, "Failures"): send them down the tree to ``targets`` (the asker's vnodes and
+    its subtree's). A parent without a copy asks its own parent (``hops``)."""
+
+    op_id: Hashable
+    kind: str
+    tree_root: int
+    segments: NodeSet
+    targets: NodeSet
+    hops: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class Partial:
     op_id: Hashable
     root: int
@@ -599,6 +642,7 @@ Message = (
     | ParentUpdates
     | Adopt
     | Bcast
+    | Want
     | Partial
     | JoinRequest
     | JoinRefused
@@ -617,6 +661,8 @@ def message_bytes(m: Message) -> int:
         return HEADER_BYTES + m.targets.nbytes + m.nbytes
     if isinstance(m, Partial):
         return HEADER_BYTES + m.covered.nbytes + m.nbytes
+    if isinstance(m, Want):
+        return HEADER_BYTES + m.segments.nbytes + m.targets.nbytes
     if isinstance(m, InfoRequest):
         return HEADER_BYTES + 4 * len(m.roots)
     if isinstance(m, Info):
@@ -757,6 +803,9 @@ class Send:
 
 @dataclass(frozen=True, slots=True)
 class Probe:
+    """Measure ``peer``: ping-pongs for the RTT, then an ``nbytes`` download for the
+    bandwidth; ``nbytes == 0``: the pings only (the result's ``bw_Bps`` is ignored)."""
+
     peer: int
     nbytes: int = PROBE_BYTES
 
@@ -803,8 +852,10 @@ class PeerLost:
 
 @dataclass(frozen=True, slots=True)
 class Abandoned:
-    """A pipelined broadcast whose root process died before these owned vnodes had
-    every segment: they will not get the rest (their segments so far were delivered)."""
+    """A pipelined broadcast these owned vnodes will not get the rest of (their segments
+    so far were delivered): its root process died before they had every segment, or
+    after a failure the rest stopped coming and was asked for in vain (module doc,
+    "Failures")."""
 
     op_id: Hashable
     vnodes: frozenset[int]
@@ -900,6 +951,10 @@ where it sent vnodes."""
 _ORIGINS_KEPT = 1024
 """Pipelined broadcasts whose root process is remembered (for :class:`Abandoned`)."""
 
+WANTS = 3
+"""How many times a process asks for the rest of a broadcast that stopped coming after a
+failure before it abandons it (module doc, "Failures")."""
+
 
 def _replace_targets(m: Bcast, targets: NodeSet, via_tree: bool) -> Bcast:
     """``m`` one hop further, for ``targets`` (the same op and segment)."""
@@ -957,6 +1012,9 @@ class Process:
             the process they went to dies (module doc, "Failures"); 0 keeps none.
         resend_bytes: at most this many payload bytes are kept so (older broadcasts
             are dropped first; the latest is always kept whole).
+        stall_s: after a failure, how long a pipelined broadcast our vnodes have only
+            part of may go without a new segment before we ask our parent in its tree
+            for the rest (``Want``; module doc, "Failures").
     """
 
     def __init__(
@@ -976,9 +1034,12 @@ class Process:
         remember: bool = True,
         resend_ops: int = 16,
         resend_bytes: int = 32 * 1024 * 1024,
+        stall_s: float = 1.0,
     ) -> None:
         if extra_probes < 0:
             raise ValueError(f"extra_probes must be >= 0, got {extra_probes!r}")
+        if not stall_s > 0:
+            raise ValueError(f"stall_s must be > 0, got {stall_s!r}")
         if resend_ops < 0 or resend_bytes < 0:
             raise ValueError(
                 f"resend_ops and resend_bytes must be >= 0, got {resend_ops!r}, {resend_bytes!r}"
@@ -1004,6 +1065,7 @@ class Process:
         self.measured: dict[int, ProbeResult] = {}  # peer -> its measurement
         self.stragglers = 0
         self.resend_ops, self.resend_bytes = resend_ops, resend_bytes
+        self.stall_s = stall_s
         self._sent_bytes = 0
         self.failed: set[int] = set()  # members reported dead (PeerFailed)
         self.duplicates = 0  # resent segments a vnode already had (dropped)
@@ -1011,7 +1073,9 @@ class Process:
         self._sent: dict[Hashable, list[tuple[int, int, Bcast]]] = {}  # op -> (dst, n, m)
         self._sends_to: dict[int, int] = {}  # dst -> messages sent to it (n: the n-th)
         self._resent_ops: set[Hashable] = set()
-        self._origins: dict[Hashable, int] = {}  # pipelined op -> its root process
+        self._origins: dict[Hashable, tuple[str, int, int]] = {}  # pipelined op -> its
+        # tree's kind, its root process, its number of segments
+        self._stalls: dict[Hashable, tuple[int, int]] = {}  # op -> segments held, asks made
         self._doubts: dict[int, list[tuple[int, int, int]]] = {}  # pid -> (v, epoch, src)
         self._told: dict[int, int] = {}  # dead process -> the heir we sent its entries
         self._lacking: dict[Hashable, NodeSet] = {}  # reduction -> vnodes whose owner died
@@ -1024,6 +1088,7 @@ class Process:
         self._probing: int | None = None
         self._probe_result: ProbeResult | None = None
         self._probe_info: Info | None = None
+        self._pinging = False  # the probe under way is pings only (a climbed-to ancestor)
         self._reduces: dict[Hashable, _Reduce] = {}
         self._sums: dict[Hashable, RootSum] = {}
         self._awaiting: set[int] = set()
@@ -1045,6 +1110,7 @@ class Process:
         self._settled = False  # has had a parent in every tree
         self._joined: set[int] = set()  # members that joined since: their trees are new
         self._lan_only = False  # a joiner near its sponsor: probe its LAN ("Joins")
+        self._lan_misses = 0  # its probes in a row that gave no orphan tree a parent
         self._contact: int | None = None  # the member a JOINING process asked
 
     # -- the API ----------------------------------------------------------------------
@@ -1134,6 +1200,7 @@ class Process:
             ParentUpdates: self._on_parent_updates,
             Adopt: self._on_adopt,
             Bcast: self._on_bcast,
+            Want: self._on_want,
             Partial: self._on_partial,
             JoinRequest: self._on_join_request,
             Welcome: self._on_welcome,
@@ -1470,10 +1537,12 @@ class Process:
                     resend.append(replace(m, targets=targets))
         for m in resend:  # through the owners now: the dead's subtree is being repaired
             self._spread(replace(m, via_tree=False, resent=True))
-        for op_id in [op for op, root in self._origins.items() if root == dead]:
+        for op_id in [op for op, (_, root, _) in self._origins.items() if root == dead]:
             del self._origins[op_id]
             if stuck := table.abandon(op_id):
                 self._out.append(Abandoned(op_id, frozenset(stuck)))
+        for op_id in self._origins:  # broadcasts under way: they may stop coming
+            self._watch(op_id)
         for s in list(self._sums.values()):  # the dead's data will not come
             if not s.done and s.root in table.owned:
                 self._lacking[s.op_id] = self._lacking.get(s.op_id, NodeSet()) | NodeSet.of(moved)
@@ -1496,7 +1565,12 @@ class Process:
         if heir is None or not moved:
             return heir, moved
         if heir == self.pid:
-            table.take_over(moved)
+            under_way = {
+                op for s in table.owned.values() for op in s.partial if op in self._origins
+            }
+            table.take_over(moved, under_way=under_way)
+            for op_id in under_way:  # it may have had them whole: none resends them
+                self._watch(op_id)
             self._claim(moved)
             self._mark_all_up()
             for r in list(self._reduces.values()):  # a root sum lost with it starts anew
@@ -1660,17 +1734,19 @@ class Process:
         if self._probing is not None or not self._wants_probe():
             return
         peer, self._sponsor = self._sponsor, None
+        ping = False
         if peer is None and self._unmeasured:  # a parent known only by bounds: measure it
-            peer = self._unmeasured.pop()
+            peer, ping = self._unmeasured.pop(), bool(self.measured)
         if peer is None and self._recheck:  # measured faster than we held: judge again
             peer = self._recheck.pop()
         if peer not in self.members or peer == self.pid:
-            peer = self.rng.choice(self._probe_candidates())
+            peer, ping = self.rng.choice(self._probe_candidates()), False
         self._probing, self._probe_result, self._probe_info = peer, None, None
         self.probes_made += 1
         self._probe_result = self.measured.get(peer) if self.remember else None
+        self._pinging = ping and self._probe_result is None
         if self._probe_result is None:
-            self._out.append(Probe(peer, PROBE_BYTES))
+            self._out.append(Probe(peer, 0 if self._pinging else PROBE_BYTES))
         wanted = tuple(sorted(self._orphans())) if self._joins_only() else ()
         self._send(peer, InfoRequest(wanted))  # only joiners' new trees lack one: those
 
@@ -1681,12 +1757,16 @@ class Process:
         peers, then anyone. With a parent in every tree: every other member, but after
         a loss or a join only those already measured. A measured peer's probe costs one
         InfoRequest; anyone else's a 128 KiB download. A joiner that borrowed its
-        sponsor's measurements picks from its LAN among these, if any is there."""
+        sponsor's measurements picks from its LAN among these, if any is there; after
+        as many probes in a row as it has measured peers that gave no tree a parent
+        (its LAN may not reach one: all of it joined so), it probes those trees' roots."""
         pool = self._probe_pool()
-        if self._lan_only:
-            near = [p for p in pool if p in self.measured and self._in_lan(self.measured[p].rtt_s)]
-            return near or pool
-        return pool
+        if not self._lan_only:
+            return pool
+        if self._lan_misses > len(self.measured):
+            return sorted(self._orphans() & self.members - {self.pid}) or pool
+        near = [p for p in pool if p in self.measured and self._in_lan(self.measured[p].rtt_s)]
+        return near or pool
 
     def _probe_pool(self) -> list[int]:
         """:meth:`_probe_candidates` before the joiner's LAN rule."""
@@ -1719,11 +1799,28 @@ class Process:
     def _on_probe_result(self, event: ProbeResult) -> None:
         if event.peer != self._probing:
             return  # a probe of a process that has left meanwhile
+        if self._pinging and math.isfinite(event.rtt_s):  # module doc, "Repair"
+            self._pinging = False
+            like = self._same_class(event.peer, event.rtt_s)
+            if like is None:
+                self._out.append(Probe(event.peer, PROBE_BYTES))  # nothing to go by: download
+                return
+            event = ProbeResult(event.peer, event.rtt_s, like.bw_Bps)
         if math.isfinite(event.rtt_s):
             self.measured[event.peer] = event
             self._borrow_from_sponsor(event)
         self._probe_result = event
         self._decide()
+
+    def _same_class(self, peer: int, rtt: float) -> ProbeResult | None:
+        """The measured peer whose RTT is nearest ``rtt``, if within ``NOISE_SLACK`` of
+        it: a peer behind the same links, whose bandwidth ``peer``'s stands for."""
+        near = [
+            m
+            for q, m in self.measured.items()
+            if q != peer and abs(m.rtt_s - rtt) <= NOISE_SLACK * rtt
+        ]
+        return min(near, key=lambda m: (abs(m.rtt_s - rtt), m.peer), default=None)
 
     def _borrow_from_sponsor(self, event: ProbeResult) -> None:
         """A joiner's first probe measured its sponsor: if it is in our LAN (an RTT
@@ -1802,7 +1899,7 @@ class Process:
         if result is None or info is None:
             return
         self._probing = None
-        complete, joins = self._complete(), self._joins_only()
+        complete, joins, orphans = self._complete(), self._joins_only(), len(self._orphans())
         if self.state is State.ACTIVE and not info.leaving and math.isfinite(result.rtt_s):
             self._lan_rtt = min(self._lan_rtt, result.rtt_s)
             self._lan_bw = max(self._lan_bw, result.bw_Bps)
@@ -1810,6 +1907,9 @@ class Process:
                 tree = self.trees.get((pos.kind, pos.root))
                 if tree is not None and tree.root != self.pid:
                     self._judge(tree, result.peer, pos, result.rtt_s, result.bw_Bps)
+        if self._lan_only:
+            stuck = orphans and len(self._orphans()) == orphans
+            self._lan_misses = self._lan_misses + 1 if stuck else 0
         if not complete and self._complete() and (joins or not self._settled):
             # probed until a parent in every tree new to us: then the extra probes (IV-A)
             self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
@@ -2108,9 +2208,11 @@ class Process:
         if fresh:
             self._out.append(Deliver(m.op_id, frozenset(fresh), m.payload, m.segment, m.nsegments))
             if m.nsegments > 1 and m.op_id not in self._origins:
-                self._origins[m.op_id] = m.tree_root
+                self._origins[m.op_id] = (m.kind, m.tree_root, m.nsegments)
                 if len(self._origins) > _ORIGINS_KEPT:
                     del self._origins[next(iter(self._origins))]
+            if m.resent and m.nsegments > 1:  # a vnode taken over starts afresh
+                self._watch(m.op_id)
         rest = m.targets - mine
         tree = self.trees.get((m.kind, m.tree_root))
         if (
@@ -2142,6 +2244,75 @@ class Process:
             targets = NodeSet.of(v for _, vs in half for v in vs)
             self._send_bcast(half[0][0], _replace_targets(m, targets, False))
             groups = groups[: len(groups) // 2] if len(groups) > 1 else []
+
+    def _watch(self, op_id: Hashable) -> None:
+        """Watch pipelined broadcast ``op_id`` every ``stall_s`` while our vnodes have
+        only part of it (module doc, "Failures")."""
+        if op_id not in self._stalls and (held := self._held(op_id))[1]:
+            self._stalls[op_id] = (held[0], 0)
+            self._out.append(SetTimer(("stall", op_id), self.stall_s))
+
+    def _held(self, op_id: Hashable) -> tuple[int, NodeSet]:
+        """Pipelined broadcast ``op_id`` at our vnodes: the segments they hold (summed)
+        and those that some vnode holding part of it lacks (none if forgotten)."""
+        held, lacking = 0, NodeSet()
+        if op_id not in self._origins:
+            return held, lacking
+        n = self._origins[op_id][2]
+        for s in self._table().owned.values():
+            if (got := s.partial.get(op_id)) is not None:
+                held += len(got)
+                lacking = lacking | (NodeSet.span(0, n) - got)
+        return held, lacking
+
+    def _on_stall(self, op_id: Hashable) -> None:
+        """A watched broadcast's look: if no segment came since the last, take what our
+        vnodes lack from the copies we kept of what we sent, and ask our parent in its
+        tree for the rest (``Want``, down to our whole subtree), looking again after
+        twice as long; after ``WANTS`` asks in vain, abandon it (:class:`Abandoned`)."""
+        last, asked = self._stalls.pop(op_id, (0, 0))
+        held, lacking = self._held(op_id)
+        if not lacking:
+            return
+        if held == last:
+            if asked == WANTS:
+                self._out.append(Abandoned(op_id, frozenset(self._table().abandon(op_id))))
+                return
+            copies = self._copies(op_id, lacking)
+            mine = NodeSet.of(v for v, s in self._table().owned.items() if op_id in s.partial)
+            for segment in sorted(copies):
+                self._spread(replace(copies[segment], targets=mine, via_tree=False, resent=True))
+            kind, root, _ = self._origins[op_id]
+            tree = self.trees.get((kind, root))
+            rest = lacking - NodeSet.of(copies)
+            if rest and tree is not None and tree.parent is not None:
+                self._send(tree.parent, Want(op_id, kind, root, rest, self._reach(tree)))
+            asked += 1
+        self._stalls[op_id] = (held, asked)
+        self._out.append(SetTimer(("stall", op_id), self.stall_s * 2**asked))
+
+    def _copies(self, op_id: Hashable, segments: NodeSet) -> dict[int, Bcast]:
+        """A kept copy (``resend_ops``) of each of these segments we sent, by segment."""
+        copies: dict[int, Bcast] = {}
+        for _, _, sent in self._sent.get(op_id, ()):
+            if sent.segment in segments:
+                copies.setdefault(sent.segment, sent)
+        return copies
+
+    def _on_want(self, src: int, m: Want) -> None:
+        """Send ``src`` the segments it asks for that we kept copies of, down the tree;
+        ask our own parent for the rest, unless we lack them too (our own ask covers
+        our subtree, ``src``'s with it)."""
+        copies = self._copies(m.op_id, m.segments)
+        for segment in sorted(copies):
+            again = replace(copies[segment], targets=m.targets, via_tree=True, hops=0, resent=True)
+            self._send_bcast(src, again)
+        rest = m.segments - NodeSet.of(copies)
+        if m.op_id in self._stalls:
+            rest = rest - self._held(m.op_id)[1]
+        tree = self.trees.get((m.kind, m.tree_root))
+        if rest and tree is not None and tree.parent is not None and m.hops < len(self.members):
+            self._send(tree.parent, replace(m, segments=rest, hops=m.hops + 1))
 
     def _rtt(self, pid: int) -> float:
         """What we measured of the round trip to ``pid`` (inf: never measured)."""
@@ -2336,6 +2507,8 @@ class Process:
                     r.expired = True
                 else:
                     self._flush_reduce(r)
+        elif kind == "stall":
+            self._on_stall(op_id)
         elif kind == "reduce-give-up":
             s = self._sums.get(op_id)
             if s is not None and not s.done and s.root in self._table().owned:

@@ -183,12 +183,17 @@ class VNodeTable:
         """The vnodes our table maps to process ``pid`` (not owned here)."""
         return sorted(v for v, (q, _) in self.route.items() if q == pid and v not in self.owned)
 
-    def take_over(self, vnodes: Iterable[int], after: int = 0) -> None:
+    def take_over(
+        self, vnodes: Iterable[int], after: int = 0, under_way: Iterable[Hashable] = ()
+    ) -> None:
         """Take vnodes whose owner died (module doc, "Failover"): a fresh, recovered
-        state at the epoch after the one our table had (or ``after``, if later)."""
+        state at the epoch after the one our table had (or ``after``, if later), holding
+        none of the pipelined broadcasts ``under_way`` (so the rest of each is asked for
+        if it stops coming: the protocol's "Failures")."""
+        partial = dict.fromkeys(under_way, NodeSet())
         for v in vnodes:
             epoch = max(self.route[v][1], after) + 1
-            self.owned[v] = VNodeState(epoch, recovered=True)
+            self.owned[v] = VNodeState(epoch, partial=partial, recovered=True)
             self.route[v] = (self.me, epoch)
 
     def mark_delivered(self, v: int, op_id: Hashable, segment: int = 0, nsegments: int = 1) -> bool:

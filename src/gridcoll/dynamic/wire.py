@@ -82,6 +82,7 @@ from gridcoll.dynamic.protocol import (
     Position,
     RootSum,
     Update,
+    Want,
     Welcome,
 )
 from gridcoll.dynamic.trees import Summary
@@ -165,6 +166,7 @@ TYPE_CODES: dict[type, int] = {
     LeaveAck: 13,
     Adopt: 14,
     Near: 15,
+    Want: 16,
 }
 _TYPES = {code: t for t, code in TYPE_CODES.items()}
 
@@ -555,6 +557,13 @@ def _w_message(w: Writer, m: Message) -> None:
         w.u32(m.segment)
         w.u32(m.nsegments)
         w.u8(m.resent)
+    elif isinstance(m, Want):
+        w.value(m.op_id)
+        w.u8(KINDS.index(m.kind))
+        w.u64(m.tree_root)
+        w.nodeset(m.segments)
+        w.nodeset(m.targets)
+        w.u32(m.hops)
     elif isinstance(m, Partial):
         w.value(m.op_id)
         w.u32(m.root)
@@ -653,6 +662,9 @@ def _r_message(r: Reader, t: type) -> Message:
             nsegments,
             resent,
         )
+    if t is Want:
+        op_id = _hashable(r.value())
+        return Want(op_id, r.kind(), r.u64(), r.nodeset(), r.nodeset(), r.u32())
     if t is Partial:
         op_id = _hashable(r.value())
         root, op, value, covered = r.u32(), r.op(), r.value(), r.nodeset()

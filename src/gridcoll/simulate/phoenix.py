@@ -18,8 +18,9 @@ wide-area links, cut-through FIFO, P-LogP costs):
   counted at ``cpu`` (the checker below). ``SetTimer(timer, delay)`` becomes an engine
   timeout ``delay`` from ``cpu``. ``Probe(peer, nbytes)`` runs, through the same
   links, a 1-byte ping and its 1-byte pong (``RTT``: from the ping's start to the
-  pong's arrival) and then an ``nbytes`` download from the peer (default
-  :data:`PROBE_BYTES`, 128 KiB as sec. IV-A; ``bw = nbytes / its transfer time``,
+  pong's arrival) and then an ``nbytes`` download from the peer (the core's
+  :data:`~gridcoll.dynamic.protocol.PROBE_BYTES`, 128 KiB as sec. IV-A; none if 0, a
+  probe of pings only; ``bw = nbytes / its transfer time``,
   latency included as in :mod:`gridcoll.algorithms.phoenix`); by default the values
   reported are the unloaded model's (``measure="model"``, see :class:`PhoenixSim`),
   each with a seeded relative noise of up to :data:`PROBE_JITTER`, and
@@ -76,15 +77,11 @@ from gridcoll.simulate.engine import NORMAL, Environment, Event, Timeout
 from gridcoll.simulate.links import LinkModel, Transfer
 
 __all__ = [
-    "PROBE_BYTES",
     "PROBE_JITTER",
     "OpResult",
     "PhoenixRun",
     "PhoenixSim",
 ]
-
-PROBE_BYTES = 128 * 1024
-"""Default size of a probe's download: "128 kilobytes" (seed 004, sec. IV-A)."""
 
 PROBE_JITTER = 0.02
 """Relative noise of a simulated measurement (uniform in +-2%, seeded): real probes
@@ -313,7 +310,7 @@ class PhoenixSim:
             timeout = Timeout(self.env, max(0.0, proc.cpu - self.env.now) + action.delay_s)
             timeout.callbacks.append(lambda _e: self._expire(proc, key, token))
         elif kind is _p.Probe:
-            self._probe(proc, action.peer, action.nbytes or PROBE_BYTES)
+            self._probe(proc, action.peer, action.nbytes)
         elif kind is _p.ReduceDone:
             self._reduce_done(proc.cpu, action)
         elif kind is _p.PeerLost or kind is _p.Abandoned:
@@ -353,7 +350,7 @@ class PhoenixSim:
         return proc
 
     def _probe(self, proc: _Proc, peer_pid: int, nbytes: int) -> None:
-        """A 1-byte ping-pong, then an ``nbytes`` download (module docstring); an
+        """A 1-byte ping-pong, then an ``nbytes`` download (none if 0; module docstring); an
         unreachable peer (gone, or never there) measures ``rtt = inf``."""
         self.nprobes += 1
         target = self._reachable(peer_pid)
@@ -364,21 +361,25 @@ class PhoenixSim:
         self.probes_out += 1
         start = proc.cpu
         p, peer = proc.rank, target.rank
+        there, back = self.grid.plogp(p, peer), self.grid.plogp(peer, p)
+
+        def done(rtt: float, bw: float) -> None:
+            self.probes_out -= 1
+            if self.measure != "links":  # what the model gives an unloaded network
+                rtt = there.L + there.g(1) + back.L + back.g(1)
+                bw = nbytes / (back.L + back.g(nbytes)) if nbytes else 0.0
+            result = _p.ProbeResult(peer_pid, rtt * self._jitter(), bw * self._jitter())
+            self._feed(proc, self.env.now, result, 0.0)
 
         def download_done(t: Transfer) -> None:
-            self.probes_out -= 1
-            if self.measure == "links":
-                rtt, took = t.payload, t.arrival_s - t.start_s
-            else:  # what the model gives an unloaded network
-                there, back = self.grid.plogp(p, peer), self.grid.plogp(peer, p)
-                rtt = there.L + there.g(1) + back.L + back.g(1)
-                took = back.L + back.g(nbytes)
-            result = _p.ProbeResult(peer_pid, rtt * self._jitter(), nbytes / took * self._jitter())
-            self._feed(proc, self.env.now, result, 0.0)
+            done(t.payload, nbytes / (t.arrival_s - t.start_s))
 
         def pong_done(t: Transfer) -> None:
             rtt = self.env.now - start
-            self.links.send(peer, p, nbytes, self.env.now, download_done, rtt)
+            if nbytes:
+                self.links.send(peer, p, nbytes, self.env.now, download_done, rtt)
+            else:  # pings only
+                done(rtt, 0.0)
 
         def ping_done(t: Transfer) -> None:
             self.links.send(peer, p, 1, self.env.now, pong_done)
