@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import random
+from dataclasses import replace
 from operator import add
 
 import pytest
@@ -27,7 +28,9 @@ from gridcoll.dynamic.protocol import (
     Deliver,
     Info,
     InfoRequest,
+    JoinRequest,
     JoinRequested,
+    LeaveAck,
     LeaveRequested,
     Leaving,
     LocalProtocolError,
@@ -382,6 +385,29 @@ def test_join_receives_vnodes_and_broadcasts_reach_it() -> None:
         (9, 6),
         (9, 7),
     ]
+
+
+def test_a_joiner_tells_the_members_of_its_welcome_only_that_it_joined() -> None:
+    net = _converged(3)
+    sponsor = net.processes[1]
+    out = sponsor.handle(Received(9, JoinRequest()))
+    (welcome,) = [s.message for s in _sends(out, Welcome)]
+    news = {s.dst: s.message.members for s in _sends(out, Update)}
+    assert news == {0: welcome.members, 2: welcome.members} and 9 in welcome.members
+    joiner = Process(9, rng=random.Random(9))
+    joiner.handle(JoinRequested(contact=1))
+    hello = _sends(joiner.handle(Received(1, welcome)), Update)  # the sponsor told the rest
+    assert sorted((s.dst, s.message.members) for s in hello) == [(0, {9}), (2, {9})]
+
+
+def test_an_ack_to_a_founder_lists_only_members_that_joined() -> None:
+    net = _converged(4)
+    member = net.processes[0]
+    acks = _sends(member.handle(Received(2, Leaving(()))), LeaveAck)
+    assert [(s.dst, s.message.members) for s in acks] == [(2, frozenset())]  # it knows them
+    member.handle(Received(1, Update(frozenset({0, 1, 3, 9}))))
+    acks = _sends(member.handle(Received(3, Leaving(()))), LeaveAck)
+    assert [(s.dst, s.message.members) for s in acks] == [(3, frozenset({9}))]
 
 
 def test_leave_gives_vnodes_away_and_ends_left() -> None:
@@ -933,6 +959,60 @@ def test_a_late_broadcast_follows_a_child_that_moved_away() -> None:
     out = mid.handle(Received(0, late))
     sent = {s.dst: (s.message.via_tree, s.message.targets) for s in _sends(out, Bcast)}
     assert sent == {2: (True, NodeSet.of([2]))}  # one tree message, not per vnode
+
+
+def test_a_vnode_a_child_stopped_reaching_still_goes_down_that_child() -> None:
+    # On 0 - 1 - 2 - 3, 2's reach loses vnode 3 (as a sponsor's loses a vnode handed to a
+    # joiner that has not attached yet): a broadcast for 2 and 3 reaching 1 goes down the
+    # tree to 2 in one message, not point-to-point from 1 for vnode 3.
+    net = _chain(4)
+    mid = net.processes[1]
+    kept = mid.trees["latency", 0].children[2]
+    shrunk = ChildItem("latency", 0, True, NodeSet.of([2]), kept.summary, kept.rtt, kept.bw)
+    mid.handle(Received(2, ChildUpdates((shrunk,))))
+    assert mid.trees["latency", 0].former == {2: NodeSet.of([3])}
+    late = Bcast("b", 0, "latency", 0, NodeSet.of([1, 2, 3]), True, 1, 1 << 20)
+    out = mid.handle(Received(0, late))
+    sent = [(s.dst, s.message.via_tree, s.message.targets) for s in _sends(out, Bcast)]
+    assert sent == [(2, True, NodeSet.of([2, 3]))]
+    # once 2 reaches vnode 3 again, it is an ordinary child once more
+    mid.handle(Received(2, ChildUpdates((replace(shrunk, reach=NodeSet.of([2, 3])),))))
+    assert mid.trees["latency", 0].former == {}
+
+
+def test_a_former_child_is_remembered_only_for_what_no_child_reached_since() -> None:
+    net = _chain(4)
+    mid = net.processes[1]
+    mid.handle(Received(2, ChildUpdates((ChildItem("latency", 0, attach=False),))))
+    assert mid.trees["latency", 0].former == {2: NodeSet.of([2, 3])}
+    mid.handle(Received(3, ChildUpdates((ChildItem("latency", 0, True, NodeSet.of([3])),))))
+    assert mid.trees["latency", 0].former == {2: NodeSet.of([2])}  # 3 is reached by 3 now
+    late = Bcast("b", 0, "latency", 0, NodeSet.of([2, 3]), True, 1, 1 << 20)
+    sent = {s.dst: s.message.targets for s in _sends(mid.handle(Received(0, late)), Bcast)}
+    assert sent == {2: NodeSet.of([2]), 3: NodeSet.of([3])}
+
+
+def test_the_probes_a_leave_renews_ask_only_about_the_trees_it_repaired() -> None:
+    net = _converged(8, seed=1)
+    repaired = {
+        q: {r for (_, r), t in p.trees.items() if t.parent == 3}
+        for q, p in net.processes.items()
+        if q != 3
+    }
+    asked: list[tuple[int, tuple[int, ...]]] = []
+    apply = net.apply
+
+    def logged_apply(pid, actions):
+        actions = list(actions)
+        asked.extend((pid, a.message.roots) for a in _sends(actions, InfoRequest))
+        apply(pid, actions)
+
+    net.apply = logged_apply
+    net.feed(3, LeaveRequested(heir=2))
+    net.run()
+    assert asked and all(roots for _, roots in asked)  # none asks about every tree
+    assert all(set(roots) <= repaired[q] for q, roots in asked)
+    assert {q for q, _ in asked} <= {q for q, roots in repaired.items() if roots}
 
 
 def test_a_late_broadcast_goes_through_a_child_that_left() -> None:

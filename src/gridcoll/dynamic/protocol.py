@@ -40,17 +40,19 @@ Theory of operation
 *Membership.* A joiner asks a member (JoinRequest); the member answers Welcome (the
 members and its routing table), hands it half of its vnodes (Handover) and tells every
 member (Update). Whoever learns of a new member sends it its own member list, so
-membership spreads to a fixed point even when joins cross. A leaver hands all its vnodes
-to an heir, sends Leaving (with the routing entries of the vnodes it handed over while
-leaving: forwarding pointers; every earlier change of its reached every member as an
-Update, FIFO before the Leaving) to every member, and stays LEAVING, forwarding what still
-reaches it, until every member it knows of has acknowledged. An ack lists the acker's
-members, so a member the leaver did not know of is asked too. Since channels are FIFO,
-everything a member sent to the leaver before its ack reaches the leaver before the
-ack, and a member that processed a Leaving never again points at the leaver. If a
-LEAVING process is handed vnodes (by someone who had not yet heard it leave), it
-passes them on and asks every member to ack again (a new round), so no member keeps
-a pointer to it for them.
+membership spreads to a fixed point even when joins cross; only the joiner tells the
+members of its Welcome just that it joined (its sponsor tells them the rest), so a mass
+rejoin sends two member lists per join and member, not three. A leaver hands all its
+vnodes to an heir, sends Leaving (with the routing entries of the vnodes it handed over
+while leaving: forwarding pointers; every earlier change of its reached every member as
+an Update, FIFO before the Leaving) to every member, and stays LEAVING, forwarding what
+still reaches it, until every member it knows of has acknowledged. An ack lists the
+acker's members (but the founders, to a leaver founded with it: it knows them), so a
+member the leaver did not know of is asked too. Since channels are FIFO, everything a
+member sent to the leaver before its ack reaches the leaver before the ack, and a member
+that processed a Leaving never again points at the leaver. If a LEAVING process is
+handed vnodes (by someone who had not yet heard it leave), it passes them on and asks
+every member to ack again (a new round), so no member keeps a pointer to it for them.
 
 *Stragglers.* One gap remains: a leaver L that processed another leaver X's Leaving
 no longer hears of X's later changes, so if X is handed vnodes while leaving, L may
@@ -222,19 +224,33 @@ edges to 9, and the next 4 MiB broadcast took 25 s instead of 5.6 s. *Probes aft
 loss.* The extra probes a loss renews go only to peers already measured, whose probe
 costs one InfoRequest (``_probe_candidates``): a leave or a death brings no one new to
 measure, and 128 KiB downloads over the wide area slow the very broadcasts the repair is
-for. A tree with no parent probes its root if measured, else measured peers (one round
-each), else anyone. A LEAVING or LEFT process keeps the children it had when it left (no
-longer updated, not even when they leave) and forwards a tree broadcast that still
-reaches it along them, as before: they reach what they reached (alive, or forwarding the
-same way), whereas one point-to-point message per vnode of its subtree would carry the
-whole payload once per vnode. For the same reason a parent remembers the last reach set
-of each child that moved away or left (until it comes back) and sends a tree broadcast's
-targets that none of its children reaches but such a former child did to that child,
-which forwards them down its subtree of now (a leaver: along its old children), rather
-than point-to-point: a move or a leave while a broadcast is on its way (before the new
-parent's branch or the adopted child's attach has the subtree) costs one message, not
-one per vnode. Any split of a target set keeps Invariant B, and the hop bound ends a
-cycle.
+for. With a parent in every tree they ask about the trees repaired since the probes last
+ran out only (``InfoRequest.roots``; probes under way for every tree, settling or after
+a join or a cycle, go on so): an Info carries a position per tree asked about, and the
+Infos of these probes were most of the control bytes on root 0's busiest wide-area link
+in the 10 s after fig. 9's leave on ``das2-spread:160,4`` (a diagnostic count: 1.4 MB
+beside 8.4 MB of broadcast). A tree with no parent probes its root if measured, else
+measured peers (one round each), else anyone. A LEAVING or LEFT process keeps the
+children it had when it left (no longer updated, not even when they leave) and forwards
+a tree broadcast that still reaches it along them, as before: they reach what they
+reached (alive, or forwarding the same way), whereas one point-to-point message per
+vnode of its subtree would carry the whole payload once per vnode. For the same reason a
+parent remembers the last reach set of each child that moved away or left (until it
+comes back) and sends a tree broadcast's targets that none of its children reaches but
+such a former child did to that child, which forwards them down its subtree of now (a
+leaver: along its old children), rather than point-to-point: a move or a leave while a
+broadcast is on its way (before the new parent's branch or the adopted child's attach
+has the subtree) costs one message, not one per vnode. A child whose reach set shrinks
+is remembered so for the vnodes it no longer reaches, and a vnode is remembered only at
+the child that reached it last (a stale entry, kept since the child left long ago, would
+send the payload over the wide area again down an old path): a vnode handed to a joiner
+leaves its sponsor's reach before the joiner's attach brings it back up the tree, and
+meanwhile a broadcast's target for it goes down that child in the message the child gets
+anyway, then from the sponsor to its owner in the LAN, instead of point-to-point from
+high up the tree (a diagnostic run of fig. 9's rejoin on ``das2-spread:160,4`` with a
+broadcast under way and control messages made free: 25 MB of point-to-point copies over
+the wide area before, 0.2 MB after). Any split of a target set keeps Invariant B, and
+the hop bound ends a cycle.
 
 *Joins (sec. IV-A, made cheaper).* A joiner's first probe is the member that welcomed
 it (a live member connected to every tree: a parent in every tree after one probe).
@@ -926,6 +942,16 @@ class _Tree:
     def position(self, me: int) -> Position:
         return Position(self.kind, self.root, self.dist, self.est, len(self.children), self.path)
 
+    def reached(self, child: int, reach: NodeSet) -> None:
+        """``child`` reaches (or last reached) ``reach``: no other former child is
+        remembered for those vnodes (module doc, "Repair")."""
+        for other, had in list(self.former.items()):
+            if other != child and not had.isdisjoint(reach):
+                if rest := had - reach:
+                    self.former[other] = rest
+                else:
+                    del self.former[other]
+
     def disconnect(self) -> None:
         self.parent, self.rtt, self.bw = None, math.inf, 0.0
         self.dist, self.est, self.path = math.inf, 0.0, ()
@@ -1107,6 +1133,7 @@ class Process:
         self._unmeasured: set[int] = set()  # parents taken on bounds (climb): probe next
         self._recheck: set[int] = set()  # measured faster since (Remeasured): probe again
         self._revisit = False  # after a loss or a join, probe only peers already measured
+        self._focus: set[int] | None = None  # roots the probes ask about (None: all)
         self._settled = False  # has had a parent in every tree
         self._joined: set[int] = set()  # members that joined since: their trees are new
         self._lan_only = False  # a joiner near its sponsor: probe its LAN ("Joins")
@@ -1222,7 +1249,7 @@ class Process:
             self._receive(src, m)
         elif isinstance(m, Leaving):
             self._learn_routes(m.entries)
-            self._send(src, LeaveAck(frozenset(self.members), m.round))
+            self._ack_leaving(src, m.round)
         elif isinstance(m, InfoRequest):
             self._on_info_request(src, m)
         elif isinstance(m, ChildUpdates):
@@ -1269,8 +1296,10 @@ class Process:
         self._revisit = bool(self.measured)  # measured peers only (module doc, "Joins")
         return True
 
-    def _learn_members(self, src: int, members: Iterable[int]) -> None:
-        new = [m for m in sorted(set(members) - self.members) if self._add_member(m)]
+    def _learn_members(self, src: int, members: frozenset[int], welcomed: bool = False) -> None:
+        """Add ``members``; tell each new one ours (``welcomed``: they are our Welcome's,
+        whom our sponsor tells of the rest, so only that we joined)."""
+        new = [m for m in sorted(members - self.members) if self._add_member(m)]
         if self.state is State.LEAVING:
             for m in new:
                 self._ask_to_ack(m)
@@ -1278,9 +1307,10 @@ class Process:
         owned = self.table.owned if self.table else {}
         # our recovered vnodes: a new member may have taken them over too ("Failures")
         claims = tuple((v, self.pid, s.epoch) for v, s in sorted(owned.items()) if s.recovered)
+        tell = frozenset({self.pid} if welcomed else self.members)
         for m in new:
             if m != src or claims:
-                self._send(m, Update(frozenset(self.members), claims))
+                self._send(m, Update(tell, claims))
 
     def _on_join_request(self, src: int, m: JoinRequest) -> None:
         if src in self.departed:
@@ -1310,7 +1340,7 @@ class Process:
         self._sponsor = src  # first probe: a parent in every tree at once
         self._borrow = (src, m.lan_rtt, m.measured)  # if the sponsor is in our LAN
         self._add_member(self.pid)
-        self._learn_members(src, m.members)
+        self._learn_members(src, m.members, welcomed=True)
         early, self._early = self._early, []
         for s, message in early:
             self._receive(s, message)
@@ -1417,8 +1447,15 @@ class Process:
     def _on_leaving(self, src: int, m: Leaving) -> None:
         self._learn_routes(m.entries)
         self._remove_member(src)
-        self._send(src, LeaveAck(frozenset(self.members), m.round))
+        self._ack_leaving(src, m.round)
         self._claim_orphans()  # the leaver may have been a dead process's heir
+
+    def _ack_leaving(self, leaver: int, round_: int) -> None:
+        """Ack a Leaving with the members the leaver may not know: not the founders,
+        if it was founded with us (fig. 9's leave on ``das2-spread:160,4``: 0.3-0.4 MB
+        of member lists per wide-area link in the 10 s after it otherwise)."""
+        known = self._founders.keys() if self._founders and leaver in self._founders else set()
+        self._send(leaver, LeaveAck(frozenset(self.members - known), round_))
 
     def _on_leave_ack(self, src: int, m: LeaveAck) -> None:
         if self.state is not State.LEAVING:
@@ -1453,8 +1490,7 @@ class Process:
                 self._detach_old(tree)
                 self._climb(key, tree)
                 self._down.add(key)
-                self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
-                self._revisit = self._revisit or bool(self.measured)
+                self._renew_after_loss(key[1], chain=True)
             if crashed:
                 tree.former.pop(pid, None)
             keep = self.state is not State.ACTIVE and not crashed
@@ -1462,6 +1498,7 @@ class Process:
             if old is not None:  # (a leaver keeps the children it had: module doc)
                 if not crashed:
                     tree.former[pid] = old.reach  # it forwards along its own old children
+                    tree.reached(pid, old.reach)
                 self._up.add(key)
                 self._down.add(key)
 
@@ -1737,7 +1774,8 @@ class Process:
         ping = False
         if peer is None and self._unmeasured:  # a parent known only by bounds: measure it
             peer, ping = self._unmeasured.pop(), bool(self.measured)
-        if peer is None and self._recheck:  # measured faster than we held: judge again
+        recheck = peer is None and bool(self._recheck)
+        if recheck:  # measured faster than we held: judge every tree again
             peer = self._recheck.pop()
         if peer not in self.members or peer == self.pid:
             peer, ping = self.rng.choice(self._probe_candidates()), False
@@ -1747,8 +1785,12 @@ class Process:
         self._pinging = ping and self._probe_result is None
         if self._probe_result is None:
             self._out.append(Probe(peer, 0 if self._pinging else PROBE_BYTES))
-        wanted = tuple(sorted(self._orphans())) if self._joins_only() else ()
-        self._send(peer, InfoRequest(wanted))  # only joiners' new trees lack one: those
+        if not self._complete():  # only joiners' new trees lack a parent: ask for those
+            wanted = tuple(sorted(self._orphans())) if self._joins_only() else ()
+        else:  # after a loss, the trees it repaired ("Probes after a loss")
+            focus = () if recheck or self._focus is None else self._focus & self.members
+            wanted = tuple(sorted(focus))
+        self._send(peer, InfoRequest(wanted))
 
     def _probe_candidates(self) -> list[int]:
         """Whom a random probe picks from (module doc, "Repair", "Joins"). With trees we
@@ -1913,10 +1955,13 @@ class Process:
         if not complete and self._complete() and (joins or not self._settled):
             # probed until a parent in every tree new to us: then the extra probes (IV-A)
             self._extra_left, self._chain_left = self.extra_probes, self.chain_probes
+            self._focus = None  # of every tree (a joiner may be a better parent anywhere)
         elif complete and self._extra_left > 0:
             self._extra_left -= 1
         elif complete and self._chain_left > 0:
             self._chain_left -= 1
+        if not self._wants_probe():
+            self._focus = set()  # the next loss's probes ask about the trees it repairs
         if self._complete():
             self._settled, self._joined = True, set()
 
@@ -2008,11 +2053,18 @@ class Process:
                 old = tree.children.pop(src, None)
                 if old is not None:
                     tree.former[src] = old.reach  # for late broadcasts (module doc)
+                    tree.reached(src, old.reach)
                     self._up.add(key)
                     self._down.add(key)
                 continue
-            tree.former.pop(src, None)
-            new = src not in tree.children
+            old = tree.children.get(src)  # None: it came back, its reach is current
+            lost = (tree.former.get(src, NodeSet()) | old.reach) - item.reach if old else None
+            if lost:  # vnodes it no longer reaches (module doc, "Repair")
+                tree.former[src] = lost
+            else:
+                tree.former.pop(src, None)
+            tree.reached(src, item.reach)
+            new = old is None
             tree.children[src] = _Child(item.reach, item.summary, item.rtt, item.bw)
             self._up.add(key)
             if new:
@@ -2058,8 +2110,18 @@ class Process:
             tree.sent_up = None  # the new parent must hear from us
             self._up.add(key)
             self._down.add(key)
-            self._extra_left = self.extra_probes  # then improve, as the paper's repair
-            self._revisit = self._revisit or bool(self.measured)
+            self._renew_after_loss(item.root)  # then improve, as the paper's repair
+
+    def _renew_after_loss(self, root: int, chain: bool = False) -> None:
+        """A tree of ``root`` lost its parent: renew the extra probes (sec. IV-A's
+        repair; with ``chain``, the chain probes too), to peers already measured, asking
+        about the trees repaired since only (module doc, "Probes after a loss")."""
+        self._extra_left = self.extra_probes
+        if chain:
+            self._chain_left = self.chain_probes
+        self._revisit = self._revisit or bool(self.measured)
+        if self._focus is not None:  # (None: probes under way for every tree go on so)
+            self._focus.add(root)
 
     def _on_parent_updates(self, src: int, m: ParentUpdates) -> None:
         if self.state is not State.ACTIVE:
@@ -2076,6 +2138,7 @@ class Process:
                 self._detach_old(tree)
                 tree.disconnect()
                 self._extra_left = self.extra_probes  # (not the chain budget)
+                self._focus = None  # no one left: every tree may do better
             else:
                 self._position_from(tree, pos.dist, pos.est, pos.nchildren, path)
             self._down.add(key)
@@ -2222,11 +2285,13 @@ class Process:
             and m.hops <= len(self.members)
         ):
             kids = [(c, tree.children[c].reach) for c in self._ordered_children(tree)]
+            share: dict[int, NodeSet] = {}
             for c, reach in [*kids, *sorted(tree.former.items())]:  # "Repair"
-                sub = rest & reach
-                if sub:
-                    self._send_bcast(c, _replace_targets(m, sub, True))
+                if sub := rest & reach:
+                    share[c] = share.get(c, NodeSet()) | sub  # one message per child
                     rest = rest - sub
+            for c, sub in share.items():
+                self._send_bcast(c, _replace_targets(m, sub, True))
         by_owner: dict[int, list[int]] = {}
         for v in rest:
             owner = self._route(v, m.hops) if self.failed else table.owner(v)
