@@ -621,6 +621,23 @@ def test_a_climbed_to_ancestor_is_pinged_and_takes_the_rate_of_a_peer_at_its_rtt
         assert [a for a in out if isinstance(a, Probe)] == [Probe(0, PROBE_BYTES)]
 
 
+def test_a_climbed_to_ancestor_is_asked_only_about_the_trees_hung_on_it() -> None:
+    net = _converged(12, seed=0)
+    child, leaver, key = next(
+        (p, t.parent, k)
+        for p in net.processes.values()
+        for k, t in sorted(p.trees.items())
+        if t.parent not in (None, k[1]) and p.trees[k].path[-2:-1]
+    )
+    up = child.trees[key].path[-2]  # the leaver's parent: where the child climbs to
+    child.measured.pop(up)  # never measured: probed next (module doc, "Repair")
+    out = child.handle(Received(leaver, Leaving(())))  # no Adopt came: climb
+    hanging = {r for (_, r), t in child.trees.items() if t.parent == up and t.estimated}
+    asked = [s.message.roots for s in _sends(out, InfoRequest) if s.dst == up]
+    assert key[1] in hanging and asked == [tuple(sorted(hanging))]
+    assert len(hanging) < len({r for _, r in child.trees})  # not every tree
+
+
 def _a_leaver_with_three_children():
     """A converged 12-process network, a process with a parent and at least 3 children
     in some tree (``key``), its children nearest first (``order``) and the actions of

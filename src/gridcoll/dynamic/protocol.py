@@ -210,47 +210,50 @@ for a new parent: at the Leaving (or the failure) it attaches at once to the nex
 fallback it kept, else to the nearest ancestor on its path still a member, on bounds:
 the measured hop if it ever probed that process; for a fallback, the old hop's figures,
 as for an Adopt (a fallback is nearer the leaver than the child is); for an ancestor,
-the old hop's figures (``estimated``), and it probes that process next, by pings
-only if a peer it measured has an RTT within ``NOISE_SLACK`` of the ping's (that peer
-is behind the same links: its rate stands for the ancestor's), else with the download
-(the climbers of fig. 9's leave on ``das2-spread:64,4`` downloaded 1.8 MB over the
-three wide-area links root 0's tree uses in the 10 s after it, and the next broadcast
-took 6.64 s instead of 5.62 s; pinging, 5.82 s). Only a process
-with no live ancestor disconnects and probes, as the paper's. Without climbing, every
-descendant of a disconnected process sees its rate or distance drop to nothing and jumps
-to the first connected peer it probes, often across the wide area: in fig. 9's leave on
+the old hop's figures (``estimated``), and it probes that process next, by pings only if
+a peer it measured has an RTT within ``NOISE_SLACK`` of the ping's (that peer is behind
+the same links: its rate stands for the ancestor's), else with the download (the
+climbers of fig. 9's leave on ``das2-spread:64,4`` downloaded 1.8 MB over the three
+wide-area links root 0's tree uses in the 10 s after it, and the next broadcast took
+6.64 s instead of 5.62 s; pinging, 5.82 s). Only a process with no live ancestor
+disconnects and probes, as the paper's. Without climbing, every descendant of a
+disconnected process sees its rate or distance drop to nothing and jumps to the first
+connected peer it probes, often across the wide area: in fig. 9's leave on
 ``das2-spread:48,4`` (simulated, seed 0) root 0's bandwidth tree went from 3 wide-area
 edges to 9, and the next 4 MiB broadcast took 25 s instead of 5.6 s. *Probes after a
 loss.* The extra probes a loss renews go only to peers already measured, whose probe
 costs one InfoRequest (``_probe_candidates``): a leave or a death brings no one new to
 measure, and 128 KiB downloads over the wide area slow the very broadcasts the repair is
-for. With a parent in every tree they ask about the trees repaired since the probes last
-ran out only (``InfoRequest.roots``; probes under way for every tree, settling or after
-a join or a cycle, go on so): an Info carries a position per tree asked about, and the
-Infos of these probes were most of the control bytes on root 0's busiest wide-area link
-in the 10 s after fig. 9's leave on ``das2-spread:160,4`` (a diagnostic count: 1.4 MB
-beside 8.4 MB of broadcast). A tree with no parent probes its root if measured, else
-measured peers (one round each), else anyone. A LEAVING or LEFT process keeps the
-children it had when it left (no longer updated, not even when they leave) and forwards
-a tree broadcast that still reaches it along them, as before: they reach what they
-reached (alive, or forwarding the same way), whereas one point-to-point message per
-vnode of its subtree would carry the whole payload once per vnode. For the same reason a
-parent remembers the last reach set of each child that moved away or left (until it
-comes back) and sends a tree broadcast's targets that none of its children reaches but
-such a former child did to that child, which forwards them down its subtree of now (a
-leaver: along its old children), rather than point-to-point: a move or a leave while a
-broadcast is on its way (before the new parent's branch or the adopted child's attach
-has the subtree) costs one message, not one per vnode. A child whose reach set shrinks
-is remembered so for the vnodes it no longer reaches, and a vnode is remembered only at
-the child that reached it last (a stale entry, kept since the child left long ago, would
-send the payload over the wide area again down an old path): a vnode handed to a joiner
-leaves its sponsor's reach before the joiner's attach brings it back up the tree, and
-meanwhile a broadcast's target for it goes down that child in the message the child gets
-anyway, then from the sponsor to its owner in the LAN, instead of point-to-point from
-high up the tree (a diagnostic run of fig. 9's rejoin on ``das2-spread:160,4`` with a
-broadcast under way and control messages made free: 25 MB of point-to-point copies over
-the wide area before, 0.2 MB after). Any split of a target set keeps Invariant B, and
-the hop bound ends a cycle.
+for. With a parent in every tree they ask only about the trees they are for
+(``InfoRequest.roots``, :meth:`Process._wanted`; probes under way for every tree,
+settling or after a join or a cycle, go on so): an extra probe about the trees repaired
+since the probes last ran out, a probe of an ancestor climbed to about the trees hung on
+it, a chain probe about the chained trees. An Info carries a position per tree asked
+about, and the Infos of these probes were most of the control bytes on root 0's busiest
+wide-area link in the 10 s after fig. 9's leave on ``das2-spread:160,4`` (a diagnostic
+count: 1.4 MB beside 8.4 MB of broadcast; asking about the repaired trees only, 0.75 MB,
+as nearly every tree of a process was repaired). A tree with no parent probes its root
+if measured, else measured peers (one round each), else anyone. A LEAVING or LEFT
+process keeps the children it had when it left (no longer updated, not even when they
+leave) and forwards a tree broadcast that still reaches it along them, as before: they
+reach what they reached (alive, or forwarding the same way), whereas one point-to-point
+message per vnode of its subtree would carry the whole payload once per vnode. For the
+same reason a parent remembers the last reach set of each child that moved away or left
+(until it comes back) and sends a tree broadcast's targets that none of its children
+reaches but such a former child did to that child, which forwards them down its subtree
+of now (a leaver: along its old children), rather than point-to-point: a move or a leave
+while a broadcast is on its way (before the new parent's branch or the adopted child's
+attach has the subtree) costs one message, not one per vnode. A child whose reach set
+shrinks is remembered so for the vnodes it no longer reaches, and a vnode is remembered
+only at the child that reached it last (a stale entry, kept since the child left long
+ago, would send the payload over the wide area again down an old path): a vnode handed
+to a joiner leaves its sponsor's reach before the joiner's attach brings it back up the
+tree, and meanwhile a broadcast's target for it goes down that child in the message the
+child gets anyway, then from the sponsor to its owner in the LAN, instead of
+point-to-point from high up the tree (a diagnostic run of fig. 9's rejoin on
+``das2-spread:160,4`` with a broadcast under way and control messages made free: 25 MB
+of point-to-point copies over the wide area before, 0.2 MB after). Any split of a target
+set keeps Invariant B, and the hop bound ends a cycle.
 
 *Joins (sec. IV-A, made cheaper).* A joiner's first probe is the member that welcomed
 it (a live member connected to every tree: a parent in every tree after one probe).
@@ -1754,6 +1757,16 @@ class Process:
             return False
         return self._chained() or (self.remote_probes and self._remote_parent())
 
+    def _chain_roots(self) -> set[int]:
+        """The roots of the trees the chain probes are for (:meth:`_chained`, and
+        :meth:`_remote_parent` with the ``remote_probes`` option)."""
+        return {
+            r
+            for (kind, r), t in self.trees.items()
+            if (kind == "latency" and chained(rtt_parent=t.rtt, dist=t.dist, lan_rtt=self._lan_rtt))
+            or (self.remote_probes and not self._in_lan(t.rtt) and t.rtt < math.inf)
+        }
+
     def _remote_parent(self) -> bool:
         """A tree (either kind) whose parent is clearly further than the nearest peer
         measured: a LAN member hanging on a wide-area edge (the ``remote_probes`` option)."""
@@ -1785,12 +1798,22 @@ class Process:
         self._pinging = ping and self._probe_result is None
         if self._probe_result is None:
             self._out.append(Probe(peer, 0 if self._pinging else PROBE_BYTES))
-        if not self._complete():  # only joiners' new trees lack a parent: ask for those
-            wanted = tuple(sorted(self._orphans())) if self._joins_only() else ()
-        else:  # after a loss, the trees it repaired ("Probes after a loss")
-            focus = () if recheck or self._focus is None else self._focus & self.members
-            wanted = tuple(sorted(focus))
-        self._send(peer, InfoRequest(wanted))
+        self._send(peer, InfoRequest(tuple(sorted(self._wanted(peer, recheck)))))
+
+    def _wanted(self, peer: int, recheck: bool) -> set[int]:
+        """The roots whose trees a probe of ``peer`` asks about (none: every tree).
+        While only joiners' new trees lack a parent, those ("Joins"). After a loss
+        ("Probes after a loss"): of a climbed-to ancestor, the trees we hang on it by; a
+        chain probe, the trees it is for; an extra probe, the trees the loss repaired."""
+        if not self._complete():
+            return self._orphans() if self._joins_only() else set()
+        if recheck or self._focus is None:
+            return set()
+        if hanging := {r for (_, r), t in self.trees.items() if t.parent == peer and t.estimated}:
+            return hanging
+        if self._extra_left <= 0:
+            return self._chain_roots()
+        return self._focus & self.members
 
     def _probe_candidates(self) -> list[int]:
         """Whom a random probe picks from (module doc, "Repair", "Joins"). With trees we
