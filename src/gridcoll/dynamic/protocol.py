@@ -1755,30 +1755,20 @@ class Process:
             return True
         if self._chain_left <= 0:
             return False
-        return self._chained() or (self.remote_probes and self._remote_parent())
+        return bool(self._chain_roots())
 
     def _chain_roots(self) -> set[int]:
-        """The roots of the trees the chain probes are for (:meth:`_chained`, and
-        :meth:`_remote_parent` with the ``remote_probes`` option)."""
+        """The roots of the trees the chain probes are for: latency trees where we are a
+        LAN's gateway behind another remote LAN (:func:`~gridcoll.dynamic.trees.chained`)
+        and, with the ``remote_probes`` option, trees (either kind) whose parent is
+        clearly further than the nearest peer measured (a LAN member hanging on a
+        wide-area edge)."""
         return {
             r
             for (kind, r), t in self.trees.items()
             if (kind == "latency" and chained(rtt_parent=t.rtt, dist=t.dist, lan_rtt=self._lan_rtt))
             or (self.remote_probes and not self._in_lan(t.rtt) and t.rtt < math.inf)
         }
-
-    def _remote_parent(self) -> bool:
-        """A tree (either kind) whose parent is clearly further than the nearest peer
-        measured: a LAN member hanging on a wide-area edge (the ``remote_probes`` option)."""
-        return any(not self._in_lan(t.rtt) and t.rtt < math.inf for t in self.trees.values())
-
-    def _chained(self) -> bool:
-        """A latency tree where we are a LAN's gateway behind another remote LAN."""
-        return any(
-            chained(rtt_parent=t.rtt, dist=t.dist, lan_rtt=self._lan_rtt)
-            for (kind, _), t in self.trees.items()
-            if kind == "latency"
-        )
 
     def _maybe_probe(self) -> None:
         if self._probing is not None or not self._wants_probe():
