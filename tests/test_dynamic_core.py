@@ -3,6 +3,7 @@ plus its pure parts: node sets and tree rules."""
 
 from __future__ import annotations
 
+import copy
 import math
 import random
 from dataclasses import replace
@@ -26,6 +27,7 @@ from gridcoll.dynamic.protocol import (
     ChildItem,
     ChildUpdates,
     Deliver,
+    Handover,
     Info,
     InfoRequest,
     JoinRequest,
@@ -69,6 +71,7 @@ from gridcoll.dynamic.trees import (
     choose_tree,
     latency_better,
     latency_summary,
+    summary_moved,
 )
 from gridcoll.dynamic.vnodes import HANDOVER_STEP, VNodeState, VNodeTable
 
@@ -400,6 +403,43 @@ def test_a_joiner_tells_the_members_of_its_welcome_only_that_it_joined() -> None
     assert sorted((s.dst, s.message.members) for s in hello) == [(0, {9}), (2, {9})]
 
 
+def test_a_sponsor_keeps_what_it_hands_a_joiner_in_its_reach_until_it_attaches() -> None:
+    """The vnodes a sponsor hands a joiner stay in its reach until the joiner attaches
+    below it, so no tree hears of the join twice, the vnodes gone and back (module
+    doc, "Joins"); the loan ends at the joiner's first ChildUpdates, or its timer."""
+    net = _converged(4, vnodes_each=2)
+    sponsor = net.processes[1]
+    out = sponsor.handle(Received(9, JoinRequest()))
+    (handover,) = [s.message for s in _sends(out, Handover)]
+    (lent,) = [v for v, _ in handover.states]
+    assert lent not in sponsor.owned and SetTimer(("lent", 9), sponsor.stall_s) in out
+    assert not _sends(out, ChildUpdates)  # every reach set as it was: nothing goes up
+    keys = [k for k, t in sorted(sponsor.trees.items()) if t.parent is not None]
+    ups = _sends(sponsor.handle(TimerExpired(("lent", 9))), ChildUpdates)
+    items = {(i.kind, i.root): i for s in ups for i in s.message.items}
+    assert set(items) == set(keys) and all(lent not in i.reach for i in items.values())
+    # a joiner that attaches in time: its own reach brings the vnode up instead
+    net = _converged(4, vnodes_each=2)
+    sponsor = net.processes[1]
+    sponsor.handle(Received(9, JoinRequest()))
+    key = keys[0]
+    attach = ChildItem(*key, True, NodeSet.of([lent]), Summary(), LAN, 1e8)
+    ups = _sends(sponsor.handle(Received(9, ChildUpdates((attach,)))), ChildUpdates)
+    assert all(lent in i.reach for s in ups for i in s.message.items if (i.kind, i.root) == key)
+    others = {(i.kind, i.root) for s in ups for i in s.message.items} - {key}
+    assert others  # where it did not attach, the vnode leaves our reach now
+
+
+def test_a_summary_goes_up_only_when_it_moved_beyond_the_noise() -> None:
+    old = Summary(1e-3, 2e-6, 40, 3e-6, 5)
+    assert not summary_moved(replace(old, descendants=41), old)  # one more below: noise
+    assert not summary_moved(replace(old, a=1.05e-3), old)
+    assert summary_moved(replace(old, descendants=46), old)
+    assert summary_moved(replace(old, b=2.5e-6), old)
+    assert summary_moved(replace(old, path_b=math.inf), old)
+    assert summary_moved(replace(old, depth=6), old) and not summary_moved(old, old)
+
+
 def test_an_ack_to_a_founder_lists_only_members_that_joined() -> None:
     net = _converged(4)
     member = net.processes[0]
@@ -636,6 +676,33 @@ def test_a_climbed_to_ancestor_is_asked_only_about_the_trees_hung_on_it() -> Non
     asked = [s.message.roots for s in _sends(out, InfoRequest) if s.dst == up]
     assert key[1] in hanging and asked == [tuple(sorted(hanging))]
     assert len(hanging) < len({r for _, r in child.trees})  # not every tree
+
+
+def test_a_member_a_loss_leaves_on_a_remote_parent_asks_its_lan_first() -> None:
+    """A member whose LAN parent leaves with no Adopt climbs to the remote process above
+    it; its extra probes go to its LAN first (each measured LAN peer once), asking about
+    the trees it hangs on a remote parent by: a LAN member reached already is the
+    parent that keeps one wide-area edge into the LAN (module doc, "Probes after a
+    loss")."""
+    cases = 0
+    for seed in range(4):
+        net = _converged(8, seed=seed)
+        for child in net.processes.values():
+            for key, tree in sorted(child.trees.items()):
+                up = tree.path[-2] if len(tree.path) >= 2 else None
+                lan = tree.parent is not None and tree.parent % 2 == child.pid % 2
+                if not lan or up is None or up % 2 == child.pid % 2 or up not in child.measured:
+                    continue
+                fresh = copy.deepcopy(child)
+                out = fresh.handle(Received(tree.parent, Leaving(())))  # no Adopt came
+                assert fresh.parent(*key) == up
+                repaired = {r for (_, r), t in child.trees.items() if t.parent == tree.parent}
+                hung = {r for (_, r), t in fresh.trees.items() if r in repaired and t.rtt > 2 * LAN}
+                (ask,) = _sends(out, InfoRequest)
+                assert ask.dst % 2 == child.pid % 2 and ask.dst in fresh.measured
+                assert set(ask.message.roots) == hung and key[1] in hung
+                cases += 1
+    assert cases >= 3
 
 
 def _a_leaver_with_three_children():

@@ -219,6 +219,32 @@ def test_a_chain_of_crashes_under_a_long_broadcast_loses_nothing():
     assert wants  # the repair, not luck
 
 
+def test_half_the_processes_leaving_leave_one_wide_area_edge_into_each_cluster():
+    """Fig. 9's leave on ``das2-spread:24,4``: the odd processes leave at once, so a
+    LAN's gateway and the LAN ancestors of its members go together, and members climb to
+    the remote ancestor above them while another member of their LAN takes the
+    gateway's place. Asking their LAN first about the trees left on a remote parent
+    ("Probes after a loss"), they move below it: root 0's trees keep one wide-area edge
+    into each other cluster (before: a second one into a cluster in the bandwidth
+    tree, and every broadcast after the leave took twice as long on ``32,4``)."""
+    _real_core()
+    from gridcoll.simulate.phoenix import PhoenixSim
+
+    grid = get_grid("das2-spread:24,4")
+    sim = PhoenixSim(grid, seed=0)
+    t = sim.settle(600.0)
+    for pid in range(1, 24, 2):
+        sim.leave(t + 1.0, pid, pid - 1)
+    sim.run(t + 6.0)
+    assert sim.result().errors == ()
+    cluster = grid.cluster_of
+    for kind in ("latency", "bandwidth"):
+        parents = {q: sim.procs[q].core.parent(kind, 0) for q in range(2, 24, 2)}
+        assert None not in parents.values()
+        wan = [q for q, p in parents.items() if cluster[q] != cluster[p]]
+        assert len(wan) == 3, (kind, parents)
+
+
 def _recording(handle, into, kind):
     """``handle``, appending to ``into`` every message of type ``kind`` it sends."""
 

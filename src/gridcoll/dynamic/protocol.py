@@ -117,7 +117,11 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   history is lost: it may get a segment again that it had at the dead process or,
   before a handover that died, at another. A pipelined broadcast whose root process
   died is reported as :class:`Abandoned` for the vnodes holding only some of its
-  segments, and ends there (it counts as delivered: later copies are dropped).
+  segments, and ends there (it counts as delivered: later copies are dropped). A
+  leaver that every member it knows of died under (the joiners that live on were
+  announced by a process that died too) has no live process to send a message to:
+  it reports the vnodes as :class:`Abandoned` for that broadcast instead of sending
+  to the dead (the churn test found it: seed 5367, 3 founders, 19 operations).
 - *Broadcasts that stop coming.* After a failure a process watches every pipelined
   broadcast its vnodes have only part of, and every one a vnode it took over is sent
   again (a recovered vnode starts empty; it is taken over holding none of the
@@ -232,8 +236,18 @@ it, a chain probe about the chained trees. An Info carries a position per tree a
 about, and the Infos of these probes were most of the control bytes on root 0's busiest
 wide-area link in the 10 s after fig. 9's leave on ``das2-spread:160,4`` (a diagnostic
 count: 1.4 MB beside 8.4 MB of broadcast; asking about the repaired trees only, 0.75 MB,
-as nearly every tree of a process was repaired). A tree with no parent probes its root
-if measured, else measured peers (one round each), else anyone. A LEAVING or LEFT
+as nearly every tree of a process was repaired). An extra probe goes first to a LAN
+peer (measured, in our LAN class; each once), asking about the repaired trees we now
+hang on a remote parent by (``_lan_sweep``), while there are any: when a LAN's gateway
+and the LAN ancestors of a member leave together, the member climbs to the remote
+process above them while another member takes the gateway's place, and a LAN member
+reached already offers the same rate and distance (up to the noise) over the LAN, so
+the nearer-class rules move it there and the LAN keeps one wide-area edge. With
+random extra probes it often never asked its LAN: after fig. 9's leave on
+``das2-spread:32,4`` (simulated, seed 0) two members of one cluster hung on one
+remote process in root 0's bandwidth tree, and every later 256 KiB broadcast took
+0.71 s instead of 0.36 s (now 0.38 s, then 0.37-0.36 s). A tree with no parent probes
+its root if measured, else measured peers (one round each), else anyone. A LEAVING or LEFT
 process keeps the children it had when it left (no longer updated, not even when they
 leave) and forwards a tree broadcast that still reaches it along them, as before: they
 reach what they reached (alive, or forwarding the same way), whereas one point-to-point
@@ -285,9 +299,28 @@ among the peers it measured): its LAN's one wide-area edge per tree is there alr
 (Property I), and what it can improve is inside the LAN; but after as many probes in
 a row as it has measured peers that gave none of its trees without a parent one (a LAN
 that all joined so may have none to give), it probes those trees' roots (a churn run
-of the property tests livelocked there). Losses and the first round of probing are
-unchanged. A joiner outside its sponsor's LAN borrows nothing and
-probes as the paper's.
+of the property tests livelocked there). LAN probes take a fraction of a millisecond, so
+in fig. 9's rejoin on ``das2-spread:160,4`` (simulated, seed 0) joiners ran out of LAN
+peers within 50 ms, before the members' ``Near`` (behind the broadcast on the wide-area
+links) had given their LAN the other joiners' trees, and 83 probes of other joiners
+downloaded 128 KiB each over the wide area under the broadcast; probing them by pings
+instead (a measured peer at a like RTT standing for the rate) cut the wide-area bytes of
+the 30 s after the rejoin by a third, yet made the first broadcast after it slower in
+each of three paired runs (7.06 s against 6.80 s, 7.21 against 6.91, 6.92 against 6.46;
+not kept, not explained). (4) The sponsor keeps the vnodes it hands a joiner in its
+reach set until the joiner attaches (``_lent``; the joiner's first probe is its sponsor,
+so it attaches below it in every tree at once; a timer of ``stall_s`` ends the loan
+otherwise): a target for them that reaches the sponsor meanwhile goes point-to-point to
+the joiner. Otherwise every join shrinks the sponsor's reach in all ``2 P`` trees and
+grows it back a moment later, and both changes go up to every root. (5) A child reports
+a changed summary to its parent only when a figure of it moved by more than
+``NOISE_SLACK`` (:func:`~gridcoll.dynamic.trees.summary_moved`; a changed reach set
+always goes up): a joiner below changes every ancestor's descendant count by one, in
+every tree. Counted with a diagnostic script over the 10 s after fig. 9's rejoin on
+``das2-spread:160,4`` (simulated, seed 0, before (4) and (5)): 54,000 child updates
+changing a reach set and 12,000 changing only a summary crossed the wide area (3.3 MB),
+beside 4.9 MB of member lists (``Update``). Losses and the first round of probing are
+unchanged. A joiner outside its sponsor's LAN borrows nothing and probes as the paper's.
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
 predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency
@@ -371,6 +404,7 @@ from gridcoll.dynamic.trees import (
     latency_better,
     latency_summary,
     segment_size,
+    summary_moved,
 )
 from gridcoll.dynamic.vnodes import VNodeState, VNodeTable
 from gridcoll.errors import GridcollError
@@ -874,7 +908,9 @@ class Abandoned:
     """A pipelined broadcast these owned vnodes will not get the rest of (their segments
     so far were delivered): its root process died before they had every segment, or
     after a failure the rest stopped coming and was asked for in vain (module doc,
-    "Failures")."""
+    "Failures"). Also, from a leaver every member it knows of died under, a broadcast
+    these vnodes (not its own) were to get through it: it knows no live process to send
+    it to (the joiners that live on were announced by a process that died)."""
 
     op_id: Hashable
     vnodes: frozenset[int]
@@ -1137,11 +1173,13 @@ class Process:
         self._recheck: set[int] = set()  # measured faster since (Remeasured): probe again
         self._revisit = False  # after a loss or a join, probe only peers already measured
         self._focus: set[int] | None = None  # roots the probes ask about (None: all)
+        self._swept: set[int] = set()  # LAN peers asked about the trees a loss left remote
         self._settled = False  # has had a parent in every tree
         self._joined: set[int] = set()  # members that joined since: their trees are new
         self._lan_only = False  # a joiner near its sponsor: probe its LAN ("Joins")
         self._lan_misses = 0  # its probes in a row that gave no orphan tree a parent
         self._contact: int | None = None  # the member a JOINING process asked
+        self._lent: dict[int, NodeSet] = {}  # joiner -> vnodes handed to it, in our reach
 
     # -- the API ----------------------------------------------------------------------
     def handle(self, event: Event) -> list[Action]:
@@ -1327,6 +1365,9 @@ class Process:
         mine = sorted(table.owned)
         give = mine[len(mine) - len(mine) // 2 :] if self.state is State.ACTIVE else []
         self._hand_over(give, src)
+        if give:  # in our reach until the joiner attaches below us ("Joins")
+            self._lent[src] = NodeSet.of(give)
+            self._out.append(SetTimer(("lent", src), self.stall_s))
         if self.state is State.LEAVING:
             self._ask_to_ack(src)
         for other in self._others():
@@ -1482,6 +1523,7 @@ class Process:
         self.departed.add(pid)
         self.members.discard(pid)
         self._recheck.discard(pid)
+        self._end_loan(pid)
         if self._probing == pid:
             self._probing, self._probe_result, self._probe_info = None, None, None
         for kind in KINDS:
@@ -1780,15 +1822,42 @@ class Process:
         recheck = peer is None and bool(self._recheck)
         if recheck:  # measured faster than we held: judge every tree again
             peer = self._recheck.pop()
+        hung: set[int] = set()
         if peer not in self.members or peer == self.pid:
-            peer, ping = self.rng.choice(self._probe_candidates()), False
+            hung, near = self._lan_sweep()
+            peer, ping = self.rng.choice(near or self._probe_candidates()), False
+            if near:
+                self._swept.add(peer)
+            else:
+                hung = set()
         self._probing, self._probe_result, self._probe_info = peer, None, None
         self.probes_made += 1
         self._probe_result = self.measured.get(peer) if self.remember else None
         self._pinging = ping and self._probe_result is None
         if self._probe_result is None:
             self._out.append(Probe(peer, 0 if self._pinging else PROBE_BYTES))
-        self._send(peer, InfoRequest(tuple(sorted(self._wanted(peer, recheck)))))
+        self._send(peer, InfoRequest(tuple(sorted(hung or self._wanted(peer, recheck)))))
+
+    def _lan_sweep(self) -> tuple[set[int], list[int]]:
+        """After a loss, the repaired trees we now hang on a remote parent by (a climb
+        or an Adopt across the wide area), and the LAN peers not yet asked about them
+        since: an extra probe goes to one of those first (module doc, "Probes after a
+        loss"). Empty while the probes ask about every tree, or for a joiner."""
+        if not self._focus or self._extra_left <= 0 or self._lan_only:
+            return set(), []
+        hung = {
+            r
+            for (_, r), t in self.trees.items()
+            if r in self._focus and t.parent is not None and not self._in_lan(t.rtt)
+        }
+        if not hung:
+            return set(), []
+        near = [
+            p
+            for p in self._others()
+            if p not in self._swept and p in self.measured and self._in_lan(self.measured[p].rtt_s)
+        ]
+        return hung, near
 
     def _wanted(self, peer: int, recheck: bool) -> set[int]:
         """The roots whose trees a probe of ``peer`` asks about (none: every tree).
@@ -1975,6 +2044,7 @@ class Process:
             self._chain_left -= 1
         if not self._wants_probe():
             self._focus = set()  # the next loss's probes ask about the trees it repairs
+            self._swept = set()
         if self._complete():
             self._settled, self._joined = True, set()
 
@@ -2057,6 +2127,7 @@ class Process:
         if self.state is not State.ACTIVE:
             self._redirect(src, m)  # leaving: send the child up to our parent
             return
+        self._end_loan(src)
         for item in m.items:
             key = (item.kind, item.root)
             tree = self.trees.get(key)
@@ -2158,7 +2229,14 @@ class Process:
 
     def _reach(self, tree: _Tree) -> NodeSet:
         ranges = [r for c in tree.children.values() for r in c.reach.ranges]
+        ranges += [r for lent in self._lent.values() for r in lent.ranges]
         return NodeSet(tuple(ranges) + self._table().mine().ranges)  # one normalisation
+
+    def _end_loan(self, joiner: int) -> None:
+        """The vnodes handed to ``joiner`` leave our reach: it attached (below us, where
+        its reach brings them back), left, or did not attach in time ("Joins")."""
+        if self._lent.pop(joiner, None) is not None:
+            self._mark_all_up()
 
     def _summary(self, tree: _Tree) -> Summary:
         edges = [Edge(c.rtt, c.bw, c.summary) for c in tree.children.values()]
@@ -2178,7 +2256,8 @@ class Process:
                 if tree is None or tree.parent is None:
                     continue
                 now = (self._reach(tree), self._summary(tree))
-                if now != tree.sent_up:
+                sent = tree.sent_up
+                if sent is None or now[0] != sent[0] or summary_moved(now[1], sent[1]):
                     tree.sent_up = now
                     item = ChildItem(key[0], key[1], True, now[0], now[1], tree.rtt, tree.bw)
                     self._batch_child(tree.parent, item)
@@ -2311,6 +2390,8 @@ class Process:
             by_owner.setdefault(owner, []).append(v)
         if taken := by_owner.pop(self.pid, None):  # a dead owner's, taken over just now
             self._spread(replace(m, targets=NodeSet.of(taken)))
+        for owner in [o for o in by_owner if o in self.failed]:  # and no heir: report it
+            self._out.append(Abandoned(m.op_id, frozenset(by_owner.pop(owner))))
         groups = sorted(by_owner.items())
         if m.resent and groups:  # a chain, nearest first (module doc, "Failures")
             nearest = min(groups, key=lambda g: (self._rtt(g[0]), g[0]))[0]
@@ -2587,6 +2668,8 @@ class Process:
                     self._flush_reduce(r)
         elif kind == "stall":
             self._on_stall(op_id)
+        elif kind == "lent":
+            self._end_loan(op_id)
         elif kind == "reduce-give-up":
             s = self._sums.get(op_id)
             if s is not None and not s.done and s.root in self._table().owned:

@@ -153,6 +153,7 @@ __all__ = [
     "latency_summary",
     "pipelined_time",
     "segment_size",
+    "summary_moved",
 ]
 
 NEAR_RATIO = 2.0
@@ -264,6 +265,31 @@ def bandwidth_better(
     if remote:
         return offer > current * NEAR_RATIO
     return offer > current * (1 + BW_HYSTERESIS)
+
+
+def summary_moved(new: Summary, old: Summary) -> bool:
+    """True if a subtree's summary moved far enough from ``old``, the one last reported
+    to the parent, for the parent to hear ``new``: a figure (``a``, ``b``, ``path_b``,
+    the depth, the descendant count) changed by more than ``NOISE_SLACK`` of itself.
+    The figures come from measurements of that noise, and the count only orders
+    children (:func:`child_order`); reporting every change sends one update to the
+    root in every tree per member that joins below (module doc of
+    :mod:`gridcoll.dynamic.protocol`, "Joins")."""
+
+    def far(x: float, y: float) -> bool:
+        if x == y:
+            return False
+        if not (math.isfinite(x) and math.isfinite(y)):
+            return True
+        return abs(x - y) > NOISE_SLACK * max(abs(x), abs(y))
+
+    return (
+        far(new.a, old.a)
+        or far(new.b, old.b)
+        or far(new.path_b, old.path_b)
+        or far(new.depth, old.depth)
+        or far(new.descendants, old.descendants)
+    )
 
 
 def child_order(children: Sequence[int], descendants: Sequence[int]) -> list[int]:
