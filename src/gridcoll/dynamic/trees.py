@@ -122,7 +122,7 @@ The root broadcasts on the tree with the smaller prediction (:func:`choose_tree`
 ``T_lat(M)`` against ``T_bw(M, segment_size(M))``), in place of the paper's fixed
 256 KB. Short messages always go in one segment (``M <= MIN_SEGMENT``). In the
 simulator (:mod:`gridcoll.simulate.phoenix`, seed 0, once settled) the root of
-``das2-spread:137,4`` picks the latency tree below 19,022 bytes and the bandwidth tree
+``das2-spread:137,4`` picks the latency tree below 32,769 bytes and the bandwidth tree
 from there (``gridcoll dynamic --experiment bandwidth --json``: ``switch_nbytes``); its
 64 MiB broadcast goes in 1,166 segments and takes 89.6 s.
 """
