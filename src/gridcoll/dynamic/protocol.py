@@ -1828,8 +1828,6 @@ class Process:
             peer, ping = self.rng.choice(near or self._probe_candidates()), False
             if near:
                 self._swept.add(peer)
-            else:
-                hung = set()
         self._probing, self._probe_result, self._probe_info = peer, None, None
         self.probes_made += 1
         self._probe_result = self.measured.get(peer) if self.remember else None
@@ -1842,7 +1840,8 @@ class Process:
         """After a loss, the repaired trees we now hang on a remote parent by (a climb
         or an Adopt across the wide area), and the LAN peers not yet asked about them
         since: an extra probe goes to one of those first (module doc, "Probes after a
-        loss"). Empty while the probes ask about every tree, or for a joiner."""
+        loss"). Both empty if either is, while the probes ask about every tree, or for a
+        joiner."""
         if not self._focus or self._extra_left <= 0 or self._lan_only:
             return set(), []
         hung = {
@@ -1850,14 +1849,12 @@ class Process:
             for (_, r), t in self.trees.items()
             if r in self._focus and t.parent is not None and not self._in_lan(t.rtt)
         }
-        if not hung:
-            return set(), []
         near = [
             p
             for p in self._others()
             if p not in self._swept and p in self.measured and self._in_lan(self.measured[p].rtt_s)
         ]
-        return hung, near
+        return (hung, near) if hung and near else (set(), [])
 
     def _wanted(self, peer: int, recheck: bool) -> set[int]:
         """The roots whose trees a probe of ``peer`` asks about (none: every tree).
