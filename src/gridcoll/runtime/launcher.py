@@ -276,9 +276,10 @@ def describe_exits(procs: dict[int, list[dict]], nranks: int, returncode: int | 
     without joining, or never joined (alive until the job was stopped); a fault that
     names no peer (the MPI library's own collective) points at every rank that
     reported none. Then the failing ranks, the other ranks that exited with a non-zero
-    status or were killed by a signal (first one first), those stopped with the job
-    (no exit of their own: ``mpiexec`` killed them with their wrapper), and those that
-    never started."""
+    status or were killed by a signal (first one first), those that ended the job
+    (``abort`` records: :func:`gridcoll.runtime.watchdog.abort_job`), those stopped
+    with the job (no exit of their own: ``mpiexec`` killed them with their wrapper),
+    and those that never started."""
     faults = {rank: [e for e in ev if e.get("event") == "fault"] for rank, ev in procs.items()}
     faults = {rank: f for rank, f in faults.items() if f}
     parts, culprits = [], []
@@ -316,6 +317,9 @@ def describe_exits(procs: dict[int, list[dict]], nranks: int, returncode: int | 
     if len(dead) > 1:
         dead[0] += " first"
     parts += dead
+    aborted = [r for r, ev in sorted(procs.items()) if any(e.get("event") == "abort" for e in ev)]
+    if aborted:
+        parts.append(f"{_ranks(aborted)} ended the job (MPI_Abort)")
     stopped = [r for r, ev in sorted(procs.items()) if _exit_of(ev) is None and r not in explained]
     if (died or faults) and stopped:
         parts.append(f"{_ranks(stopped)} stopped with the job")

@@ -100,12 +100,14 @@ class Watchdog:
 
 
 def abort_job(reason: str) -> None:
-    """Say ``reason`` on stderr, then end the whole job (``MPI_Abort``, exit status
-    :data:`ABORT_CODE`; ``os._exit`` without ``MPI_THREAD_MULTIPLE`` off the main
-    thread)."""
+    """Say ``reason`` on stderr and in the launcher's record (``abort``: Hydra may kill
+    the ranks before it forwards the last lines of their stderr), then end the whole
+    job (``MPI_Abort``, exit status :data:`ABORT_CODE`; ``os._exit`` without
+    ``MPI_THREAD_MULTIPLE`` off the main thread)."""
     from mpi4py import MPI  # here: the launcher imports this module without MPI
 
     me = f"rank {MPI.COMM_WORLD.Get_rank()}: "
+    note_for_launcher("abort", reason=reason[:2000])  # mpiexec may drop the line below
     sys.stderr.write(f"gridcoll: {'' if reason.startswith(me) else me}{reason}; aborting the job\n")
     sys.stderr.flush()
     main = threading.current_thread() is threading.main_thread()
