@@ -938,6 +938,28 @@ def test_a_joiner_in_another_lan_than_its_sponsor_measures_for_itself() -> None:
             assert (q, 21) in log
 
 
+def test_a_joiner_borrows_once_a_faster_round_trip_shows_its_sponsor_near() -> None:
+    """Joins (module doc): on a busy machine the joiner's first ping-pongs with its
+    sponsor can take longer than a wide-area round trip; the offer stands until a
+    faster round trip (``Remeasured``) puts the sponsor in its LAN class."""
+    net = _converged(8, seed=0)
+    sponsor = net.processes[2]
+    joiner = net.processes[20] = Process(20, rng=random.Random(0))
+    (req,) = _sends(joiner.handle(JoinRequested(2)))
+    (welcome,) = _sends(sponsor.handle(Received(20, req.message)), Welcome)
+    first = joiner.handle(Received(2, welcome.message))
+    assert [a.peer for a in first if isinstance(a, Probe)] == [2]
+    out = joiner.handle(ProbeResult(2, 20 * WAN, 1e8))  # descheduled: slower than the WAN
+    assert not _sends(out, Near) and set(joiner.measured) == {2}
+    out = joiner.handle(Remeasured(2, 4 * WAN))  # faster, still not the sponsor's LAN class
+    assert not _sends(out, Near) and set(joiner.measured) == {2}
+    out = joiner.handle(Remeasured(2, 1.5 * welcome.message.lan_rtt))
+    assert {s.dst for s in _sends(out, Near)} == set(net.processes) - {20}
+    assert set(joiner.measured) == (set(sponsor.measured) | {2}) - {20}
+    out = joiner.handle(Remeasured(2, welcome.message.lan_rtt))  # borrowed once only
+    assert not _sends(out, Near)
+
+
 def test_a_faster_round_trip_makes_a_process_probe_that_peer_again() -> None:
     """``Remeasured``: a lower RTT replaces the one held, and the peer is probed again
     (its Info only) though probing had ended, so the trees are judged with it."""

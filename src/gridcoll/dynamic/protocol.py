@@ -281,11 +281,17 @@ rest of the network alike, so: the Welcome carries what the member measured
 sponsor is in the sponsor's LAN class (RTT within ``NEAR_RATIO`` of the sponsor's
 ``lan_rtt``) takes those figures as its own and tells every member it is near the
 sponsor (:class:`Near`); a member that measured the sponsor takes the sponsor's
-figures for the joiner. At 160 processes the downloads were gone, but the replies to
-the probes were not: every member probed for the joiner's new trees and then made its
-extra probes, every joiner its own, each reply an ``Info`` with a position in every
-tree (320 of them), and a diagnostic count found about 54 MB of them over the wide
-area in the 30 s after fig. 9's rejoin, beside 50 MB of broadcasts. So: (1) a member
+figures for the joiner. The offer stands until a round trip shows the sponsor near: on
+a busy machine the first ping-pongs can take longer than a wide-area round trip, and a
+faster one timed later (:class:`Remeasured`, from heartbeats) settles it (fig. 9
+measured on ``das2-spread:32,4``, 32 processes on 2 cores: joiners timed their LAN
+sponsor at 25-110 ms where its own smallest was 0.1-11 ms, and 3 of 47 joins borrowed
+at the first probe; with the offer standing, 35 of 47 borrowed). At 160 processes the
+downloads were gone, but the replies to the probes were not: every member probed for
+the joiner's new trees and then made its extra probes, every joiner its own, each
+reply an ``Info`` with a position in every tree (320 of them), and a diagnostic count
+found about 54 MB of them over the wide area in the 30 s after fig. 9's rejoin, beside
+50 MB of broadcasts. So: (1) a member
 that hears ``Near`` starts the joiner's trees as copies of the sponsor's
 (``_copy_trees``): in each, the parent it has in the sponsor's tree of that kind,
 the sponsor below the joiner; the hop is the same hop (its figures stand), the
@@ -1912,6 +1918,7 @@ class Process:
         self.measured[peer] = ProbeResult(peer, rtt, old.bw_Bps)
         self._lan_rtt = min(self._lan_rtt, rtt)
         self._recheck.add(peer)
+        self._borrow_from_sponsor(peer, rtt)
 
     def _in_lan(self, rtt: float) -> bool:
         """An RTT within ``NEAR_RATIO`` of the smallest we measured: our LAN's class."""
@@ -1929,7 +1936,7 @@ class Process:
             event = ProbeResult(event.peer, event.rtt_s, like.bw_Bps)
         if math.isfinite(event.rtt_s):
             self.measured[event.peer] = event
-            self._borrow_from_sponsor(event)
+            self._borrow_from_sponsor(event.peer, event.rtt_s)
         self._probe_result = event
         self._decide()
 
@@ -1943,20 +1950,21 @@ class Process:
         ]
         return min(near, key=lambda m: (abs(m.rtt_s - rtt), m.peer), default=None)
 
-    def _borrow_from_sponsor(self, event: ProbeResult) -> None:
-        """A joiner's first probe measured its sponsor: if it is in our LAN (an RTT
-        within ``NEAR_RATIO`` of the sponsor's own smallest), take what the sponsor
-        measured as ours, and probe only measured peers (module doc, "Joins")."""
-        if self._borrow is None or event.peer != self._borrow[0]:
+    def _borrow_from_sponsor(self, peer: int, rtt: float) -> None:
+        """A joiner measured its sponsor (its first probe, or a faster round trip since:
+        ``Remeasured``): if it is in our LAN (an RTT within ``NEAR_RATIO`` of the
+        sponsor's own smallest), take what the sponsor measured as ours, and probe only
+        measured peers (module doc, "Joins"). Until then the offer stands."""
+        if self._borrow is None or peer != self._borrow[0]:
             return
         sponsor, lan_rtt, measured = self._borrow
-        self._borrow = None
-        if not event.rtt_s <= NEAR_RATIO * lan_rtt:
+        if not rtt <= NEAR_RATIO * lan_rtt:
             return
-        for q, rtt, bw in measured:
+        self._borrow = None
+        for q, q_rtt, bw in measured:
             if q != self.pid and q not in self.measured and q not in self.departed:
-                self.measured[q] = ProbeResult(q, rtt, bw)
-                self._lan_rtt, self._lan_bw = min(self._lan_rtt, rtt), max(self._lan_bw, bw)
+                self.measured[q] = ProbeResult(q, q_rtt, bw)
+                self._lan_rtt, self._lan_bw = min(self._lan_rtt, q_rtt), max(self._lan_bw, bw)
         self._revisit = self._lan_only = True
         for q in self._others():
             self._send(q, Near(sponsor))
