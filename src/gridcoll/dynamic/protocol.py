@@ -313,7 +313,13 @@ downloaded 128 KiB each over the wide area under the broadcast; probing them by 
 instead (a measured peer at a like RTT standing for the rate) cut the wide-area bytes of
 the 30 s after the rejoin by a third, yet made the first broadcast after it slower in
 each of three paired runs (7.06 s against 6.80 s, 7.21 against 6.91, 6.92 against 6.46;
-not kept, not explained). (4) The sponsor keeps the vnodes it hands a joiner in its
+not kept, not explained). Waiting ``stall_s`` for the other joiners' ``Near`` before
+probing those roots removed the downloads: on ``das2-spread:64,4``, 24 within 13 ms of
+the rejoin, 0.79 MB over root 0's three busiest wide-area links, and the first broadcast
+after the rejoin took 5.69 s instead of 6.23 s (stable 5.62 s); but at 160 processes it
+took 6.49 s instead of 6.38 s, and with crashes instead of leaves the broadcasts after
+the rejoin took 10.36, 6.43, 6.06 s instead of 8.12, 6.12, 5.62 s (not kept, not
+explained). (4) The sponsor keeps the vnodes it hands a joiner in its
 reach set until the joiner attaches (``_lent``; the joiner's first probe is its sponsor,
 so it attaches below it in every tree at once; a timer of ``stall_s`` ends the loan
 otherwise): a target for them that reaches the sponsor meanwhile goes point-to-point to
