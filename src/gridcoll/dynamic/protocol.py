@@ -291,11 +291,10 @@ downloads were gone, but the replies to the probes were not: every member probed
 the joiner's new trees and then made its extra probes, every joiner its own, each
 reply an ``Info`` with a position in every tree (320 of them), and a diagnostic count
 found about 54 MB of them over the wide area in the 30 s after fig. 9's rejoin, beside
-50 MB of broadcasts. So: (1) a member
-that hears ``Near`` starts the joiner's trees as copies of the sponsor's
-(``_copy_trees``): in each, the parent it has in the sponsor's tree of that kind,
-the sponsor below the joiner; the hop is the same hop (its figures stand), the
-distance and rate are bounds until the parent's position arrives. That is the
+50 MB of broadcasts. So: (1) a member that hears ``Near`` starts the joiner's trees as
+copies of the sponsor's (``_copy_trees``): in each, the parent it has in the sponsor's
+tree of that kind, the sponsor below the joiner; the hop is the same hop (its figures
+stand), the distance and rate are bounds until the parent's position arrives. That is the
 sponsor's tree, which had its extra probes, with the joiner one LAN hop above it: no
 probe. (2) Only probing that found a parent in every new tree renews the extra probes
 (sec. IV-A's rule; a copied tree renews none), and while only a joiner's new trees
@@ -319,9 +318,9 @@ the rejoin, 0.79 MB over root 0's three busiest wide-area links, and the first b
 after the rejoin took 5.69 s instead of 6.23 s (stable 5.62 s); but at 160 processes it
 took 6.49 s instead of 6.38 s, and with crashes instead of leaves the broadcasts after
 the rejoin took 10.36, 6.43, 6.06 s instead of 8.12, 6.12, 5.62 s (not kept, not
-explained). (4) The sponsor keeps the vnodes it hands a joiner in its
-reach set until the joiner attaches (``_lent``; the joiner's first probe is its sponsor,
-so it attaches below it in every tree at once; a timer of ``stall_s`` ends the loan
+explained). (4) The sponsor keeps the vnodes it hands a joiner in its reach set until
+the joiner attaches (``_lent``; the joiner's first probe is its sponsor, so it
+attaches below it in every tree at once; a timer of ``stall_s`` ends the loan
 otherwise): a target for them that reaches the sponsor meanwhile goes point-to-point to
 the joiner. Otherwise every join shrinks the sponsor's reach in all ``2 P`` trees and
 grows it back a moment later, and both changes go up to every root. (5) A child reports
