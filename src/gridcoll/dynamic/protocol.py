@@ -332,6 +332,11 @@ every tree. Counted with a diagnostic script over the 10 s after fig. 9's rejoin
 changing a reach set and 12,000 changing only a summary crossed the wide area (3.3 MB),
 beside 4.9 MB of member lists (``Update``). Losses and the first round of probing are
 unchanged. A joiner outside its sponsor's LAN borrows nothing and probes as the paper's.
+(Tried and not kept: the sponsor naming the joiner in its announcement, so that a member
+tells the joiner only the members its Welcome lacked rather than its whole list; the
+first broadcast after fig. 9's rejoin at 160 processes took 6.39 s against 6.38 s. The
+bottleneck of root 0's tree is the UvA-Leiden link, 6 Mb/s; a diagnostic count found it
+carried that broadcast's 4.2 MB once, no point-to-point copy.)
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
 predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency
