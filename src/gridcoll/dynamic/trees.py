@@ -131,7 +131,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import astuple, dataclass
 
 __all__ = [
     "BW_HYSTERESIS",
@@ -283,13 +283,7 @@ def summary_moved(new: Summary, old: Summary) -> bool:
             return True
         return abs(x - y) > NOISE_SLACK * max(abs(x), abs(y))
 
-    return (
-        far(new.a, old.a)
-        or far(new.b, old.b)
-        or far(new.path_b, old.path_b)
-        or far(new.depth, old.depth)
-        or far(new.descendants, old.descendants)
-    )
+    return any(far(x, y) for x, y in zip(astuple(new), astuple(old), strict=True))
 
 
 def child_order(children: Sequence[int], descendants: Sequence[int]) -> list[int]:
