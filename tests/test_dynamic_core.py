@@ -835,6 +835,8 @@ def test_a_joiner_in_its_sponsors_lan_borrows_its_measurements() -> None:
     assert log == [(20, 2)]
     assert set(joiner.measured) == (set(before[2]) | {2}) - {20}
     assert joiner.measured[4] == before[2][4]  # the sponsor's figures, as they were
+    link = joiner.measured[2]  # the sponsor takes the joiner's figures for their link
+    assert net.processes[2].measured[20] == ProbeResult(20, link.rtt_s, link.bw_Bps)
     for q, p in net.processes.items():
         if q not in (2, 20) and 2 in before[q]:
             assert p.measured[20] == ProbeResult(20, before[q][2].rtt_s, before[q][2].bw_Bps)
@@ -958,6 +960,24 @@ def test_a_joiner_borrows_once_a_faster_round_trip_shows_its_sponsor_near() -> N
     assert set(joiner.measured) == (set(sponsor.measured) | {2}) - {20}
     out = joiner.handle(Remeasured(2, welcome.message.lan_rtt))  # borrowed once only
     assert not _sends(out, Near)
+
+
+def test_a_sponsor_that_measured_nothing_lends_nothing() -> None:
+    """Joins (module doc): a founder alone has measured no one, so its smallest RTT says
+    nothing of a LAN; its joiner, wherever it is, borrows nothing and sends no Near (a
+    measured group formed by joins had every cluster's first process borrow the
+    founder's figures and claim to be in its LAN)."""
+    founder = Process(0, rng=random.Random(0), founder_vnodes={0: [0, 1]})
+    founder.handle(Start())
+    joiner = Process(20, rng=random.Random(0))
+    (req,) = _sends(joiner.handle(JoinRequested(0)))
+    (welcome,) = _sends(founder.handle(Received(20, req.message)), Welcome)
+    assert welcome.message.measured == ()
+    joiner.handle(Received(0, welcome.message))
+    for event in (ProbeResult(0, LAN, 1e8), Remeasured(0, LAN / 10)):
+        out = joiner.handle(event)
+        assert not _sends(out, Near)
+    assert set(joiner.measured) == {0}
 
 
 def test_a_faster_round_trip_makes_a_process_probe_that_peer_again() -> None:

@@ -130,7 +130,7 @@ messages = st.one_of(
     st.builds(p.Update, st.frozensets(pids), entries),
     st.builds(p.Leaving, entries, u32),
     st.builds(p.LeaveAck, st.frozensets(pids), u32),
-    st.builds(p.Near, pids),
+    st.builds(p.Near, pids, floats, floats),
     st.builds(p.Want, op_ids, kinds, pids, nodesets, nodesets, u32),
 )
 

@@ -614,6 +614,8 @@ def _w_message(w: Writer, m: Message) -> None:
         w.u32(m.round)
     elif isinstance(m, Near):
         w.u64(m.sponsor)
+        w.f64(m.rtt_s)
+        w.f64(m.bw_Bps)
     else:
         raise WireError(f"not a protocol message: {type(m).__name__}")
 
@@ -691,7 +693,7 @@ def _r_message(r: Reader, t: type) -> Message:
     if t is LeaveAck:
         return LeaveAck(frozenset(r.pids()), r.u32())
     if t is Near:
-        return Near(r.u64())
+        return Near(r.u64(), r.f64(), r.f64())
     raise WireError(f"no decoder for {t.__name__}")  # pragma: no cover (TYPE_CODES is total)
 
 
