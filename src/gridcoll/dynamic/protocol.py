@@ -1997,7 +1997,7 @@ class Process:
         it, so probing it costs one InfoRequest, and its trees start as copies of the
         sponsor's (module doc, "Joins"). The sponsor takes the joiner's figures for the
         link between them: it may have measured none of its LAN (its LAN joined
-        through it), and a measured peer is one its extra probes can find a parent at."""
+        through it), and its probes after a join go only to peers it measured."""
         link = 0 < m.rtt_s < math.inf and m.bw_Bps > 0
         if m.sponsor == self.pid and link and src not in self.measured and src in self.members:
             self.measured[src] = ProbeResult(src, m.rtt_s, m.bw_Bps)
