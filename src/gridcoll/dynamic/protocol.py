@@ -1998,14 +1998,18 @@ class Process:
         sponsor's (module doc, "Joins"). The sponsor takes the joiner's figures for the
         link between them: it may have measured none of its LAN (its LAN joined
         through it), and its probes after a join go only to peers it measured."""
-        link = 0 < m.rtt_s < math.inf and m.bw_Bps > 0
-        if m.sponsor == self.pid and link and src not in self.measured and src in self.members:
-            self.measured[src] = ProbeResult(src, m.rtt_s, m.bw_Bps)
-            self._lan_rtt = min(self._lan_rtt, m.rtt_s)
-            self._lan_bw = max(self._lan_bw, m.bw_Bps)
-        known = self.measured.get(m.sponsor)
-        if known is not None and src not in self.measured and src in self.members:
-            self.measured[src] = ProbeResult(src, known.rtt_s, known.bw_Bps)
+        mine = m.sponsor == self.pid
+        if mine:  # the joiner's figures for our link, if it sent usable ones
+            usable = 0 < m.rtt_s < math.inf and m.bw_Bps > 0
+            link = ProbeResult(src, m.rtt_s, m.bw_Bps) if usable else None
+        else:  # ours for the sponsor
+            known = self.measured.get(m.sponsor)
+            link = None if known is None else ProbeResult(src, known.rtt_s, known.bw_Bps)
+        if link is not None and src not in self.measured and src in self.members:
+            self.measured[src] = link
+            if mine:  # (a member's figures for the sponsor are in its classes already)
+                self._lan_rtt = min(self._lan_rtt, link.rtt_s)
+                self._lan_bw = max(self._lan_bw, link.bw_Bps)
         if self.state is State.ACTIVE:
             self._copy_trees(src, m.sponsor)
 
