@@ -96,48 +96,45 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   becomes the heir later (the heir left or died) takes the orphans over then. A
   point-to-point message past ``2 P + 2`` hops is going round tables that disagree
   about a dead owner: the active process holding it takes that owner's vnodes over.
-- *Broadcasts in flight.* Each process keeps the messages of its last
-  ``resend_ops`` broadcasts; those it sent to the dead process after the last one
-  the dead process confirmed passing on (``PeerFailed.received``, from its
-  heartbeats; all kept ones if unknown) are sent again (``resent``) to the owners of
-  their targets, leaving out the dead process's own vnodes for a broadcast it had
-  taken in whole (``PeerFailed.delivered``, a later heartbeat: it delivered it; its
-  heir is sent every segment of a broadcast it had only part of, for a recovered
-  vnode's history starts empty). A message sent again goes down a chain of owners,
-  each delivering its own vnodes and passing the rest on to the owner it measured
-  nearest, so the payload crosses each wide-area link once (rule III's binomial relay
-  would send it over the same link to several owners of a remote LAN). (A count
-  trusts that what the dead process took in, it passed on to live processes: a
-  message it passed only to another process that then died before passing it on is
-  not sent again; the processes below ask for it, next. Without a count nothing
-  kept is lost.) A vnode that already
-  has a segment drops the copy (``duplicates``; once a failure is known here, or for a
+- *Broadcasts in flight.* Each process keeps the messages of its last ``resend_ops``
+  broadcasts; those it sent to the dead process after the last one the dead process
+  confirmed passing on (``PeerFailed.received``, from its heartbeats; all kept ones if
+  unknown) are sent again (``resent``) to the owners of their targets, leaving out the
+  dead process's own vnodes for a broadcast it had taken in whole
+  (``PeerFailed.delivered``, a later heartbeat: it delivered it; its heir is sent every
+  segment of a broadcast it had only part of, for a recovered vnode's history starts
+  empty). A message sent again goes down a chain of owners, each delivering its own
+  vnodes and passing the rest on to the owner it measured nearest, so the payload
+  crosses each wide-area link once (rule III's binomial relay would send it over the
+  same link to several owners of a remote LAN). (A count trusts that what the dead
+  process took in, it passed on to live processes: a message it passed only to another
+  process that then died before passing it on is not sent again; the processes below ask
+  for it, next. Without a count nothing kept is lost.) A vnode that already has a
+  segment drops the copy (``duplicates``; once a failure is known here, or for a
   broadcast a vnode has ended, any second copy is dropped), so every vnode of a live
   process gets every segment of a broadcast whose root survives. A recovered vnode's
-  history is lost: it may get a segment again that it had at the dead process or,
-  before a handover that died, at another. A pipelined broadcast whose root process
-  died is reported as :class:`Abandoned` for the vnodes holding only some of its
-  segments, and ends there (it counts as delivered: later copies are dropped). A
-  leaver that every member it knows of died under (the joiners that live on were
-  announced by a process that died too) has no live process to send a message to:
-  it reports the vnodes as :class:`Abandoned` for that broadcast instead of sending
-  to the dead (the churn test found it: seed 5367, 3 founders, 19 operations).
+  history is lost: it may get a segment again that it had at the dead process or, before
+  a handover that died, at another. A pipelined broadcast whose root process died is
+  reported as :class:`Abandoned` for the vnodes holding only some of its segments, and
+  ends there (it counts as delivered: later copies are dropped). A leaver that every
+  member it knows of died under (the joiners that live on were announced by a process
+  that died too) has no live process to send a message to: it reports the vnodes as
+  :class:`Abandoned` for that broadcast instead of sending to the dead.
 - *Broadcasts that stop coming.* After a failure a process watches every pipelined
   broadcast its vnodes have only part of, and every one a vnode it took over is sent
-  again (a recovered vnode starts empty; it is taken over holding none of the
-  broadcasts the heir's own vnodes have part of, as the dead process may have had
-  them whole and nobody sends them). Every ``stall_s`` it looks; if no segment came
-  since the last look, it takes what its vnodes lack from the copies it kept of what
-  it sent, and asks its parent in the broadcast's tree for the rest (:class:`Want`:
-  every segment some vnode of ours lacks, for our whole subtree). The parent sends
-  the copies it kept down the tree to the asker, and asks its own parent for the
-  rest, unless it lacks them too (then its own ask covers the asker's subtree). The
-  interval doubles after each ask; after ``WANTS`` asks that brought nothing the
-  broadcast is ended for those vnodes and reported (:class:`Abandoned`). So the
-  segments a chain of dead processes took with it reach every live process below
-  it (fig. 9's crash on ``das2-spread:160,4`` lost 1560 (vnode, segment) pairs
-  before, none after). Still uncovered: a vnode whose dead owner's senders all died
-  too, when its heir knew nothing of a broadcast under way (none of its own vnodes
+  again (a recovered vnode starts empty; it is taken over holding none of the broadcasts
+  the heir's own vnodes have part of, as the dead process may have had them whole and
+  nobody sends them). Every ``stall_s`` it looks; if no segment came since the last
+  look, it takes what its vnodes lack from the copies it kept of what it sent, and asks
+  its parent in the broadcast's tree for the rest (:class:`Want`: every segment some
+  vnode of ours lacks, for our whole subtree). The parent sends the copies it kept down
+  the tree to the asker, and asks its own parent for the rest, unless it lacks them too
+  (then its own ask covers the asker's subtree). The interval doubles after each ask;
+  after ``WANTS`` asks that brought nothing the broadcast is ended for those vnodes and
+  reported (:class:`Abandoned`). So the segments a chain of dead processes took with it
+  reach every live process below it (figures: docs/dynamic-notes.md, "The evidence
+  behind protocol.py's rules"). Still uncovered: a vnode whose dead owner's senders all
+  died too, when its heir knew nothing of a broadcast under way (none of its own vnodes
   had part of it), lacks what its dead owner lacked, unreported.
 - *Reductions.* A recovered vnode's data goes aside, point-to-point to the root
   vnode, which counts it only if no other contribution covers that vnode when the
@@ -208,167 +205,134 @@ fallbacks (``AdoptItem.fallback``): the nearer siblings, then the leaver's paren
 several neighbours leave at once (half the processes in fig. 9) the nearest child may be
 leaving too; the child takes the first one named that it has not seen leave and keeps
 the rest, so the next nearest takes the place and the LAN still hangs on one edge. An
-Adopt reaching a child that moved meanwhile is ignored. *Climbing.* A child whose parent
-is gone with no Adopt it could use (every process named left, or a crash) does not probe
-for a new parent: at the Leaving (or the failure) it attaches at once to the next
-fallback it kept, else to the nearest ancestor on its path still a member, on bounds:
-the measured hop if it ever probed that process; for a fallback, the old hop's figures,
-as for an Adopt (a fallback is nearer the leaver than the child is); for an ancestor,
-the old hop's figures (``estimated``), and it probes that process next, by pings only if
-a peer it measured has an RTT within ``NOISE_SLACK`` of the ping's (that peer is behind
-the same links: its rate stands for the ancestor's), else with the download (the
-climbers of fig. 9's leave on ``das2-spread:64,4`` downloaded 1.8 MB over the three
-wide-area links root 0's tree uses in the 10 s after it, and the next broadcast took
-6.64 s instead of 5.62 s; pinging, 5.82 s). Only a process with no live ancestor
-disconnects and probes, as the paper's. Without climbing, every descendant of a
-disconnected process sees its rate or distance drop to nothing and jumps to the first
-connected peer it probes, often across the wide area: in fig. 9's leave on
-``das2-spread:48,4`` (simulated, seed 0) root 0's bandwidth tree went from 3 wide-area
-edges to 9, and the next 4 MiB broadcast took 25 s instead of 5.6 s. *Probes after a
-loss.* The extra probes a loss renews go only to peers already measured, whose probe
-costs one InfoRequest (``_probe_candidates``): a leave or a death brings no one new to
-measure, and 128 KiB downloads over the wide area slow the very broadcasts the repair is
-for. With a parent in every tree they ask only about the trees they are for
-(``InfoRequest.roots``, :meth:`Process._wanted`; probes under way for every tree,
+Adopt reaching a child that moved meanwhile is ignored.
+
+*Climbing.* A child whose parent is gone with no Adopt it could use (every process named
+left, or a crash) does not probe for a new parent: at the Leaving (or the failure) it
+attaches at once to the next fallback it kept, else to the nearest ancestor on its path
+still a member, on bounds: the measured hop if it ever probed that process; for a
+fallback, the old hop's figures, as for an Adopt (a fallback is nearer the leaver than
+the child is); for an ancestor, the old hop's figures (``estimated``), and it probes
+that process next, by pings only if a peer it measured has an RTT within ``NOISE_SLACK``
+of the ping's (that peer is behind the same links: its rate stands for the ancestor's),
+else with the download. Only a process with no live ancestor disconnects and probes, as
+the paper's. Without climbing, every descendant of a disconnected process sees its rate
+or distance drop to nothing and jumps to the first connected peer it probes, often
+across the wide area.
+
+*Probes after a loss.* The extra probes a loss renews go only to peers already measured,
+whose probe costs one InfoRequest (``_probe_candidates``): a leave or a death brings no
+one new to measure, and 128 KiB downloads over the wide area slow the very broadcasts
+the repair is for. With a parent in every tree they ask only about the trees they are
+for (``InfoRequest.roots``, :meth:`Process._wanted`; probes under way for every tree,
 settling or after a join or a cycle, go on so): an extra probe about the trees repaired
 since the probes last ran out, a probe of an ancestor climbed to about the trees hung on
-it, a chain probe about the chained trees. An Info carries a position per tree asked
-about, and the Infos of these probes were most of the control bytes on root 0's busiest
-wide-area link in the 10 s after fig. 9's leave on ``das2-spread:160,4`` (a diagnostic
-count: 1.4 MB beside 8.4 MB of broadcast; asking about the repaired trees only, 0.75 MB,
-as nearly every tree of a process was repaired). An extra probe goes first to a LAN
-peer (measured, in our LAN class; each once), asking about the repaired trees we now
-hang on a remote parent by (``_lan_sweep``), while there are any: when a LAN's gateway
-and the LAN ancestors of a member leave together, the member climbs to the remote
-process above them while another member takes the gateway's place, and a LAN member
-reached already offers the same rate and distance (up to the noise) over the LAN, so
-the nearer-class rules move it there and the LAN keeps one wide-area edge. With
-random extra probes it often never asked its LAN: after fig. 9's leave on
-``das2-spread:32,4`` (simulated, seed 0) two members of one cluster hung on one
-remote process in root 0's bandwidth tree, and every later 256 KiB broadcast took
-0.71 s instead of 0.36 s (now 0.38 s, then 0.37-0.36 s). A tree with no parent probes
-its root if measured, else measured peers (one round each), else anyone. A LEAVING or LEFT
-process keeps the children it had when it left (no longer updated, not even when they
-leave) and forwards a tree broadcast that still reaches it along them, as before: they
-reach what they reached (alive, or forwarding the same way), whereas one point-to-point
-message per vnode of its subtree would carry the whole payload once per vnode. For the
-same reason a parent remembers the last reach set of each child that moved away or left
-(until it comes back) and sends a tree broadcast's targets that none of its children
-reaches but such a former child did to that child, which forwards them down its subtree
-of now (a leaver: along its old children), rather than point-to-point: a move or a leave
-while a broadcast is on its way (before the new parent's branch or the adopted child's
-attach has the subtree) costs one message, not one per vnode. A child whose reach set
-shrinks is remembered so for the vnodes it no longer reaches, and a vnode is remembered
-only at the child that reached it last (a stale entry, kept since the child left long
-ago, would send the payload over the wide area again down an old path): a vnode handed
-to a joiner leaves its sponsor's reach before the joiner's attach brings it back up the
-tree, and meanwhile a broadcast's target for it goes down that child in the message the
-child gets anyway, then from the sponsor to its owner in the LAN, instead of
-point-to-point from high up the tree (a diagnostic run of fig. 9's rejoin on
-``das2-spread:160,4`` with a broadcast under way and control messages made free: 25 MB
-of point-to-point copies over the wide area before, 0.2 MB after). Any split of a target
-set keeps Invariant B, and the hop bound ends a cycle.
+it, a chain probe about the chained trees (an Info carries a position per tree asked
+about). An extra probe goes first to a LAN peer (measured, in our LAN class; each once),
+asking about the repaired trees we now hang on a remote parent by (``_lan_sweep``),
+while there are any: when a LAN's gateway and the LAN ancestors of a member leave
+together, the member climbs to the remote process above them while another member takes
+the gateway's place, and a LAN member reached already offers the same rate and distance
+(up to the noise) over the LAN, so the nearer-class rules move it there and the LAN
+keeps one wide-area edge. A tree with no parent probes its root if measured, else
+measured peers (one round each), else anyone.
 
-*Joins (sec. IV-A, made cheaper).* A joiner's first probe is the member that welcomed
-it (a live member connected to every tree: a parent in every tree after one probe).
-The paper then has every process probe random peers again, and every probe of a
-process not yet measured downloads 128 KiB, three in four of them over the wide area:
-in fig. 9's rejoin on ``das2-spread:64,4`` (simulated, seed 0, changes at 20 and 50 s)
-a diagnostic count found about 880 wide-area downloads in 30 s, and the broadcasts
-were 30-40% slower for as long. Processes of one LAN measure the
-rest of the network alike, so: the Welcome carries what the member measured
-(``Welcome.measured``, its smallest RTT ``lan_rtt``); a joiner whose probe of its
-sponsor is in the sponsor's LAN class (RTT within ``NEAR_RATIO`` of the sponsor's
-``lan_rtt``) takes those figures as its own and tells every member it is near the
-sponsor (:class:`Near`); a member that measured the sponsor takes the sponsor's
+A LEAVING or LEFT process keeps the children it had when it left (no longer updated, not
+even when they leave) and forwards a tree broadcast that still reaches it along them, as
+before: they reach what they reached (alive, or forwarding the same way), whereas one
+point-to-point message per vnode of its subtree would carry the whole payload once per
+vnode. For the same reason a parent remembers the last reach set of each child that
+moved away or left (until it comes back) and sends a tree broadcast's targets that none
+of its children reaches but such a former child did to that child, which forwards them
+down its subtree of now (a leaver: along its old children), rather than point-to-point:
+a move or a leave while a broadcast is on its way (before the new parent's branch or the
+adopted child's attach has the subtree) costs one message, not one per vnode. A child
+whose reach set shrinks is remembered so for the vnodes it no longer reaches, and a
+vnode is remembered only at the child that reached it last (a stale entry, kept since
+the child left long ago, would send the payload over the wide area again down an old
+path): a vnode handed to a joiner leaves its sponsor's reach before the joiner's attach
+brings it back up the tree, and meanwhile a broadcast's target for it goes down that
+child in the message the child gets anyway, then from the sponsor to its owner in the
+LAN, instead of point-to-point from high up the tree. Any split of a target set keeps
+Invariant B, and the hop bound ends a cycle. (Figures: docs/dynamic-notes.md, "The
+evidence behind protocol.py's rules".)
+
+*Joins (sec. IV-A, made cheaper).* A joiner's first probe is the member that welcomed it
+(a live member connected to every tree: a parent in every tree after one probe). The
+paper then has every process probe random peers again, and every probe of a process not
+yet measured downloads 128 KiB, most of them over the wide area, under the broadcasts.
+Processes of one LAN measure the rest of the network alike, so: the Welcome carries what
+the member measured (``Welcome.measured``, its smallest RTT ``lan_rtt``); a joiner whose
+probe of its sponsor is in the sponsor's LAN class (RTT within ``NEAR_RATIO`` of the
+sponsor's ``lan_rtt``) takes those figures as its own and tells every member it is near
+the sponsor (:class:`Near`); a member that measured the sponsor takes the sponsor's
 figures for the joiner, and the sponsor the joiner's figures for their link (``Near``
 carries them: a sponsor its LAN joined through has measured none of it otherwise). A
-sponsor that has measured no one offers nothing: its ``lan_rtt`` would be infinite,
-and every joiner would look near it (a group formed by joins, as the measured
-experiments form theirs, had each cluster's first process, joining through the founder,
-borrow the founder's figures and tell every member it was in the founder's LAN; root
-0's bandwidth tree then had 6-9 wide-area edges where 3 span, and fig. 7's broadcasts
-took 1.2-2.4x the simulated time; with both rules, 3-5 edges and 1.03-1.29x, measured
-on ``das2-spread:32,4``). The offer stands until a round trip shows the sponsor near: on
-a busy machine the first ping-pongs can take longer than a wide-area round trip, and a
-faster one timed later (:class:`Remeasured`, from heartbeats) settles it (fig. 9
-measured on ``das2-spread:32,4``, 32 processes on 2 cores: joiners timed their LAN
-sponsor at 25-110 ms where its own smallest was 0.1-11 ms, and 3 of 47 joins borrowed
-at the first probe; with the offer standing, 35 of 47 borrowed). At 160 processes the
-downloads were gone, but the replies to the probes were not: every member probed for
-the joiner's new trees and then made its extra probes, every joiner its own, each
-reply an ``Info`` with a position in every tree (320 of them), and a diagnostic count
-found about 54 MB of them over the wide area in the 30 s after fig. 9's rejoin, beside
-50 MB of broadcasts. So: (1) a member that hears ``Near`` starts the joiner's trees as
-copies of the sponsor's (``_copy_trees``): in each, the parent it has in the sponsor's
-tree of that kind, the sponsor below the joiner; the hop is the same hop (its figures
-stand), the distance and rate are bounds until the parent's position arrives. That is the
-sponsor's tree, which had its extra probes, with the joiner one LAN hop above it: no
-probe. (2) Only probing that found a parent in every new tree renews the extra probes
-(sec. IV-A's rule; a copied tree renews none), and while only a joiner's new trees
-lack a parent a probe asks for those (``InfoRequest.roots``): its ``Info`` carries two
-positions, not 320. (3) A joiner that borrowed probes only its LAN (``_in_lan``
-among the peers it measured): its LAN's one wide-area edge per tree is there already
-(Property I), and what it can improve is inside the LAN; but after as many probes in
-a row as it has measured peers that gave none of its trees without a parent one (a LAN
-that all joined so may have none to give), it probes those trees' roots (a churn run
-of the property tests livelocked there). LAN probes take a fraction of a millisecond, so
-in fig. 9's rejoin on ``das2-spread:160,4`` (simulated, seed 0) joiners ran out of LAN
-peers within 50 ms, before the members' ``Near`` (behind the broadcast on the wide-area
-links) had given their LAN the other joiners' trees, and 83 probes of other joiners
-downloaded 128 KiB each over the wide area under the broadcast; probing them by pings
-instead (a measured peer at a like RTT standing for the rate) cut the wide-area bytes of
-the 30 s after the rejoin by a third, yet made the first broadcast after it slower in
-each of three paired runs (7.06 s against 6.80 s, 7.21 against 6.91, 6.92 against 6.46;
-not kept, not explained). Waiting ``stall_s`` for the other joiners' ``Near`` before
-probing those roots removed the downloads: on ``das2-spread:64,4``, 24 within 13 ms of
-the rejoin, 0.79 MB over root 0's three busiest wide-area links, and the first broadcast
-after the rejoin took 5.69 s instead of 6.23 s (stable 5.62 s); but at 160 processes it
-took 6.49 s instead of 6.38 s, and with crashes instead of leaves the broadcasts after
-the rejoin took 10.36, 6.43, 6.06 s instead of 8.12, 6.12, 5.62 s (not kept, not
-explained). (4) The sponsor keeps the vnodes it hands a joiner in its reach set until
-the joiner attaches (``_lent``; the joiner's first probe is its sponsor, so it
-attaches below it in every tree at once; a timer of ``stall_s`` ends the loan
-otherwise): a target for them that reaches the sponsor meanwhile goes point-to-point to
-the joiner. Otherwise every join shrinks the sponsor's reach in all ``2 P`` trees and
-grows it back a moment later, and both changes go up to every root. (5) A child reports
-a changed summary to its parent only when a figure of it moved by more than
-``NOISE_SLACK`` (:func:`~gridcoll.dynamic.trees.summary_moved`; a changed reach set
-always goes up): a joiner below changes every ancestor's descendant count by one, in
-every tree. Counted with a diagnostic script over the 10 s after fig. 9's rejoin on
-``das2-spread:160,4`` (simulated, seed 0, before (4) and (5)): 54,000 child updates
-changing a reach set and 12,000 changing only a summary crossed the wide area (3.3 MB),
-beside 4.9 MB of member lists (``Update``). Losses and the first round of probing are
-unchanged. A joiner outside its sponsor's LAN borrows nothing and probes as the paper's.
-(Tried and not kept: the sponsor naming the joiner in its announcement, so that a member
-tells the joiner only the members its Welcome lacked rather than its whole list; the
-first broadcast after fig. 9's rejoin at 160 processes took 6.39 s against 6.38 s. The
-bottleneck of root 0's tree is the UvA-Leiden link, 6 Mb/s; a diagnostic count found it
-carried that broadcast's 4.2 MB once, no point-to-point copy.)
+sponsor that has measured no one offers nothing: its ``lan_rtt`` would be infinite, and
+every joiner would look near it. The offer stands until a round trip shows the sponsor
+near: on a busy machine the first ping-pongs can take longer than a wide-area round
+trip, and a faster one timed later (:class:`Remeasured`, from heartbeats) settles it.
 
-*Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model
-predicts faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency
-tree store and forward, the bandwidth tree pipelined) and treats the whole namespace
-as its target set. A long message is pipelined ("long messages are pipelined along
-the spanning trees"): the root cuts it into ``nsegments`` segments of the size the
-model picks from its own bandwidth summary (:func:`~gridcoll.dynamic.trees.segment_size`;
-a short message is one segment), on whichever tree carries it (the model picks the
-latency tree for a long message only while the bandwidth tree is being repaired, and
-its store-and-forward estimate is then an upper bound), and sends them all at once,
-in order; each :class:`Bcast` carries its
-``segment`` and ``nsegments`` and a target set of its own. A process given a segment
-with a target set (I) delivers it to the vnodes it owns, (II) sends each child, most
-descendants first, the targets the child reaches, (III) sends the rest point-to-point
-to their owners by its routing table, at once, as a binomial relay: the owners
-(ordered by id) are halved, the upper half's targets go to its first owner, which
-applies the same rules to them, and so on, so a process sends ``log2(owners) + 1``
+Borrowing ends the downloads, not the replies to the probes: every member probes for the
+joiner's new trees and then makes its extra probes, every joiner its own, each reply an
+``Info`` with a position in every tree (``2 P`` of them). So:
+
+(1) A member that hears ``Near`` starts the joiner's trees as copies of the sponsor's
+    (``_copy_trees``): in each, the parent it has in the sponsor's tree of that kind,
+    the sponsor below the joiner; the hop is the same hop (its figures stand), the
+    distance and rate are bounds until the parent's position arrives. That is the
+    sponsor's tree, which had its extra probes, with the joiner one LAN hop above it: no
+    probe.
+(2) Only probing that found a parent in every new tree renews the extra probes (sec.
+    IV-A's rule; a copied tree renews none), and while only a joiner's new trees lack a
+    parent a probe asks for those (``InfoRequest.roots``): its ``Info`` carries two
+    positions, not ``2 P``.
+(3) A joiner that borrowed probes only its LAN (``_in_lan`` among the peers it
+    measured): its LAN's one wide-area edge per tree is there already (Property I), and
+    what it can improve is inside the LAN; but after as many probes in a row as it has
+    measured peers that gave none of its trees without a parent one (a LAN that all
+    joined so may have none to give), it probes those trees' roots. LAN probes take a
+    fraction of a millisecond, so a joiner can run out of LAN peers before the members'
+    ``Near`` (behind the broadcast on the wide-area links) has given its LAN the other
+    joiners' trees, and then probes those joiners, a 128 KiB download each over the wide
+    area.
+(4) The sponsor keeps the vnodes it hands a joiner in its reach set until the joiner
+    attaches (``_lent``; the joiner's first probe is its sponsor, so it attaches below
+    it in every tree at once; a timer of ``stall_s`` ends the loan otherwise): a target
+    for them that reaches the sponsor meanwhile goes point-to-point to the joiner.
+    Otherwise every join shrinks the sponsor's reach in all ``2 P`` trees and grows it
+    back a moment later, and both changes go up to every root.
+(5) A child reports a changed summary to its parent only when a figure of it moved by
+    more than ``NOISE_SLACK`` (:func:`~gridcoll.dynamic.trees.summary_moved`; a changed
+    reach set always goes up): a joiner below changes every ancestor's descendant count
+    by one, in every tree.
+
+Losses and the first round of probing are unchanged. A joiner outside its sponsor's LAN
+borrows nothing and probes as the paper's (figures, and what was tried and not kept:
+docs/dynamic-notes.md, "The evidence behind protocol.py's rules").
+
+*Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model predicts
+faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency tree store
+and forward, the bandwidth tree pipelined) and treats the whole namespace as its target
+set. A long message is pipelined ("long messages are pipelined along the spanning
+trees"): the root cuts it into ``nsegments`` segments of the size the model picks from
+its own bandwidth summary (:func:`~gridcoll.dynamic.trees.segment_size`; a short message
+is one segment), on whichever tree carries it (the model picks the latency tree for a
+long message only while the bandwidth tree is being repaired, and its store-and-forward
+estimate is then an upper bound), and sends them all at once, in order; each
+:class:`Bcast` carries its ``segment`` and ``nsegments`` and a target set of its own. A
+process given a segment with a target set (I) delivers it to the vnodes it owns, (II)
+sends each child, most descendants first, the targets the child reaches, (III) sends the
+rest point-to-point to their owners by its routing table, at once, as a binomial relay:
+the owners (ordered by id) are halved, the upper half's targets go to its first owner,
+which applies the same rules to them, and so on, so a process sends ``log2(owners) + 1``
 copies instead of one per owner (a repair's fallback otherwise makes one process send
 the whole payload once per vnode of a lost subtree); a segment moves on as soon as it
 arrives, so the segments of one broadcast overlap down the tree (the driver's links
-serialise them). Point-to-point messages are never forwarded along a tree; tree
-messages that have made more hops than there are members go point-to-point (a
-transient cycle). Segments are routed independently: a tree that changes between two
-segments only changes their routes.
+serialise them). Point-to-point messages are never forwarded along a tree; tree messages
+that have made more hops than there are members go point-to-point (a transient cycle).
+Segments are routed independently: a tree that changes between two segments only changes
+their routes.
 
 Invariant B: for each broadcast and each segment, the target sets of the messages in
 flight and the vnodes already delivered partition the namespace. Each step splits a
@@ -383,18 +347,18 @@ the rest at its new owner, each once. A second delivery of a segment to a vnode 
 *Reduction (sec. IV-E).* ``values`` gives the application's data per vnode. A vnode's
 data is counted by the process that owns it while the reduction is known there, once:
 the set of reductions a vnode contributed to travels with it, and data kept for a vnode
-not owned is counted if the vnode arrives. Partial results carry the set of vnodes
-they cover. A process adds its own and its children's partials until it holds its whole
-subtree's (its own vnodes and every child's reach set: "each processor simply waits
-for data from each of its children", sec. IV-E) or its timeout expires (its largest
-distance to any root, for trees that are changing, plus the time its subtrees take to
-carry ``nbytes``), then sends the sum to its parent in the latency tree of the process
-that owns the root vnode; later data is forwarded as it arrives. Each term and each
-partial sum is ``nbytes`` on the wire. Partials reaching a process that has no parent,
-or after too many hops, go point-to-point to the root vnode. The owner of the root
-vnode sums, and emits :class:`ReduceDone` when the covered set is the namespace, or
-at its give-up timer (``give_up_factor`` times its timeout) with the missing vnodes;
-data arriving after that is dropped. If the root vnode moves, its partial sum moves with it.
+not owned is counted if the vnode arrives. Partial results carry the set of vnodes they
+cover. A process adds its own and its children's partials until it holds its whole
+subtree's (its own vnodes and every child's reach set: "each processor simply waits for
+data from each of its children", sec. IV-E) or its timeout expires (its largest distance
+to any root, for trees that are changing, plus the time its subtrees take to carry
+``nbytes``), then sends the sum to its parent in the latency tree of the process that
+owns the root vnode; later data is forwarded as it arrives. Each term and each partial
+sum is ``nbytes`` on the wire. Partials reaching a process that has no parent, or after
+too many hops, go point-to-point to the root vnode. The owner of the root vnode sums,
+and emits :class:`ReduceDone` when the covered set is the namespace, or at its give-up
+timer (``give_up_factor`` times its timeout) with the missing vnodes; data arriving
+after that is dropped. If the root vnode moves, its partial sum moves with it.
 
 Invariant R: the covered sets of the partial sums in flight or held are disjoint, so
 a vnode is counted at most once; a second count raises.
