@@ -926,6 +926,31 @@ def test_a_joiner_near_its_sponsor_probes_only_its_lan() -> None:
     assert len(asked) > 1 and all(q % 2 == 0 for q in asked), asked
 
 
+@pytest.mark.parametrize("like", [True, False])
+def test_a_joiner_that_borrowed_measures_a_new_peer_by_pings(like) -> None:
+    """Joins (module doc, (3)): a joiner that borrowed, probing a member it never
+    measured (another joiner's tree's root, before that joiner's Near came), pings it
+    only; a peer it holds at a like RTT is behind the same links and lends its rate,
+    else the 128 KiB download follows. (In fig. 9's rejoin such downloads cross the
+    wide area under the broadcast.)"""
+    net = _converged(8, seed=0)
+    joiner = net.processes[20] = Process(20, rng=random.Random(0))  # even: the evens' LAN
+    net.feed(20, JoinRequested(contact=2))
+    net.run()
+    assert joiner._lan_only and 23 not in joiner.measured
+    joiner._lan_misses = len(joiner.measured) + 1  # its LAN gave 23's trees no parent
+    out = joiner.handle(Received(3, Update(frozenset({3, 23}))))
+    assert [a for a in out if isinstance(a, Probe)] == [Probe(23, 0)]
+    three = joiner.measured[3]
+    rtt = three.rtt_s * (1 + NOISE_SLACK / 2 if like else 3.0)
+    out = joiner.handle(ProbeResult(23, rtt, 0.0))
+    if like:
+        assert joiner.measured[23] == ProbeResult(23, rtt, three.bw_Bps)
+        assert not [a for a in out if isinstance(a, Probe)]
+    else:
+        assert [a for a in out if isinstance(a, Probe)] == [Probe(23, PROBE_BYTES)]
+
+
 def test_a_joiner_in_another_lan_than_its_sponsor_measures_for_itself() -> None:
     net = _converged(8, seed=0)
     log = _recording_downloads(net)

@@ -294,8 +294,10 @@ joiner's new trees and then makes its extra probes, every joiner its own, each r
     joined so may have none to give), it probes those trees' roots. LAN probes take a
     fraction of a millisecond, so a joiner can run out of LAN peers before the members'
     ``Near`` (behind the broadcast on the wide-area links) has given its LAN the other
-    joiners' trees, and then probes those joiners, a 128 KiB download each over the wide
-    area.
+    joiners' trees, and then probes those joiners. It measures a peer it has not
+    measured by pings, as a climbing child does ("Repair"): a peer it holds at a like
+    RTT (within ``NOISE_SLACK``) lends its rate, and only with none does the 128 KiB
+    download follow, over the wide area under the broadcast.
 (4) The sponsor keeps the vnodes it hands a joiner in its reach set until the joiner
     attaches (``_lent``; the joiner's first probe is its sponsor, so it attaches below
     it in every tree at once; a timer of ``stall_s`` ends the loan otherwise): a target
@@ -1817,7 +1819,9 @@ class Process:
         hung: set[int] = set()
         if peer not in self.members or peer == self.pid:
             hung, near = self._lan_sweep()
-            peer, ping = self.rng.choice(near or self._probe_candidates()), False
+            peer = self.rng.choice(near or self._probe_candidates())
+            # a joiner that borrowed measures a new peer by pings if it can ("Joins" (3))
+            ping = self._lan_only and peer not in self.measured and bool(self.measured)
             if near:
                 self._swept.add(peer)
         self._probing, self._probe_result, self._probe_info = peer, None, None
