@@ -634,6 +634,20 @@ def test_a_child_whose_parent_left_unannounced_climbs_to_its_grandparent() -> No
     }
 
 
+def _answer_ping(proc: Process, peer: int, ref: int, like: bool, far: float) -> None:
+    """Answer ``proc``'s ping of ``peer``: within ``NOISE_SLACK`` of measured peer
+    ``ref``'s RTT (``like``), whose rate ``peer`` then takes with no download; else at
+    ``far`` times it, like no peer measured, so the download follows."""
+    ref_result = proc.measured[ref]
+    rtt = ref_result.rtt_s * (1 + NOISE_SLACK / 2 if like else far)
+    out = proc.handle(ProbeResult(peer, rtt, 0.0))
+    probes = [a for a in out if isinstance(a, Probe)]
+    if like:
+        assert proc.measured[peer] == ProbeResult(peer, rtt, ref_result.bw_Bps) and not probes
+    else:
+        assert peer not in proc.measured and probes == [Probe(peer, PROBE_BYTES)]
+
+
 @pytest.mark.parametrize("like_1", [True, False])
 def test_a_climbed_to_ancestor_is_pinged_and_takes_the_rate_of_a_peer_at_its_rtt(like_1) -> None:
     """Climbing to an ancestor it never measured, a child pings it only (a ``Probe`` of
@@ -650,15 +664,7 @@ def test_a_climbed_to_ancestor_is_pinged_and_takes_the_rate_of_a_peer_at_its_rtt
         out = last.handle(Received(p, m))
     assert last.parent("bandwidth", 0) == 0 and last.trees["bandwidth", 0].estimated
     assert [a for a in out if isinstance(a, Probe)] == [Probe(0, 0)]
-    one = last.measured[1]
-    rtt = one.rtt_s * (1 + NOISE_SLACK / 2 if like_1 else 1.5)
-    out = last.handle(ProbeResult(0, rtt, 0.0))
-    if like_1:
-        assert last.measured[0] == ProbeResult(0, rtt, one.bw_Bps)
-        assert not [a for a in out if isinstance(a, Probe)]
-    else:
-        assert 0 not in last.measured
-        assert [a for a in out if isinstance(a, Probe)] == [Probe(0, PROBE_BYTES)]
+    _answer_ping(last, 0, ref=1, like=like_1, far=1.5)
 
 
 def test_a_climbed_to_ancestor_is_asked_only_about_the_trees_hung_on_it() -> None:
@@ -941,14 +947,7 @@ def test_a_joiner_that_borrowed_measures_a_new_peer_by_pings(like) -> None:
     joiner._lan_misses = len(joiner.measured) + 1  # its LAN gave 23's trees no parent
     out = joiner.handle(Received(3, Update(frozenset({3, 23}))))
     assert [a for a in out if isinstance(a, Probe)] == [Probe(23, 0)]
-    three = joiner.measured[3]
-    rtt = three.rtt_s * (1 + NOISE_SLACK / 2 if like else 3.0)
-    out = joiner.handle(ProbeResult(23, rtt, 0.0))
-    if like:
-        assert joiner.measured[23] == ProbeResult(23, rtt, three.bw_Bps)
-        assert not [a for a in out if isinstance(a, Probe)]
-    else:
-        assert [a for a in out if isinstance(a, Probe)] == [Probe(23, PROBE_BYTES)]
+    _answer_ping(joiner, 23, ref=3, like=like, far=3.0)
 
 
 def test_a_joiner_in_another_lan_than_its_sponsor_measures_for_itself() -> None:
