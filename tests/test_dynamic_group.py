@@ -355,6 +355,26 @@ def test_heartbeats_time_round_trips() -> None:
         assert _eventually(lambda: a.stats.rtt_samples > 2 and b.stats.rtt_samples > 2, 10)
 
 
+def test_a_member_acks_the_messages_it_took_between_beats() -> None:
+    """Between beats (30 s apart here), a member tells each member it took core
+    messages from how many, every ``ack_s``: a broadcast's sender holds the count within
+    a fraction of a second, so after a death it sends again only what the last
+    ``ack_s`` may have lost (module doc, "Heartbeats and failures")."""
+    options = {"heartbeat_s": 30.0, "heartbeat_timeout_s": 60.0, "ack_s": 0.05}
+    with (
+        Group.start(2, seed=1, **options) as a,
+        Group.join(a.address, a.secret, **options) as b,
+    ):
+        assert a.wait_until(lambda g: len(g.members) == 2, 30)
+        op = a.bcast(PAYLOAD, root=0, kind="bandwidth")
+        assert any(d.op_id == op for d in b.deliveries(timeout=30))
+        sent = a._call(lambda: a.core._sends_to[b.pid])
+        acked = lambda: a._call(lambda: a._acked.get(b.pid, (0, 0))[1])  # noqa: E731
+        assert _eventually(lambda: acked() >= sent, 2.0), (acked(), sent)
+    with pytest.raises(ParameterError, match="ack_s"):
+        Group.start(1, heartbeat_s=1.0, ack_s=2.0)
+
+
 def _eventually(condition: Any, timeout: float) -> bool:
     """Poll ``condition()`` (which may ask a group's I/O thread) until true."""
     deadline = time.monotonic() + timeout

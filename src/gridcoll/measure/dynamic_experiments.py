@@ -823,10 +823,15 @@ def _back_to_back(
     return ops
 
 
-CRASH_HEARTBEAT = {"heartbeat_s": 1.0, "heartbeat_timeout_s": sim.CRASH_DETECT_S}
+CRASH_HEARTBEAT = {
+    "heartbeat_s": 1.0,
+    "heartbeat_timeout_s": sim.CRASH_DETECT_S,
+    "ack_s": sim.CRASH_ACK_S,
+}
 """The group's heartbeat for ``transition(crash=True)`` (unless ``group_options`` says
 otherwise): a beat a second, dead after 3 s of silence (32 processes on 2 cores may
-pause a live one for a second, not three)."""
+pause a live one for a second, not three), and counts to the members sending us data
+every 0.25 s (so the broadcasts sent again after a death are those of its last 0.4 s)."""
 
 
 def _checked(ops: Sequence[_Op], nvnodes: int) -> dict[str, int]:

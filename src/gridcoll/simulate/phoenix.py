@@ -39,8 +39,8 @@ wide-area links, cut-through FIFO, P-LogP costs):
 * **Crashes.** :meth:`PhoenixSim.crash` kills a process at a given time, as a SIGKILL
   does: it handles nothing more (what was sent to it still takes the links' time),
   and a failure detector's time later every live member is fed ``PeerFailed`` with
-  the counts its heartbeats would have acknowledged (those of
-  :class:`~gridcoll.dynamic.group.Group`: its last beat and the one before).
+  the counts it would have acknowledged (those of
+  :class:`~gridcoll.dynamic.group.Group`: its last two beats or acks, ``ack_s`` apart).
   ``PeerLost`` and ``Abandoned`` reports are kept in :attr:`PhoenixSim.failures`.
 * **The checker.** Every ``Deliver(op_id, vnodes, payload, segment, nsegments)`` is
   counted per ``(op, vnode, segment)``. A vnode has a broadcast when it has every
@@ -533,18 +533,19 @@ class PhoenixSim:
         self._at(at, lambda: self._feed(proc, self.env.now, event, 0.0))
         return pid
 
-    def crash(self, at: float, pid: int, detect_s: float = 3.0, beat_s: float = 1.0) -> None:
+    def crash(self, at: float, pid: int, detect_s: float = 3.0, ack_s: float = 0.25) -> None:
         """Process ``pid`` dies at ``at`` without a word (a SIGKILL): it handles nothing
         more, and what is sent to it still crosses the links. ``detect_s`` later (a
         heartbeat timeout) every live member is told :class:`~gridcoll.dynamic.protocol.
-        PeerFailed` with what its heartbeats acknowledged, as
-        :class:`~gridcoll.dynamic.group.Group` passes them: its last beat half a period
-        ``beat_s`` before it died (``delivered``: how many of the member's messages it
-        had taken in), the one before a period earlier (``received``)."""
+        PeerFailed` with what the dead process acknowledged, as
+        :class:`~gridcoll.dynamic.group.Group` passes it (its beats and, every ``ack_s``
+        between them, to the members it took messages from): its last count half a
+        period ``ack_s`` before it died (``delivered``: how many of the member's messages
+        it had taken in), the one before a period earlier (``received``)."""
         if pid not in self.procs:
             raise ParameterError(f"no process {pid!r} to crash")
-        if detect_s < 0 or beat_s < 0:
-            raise ParameterError(f"need detect_s, beat_s >= 0, got {detect_s!r}, {beat_s!r}")
+        if detect_s < 0 or ack_s < 0:
+            raise ParameterError(f"need detect_s, ack_s >= 0, got {detect_s!r}, {ack_s!r}")
         dead = self.procs[pid]
         beats: list[dict[int, int]] = []
 
@@ -561,8 +562,8 @@ class PhoenixSim:
                     took = [beat.get(proc.pid, 0) for beat in beats]
                     self._feed(proc, self.env.now, _p.PeerFailed(pid, *took), 0.0)
 
-        self._at(max(self.env.now, at - 1.5 * beat_s), snapshot)
-        self._at(max(self.env.now, at - 0.5 * beat_s), snapshot)
+        self._at(max(self.env.now, at - 1.5 * ack_s), snapshot)
+        self._at(max(self.env.now, at - 0.5 * ack_s), snapshot)
         self._at(at, kill)
         self._at(at + detect_s, detect)
 

@@ -38,6 +38,7 @@ from gridcoll.simulate.executor import simulate
 from gridcoll.simulate.phoenix import OpResult, PhoenixSim
 
 __all__ = [
+    "CRASH_ACK_S",
     "CRASH_DETECT_S",
     "DEFAULT_GRIDS",
     "EXPERIMENTS",
@@ -336,6 +337,10 @@ CRASH_DETECT_S = 3.0
 """How long after a crash the survivors are told of it: the heartbeat timeout of the
 measured runs (:data:`gridcoll.measure.dynamic_experiments.CRASH_HEARTBEAT`)."""
 
+CRASH_ACK_S = 0.25
+"""How often a process tells the members it took messages from how many (the ``ack_s``
+of the measured runs' :data:`~gridcoll.measure.dynamic_experiments.CRASH_HEARTBEAT`)."""
+
 
 def complete_again(ops: Sequence[OpResult], at_s: float) -> float | None:
     """From ``at_s`` (a crash) to the end of the first broadcast started then or later
@@ -404,7 +409,7 @@ def transition(
     for pid in leavers:
         heir = pid - 1  # the even neighbour, in the same cluster but at a boundary
         if crash:
-            sim.crash(t0 + leave_s, pid, detect_s)
+            sim.crash(t0 + leave_s, pid, detect_s, CRASH_ACK_S)
         else:
             sim.leave(t0 + leave_s, pid, heir)
         sim.join(t0 + rejoin_s, pid, heir)  # the same machine, a new process id
