@@ -667,6 +667,45 @@ def test_a_climbed_to_ancestor_is_pinged_and_takes_the_rate_of_a_peer_at_its_rtt
     _answer_ping(last, 0, ref=1, like=like_1, far=1.5)
 
 
+def _remote_root(p: int, q: int) -> tuple[float, float]:
+    """Process 0 across a wide-area link (5 ms, 1 MB/s) from a LAN of the others, where
+    the RTT grows with the square of the gap: every tree of 0 is 0 -> 2 -> {1, 3}."""
+    if 0 in (p, q):
+        return 5e-3, 1e6
+    gap = abs(p - q)
+    return 1e-4 * gap * gap, 1e8 / (gap * gap)
+
+
+def test_a_child_climbing_to_an_ancestor_it_never_measured_takes_the_routes_figures() -> None:
+    """The hop to an ancestor never measured stands as the route we had from it, as an
+    Adopt's bounds do: our distance for its RTT, our rate for its bandwidth; not as the
+    LAN hop we lost, which would tell the ancestor that a child across the wide area
+    is in its LAN. (After fig. 9's leave on ``das2-spread:64,4``, seed 1, a Leiden
+    member that climbed to root 0 so reported 0.06 ms and 49 MB/s; root 0's model then
+    chose its latency tree for 4 MiB, which crossed VU-Leiden at 5 Mb/s: every
+    broadcast took 6.75 s, not 5.6, until the rejoin.)"""
+    procs = _founders(4)
+    net = Network(procs, _remote_root, random.Random(1))
+    for p in procs:
+        net.feed(p, Start())
+    net.run()
+    child = procs[3]
+    before = {}
+    for kind in KINDS:
+        tree = child.trees[kind, 0]
+        assert (tree.parent, tree.path, tree.bw) == (2, (0, 2), 1e8)
+        before[kind] = (tree.dist, tree.est)
+    child.measured.pop(0)  # never measured: the climb is on bounds
+    out = child.handle(Received(2, Leaving(())))  # no Adopt came: climb
+    (attach,) = [s.message for s in _sends(out, ChildUpdates) if s.dst == 0]
+    items = {i.kind: i for i in attach.items if i.root == 0}
+    for kind in KINDS:
+        dist, est = before[kind]
+        assert child.parent(kind, 0) == 0 and child.trees[kind, 0].estimated
+        assert (items[kind].rtt, items[kind].bw) == (dist, est)
+        assert dist > 5e-3 and est == pytest.approx(1e6)  # the wide-area route's
+
+
 def test_a_climbed_to_ancestor_is_asked_only_about_the_trees_hung_on_it() -> None:
     net = _converged(12, seed=0)
     child, leaver, key = next(

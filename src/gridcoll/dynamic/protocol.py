@@ -212,7 +212,10 @@ left, or a crash) does not probe for a new parent: at the Leaving (or the failur
 attaches at once to the next fallback it kept, else to the nearest ancestor on its path
 still a member, on bounds: the measured hop if it ever probed that process; for a
 fallback, the old hop's figures, as for an Adopt (a fallback is nearer the leaver than
-the child is); for an ancestor, the old hop's figures (``estimated``), and it probes
+the child is); for an ancestor, the route it had from it, as an Adopt's bounds are: its
+distance for the RTT and its rate for the bandwidth (``estimated``; the old hop's
+figures, a LAN hop's below a wide-area one, would tell the ancestor that a child across
+the wide area is in its LAN, and its model would pick the wrong tree), and it probes
 that process next, by pings only if a peer it measured has an RTT within ``NOISE_SLACK``
 of the ping's (that peer is behind the same links: its rate stands for the ancestor's),
 else with the download. Only a process with no live ancestor disconnects and probes, as
@@ -1549,8 +1552,8 @@ class Process:
         disconnect (and probe) only if none is. The hop is measured if we ever probed
         that process; to a fallback (a sibling nearer the leaver than we are, or the
         leaver's parent) the old hop's figures stand as bounds, as an Adopt's; to an
-        ancestor the old hop's figures stand as bounds (``estimated``) until it is
-        probed, which it is next."""
+        ancestor the route we had from it (our distance, our rate) stands as bounds
+        (``estimated``) until it is probed, which it is next."""
         ancestors = tree.path[-2::-1]  # the grandparent first
         options = (*tree.fallback, *ancestors) if self.state is State.ACTIVE else ()
         j = next((j for j, q in enumerate(options) if q in self.members and q != self.pid), None)
@@ -1571,6 +1574,11 @@ class Process:
         else:
             tree.estimated = True
             if not fallback:  # a fallback is nearer the leaver: our hop to it bounds it
+                # an ancestor: the route we had from it stands for the hop, as an Adopt's
+                if math.isfinite(tree.dist):  # our distance: at least the route's RTT
+                    tree.rtt = max(tree.rtt, tree.dist)
+                if tree.est > 0:  # our rate: at most the route's narrowest hop
+                    tree.bw = min(tree.bw, tree.est)
                 self._unmeasured.add(parent)
         tree.adopted += 1
         tree.sent_up = None  # the new parent must hear from us

@@ -7,7 +7,8 @@
 * ``bandwidth`` (fig. 7): bandwidth ``nbytes * P / time`` against the message size;
 * ``reduction`` (fig. 8): reduction time against the array size;
 * ``transition`` (fig. 9): each 4 MB broadcast's completion time against the wall
-  time it started at, the leave and rejoin times marked.
+  time it started at, the leave and rejoin times marked, the stable time and the
+  recovery line (``RECOVERY_TOLERANCE`` above it) drawn.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
+from gridcoll.simulate.phoenix_experiments import RECOVERY_TOLERANCE
 from gridcoll.units import format_size
 
 __all__ = ["plot_dynamic"]
@@ -103,6 +105,9 @@ def plot_dynamic(result: dict, path: str | Path) -> Path:
             ax.annotate(label, (at, 1), xycoords=("data", "axes fraction"), va="top")
         if result["stable_s"] is not None:
             ax.axhline(result["stable_s"], color="grey", lw=0.8, ls="--", label="stable")
+            back = result["stable_s"] * (1 + RECOVERY_TOLERANCE)
+            pct = f"{RECOVERY_TOLERANCE:.0%}"
+            ax.axhline(back, color="tab:red", lw=0.8, ls="--", label=f"stable + {pct} (recovered)")
         ax.set_ylim(bottom=0)
         ax.set_xlabel("wall time at the broadcast's start (s)")
         ax.set_ylabel("completion time (s)")
