@@ -229,13 +229,18 @@ def _two_lans(p: int, q: int) -> tuple[float, float]:
     return (LAN, 1e8) if p % 2 == q % 2 else (WAN, 1e6)
 
 
-def _converged(n: int, vnodes_each: int = 1, seed: int = 0, **kw) -> Network:
-    procs = _founders(n, vnodes_each, **kw)
-    net = Network(procs, _two_lans, random.Random(seed))
+def _started(procs: dict[int, Process], links, seed: int) -> Network:
+    """``procs`` started on a network whose links are ``links(p, q) -> (rtt, bw)``, run
+    until quiet."""
+    net = Network(procs, links, random.Random(seed))
     for p in procs:
         net.feed(p, Start())
     net.run()
     return net
+
+
+def _converged(n: int, vnodes_each: int = 1, seed: int = 0, **kw) -> Network:
+    return _started(_founders(n, vnodes_each, **kw), _two_lans, seed)
 
 
 def test_error_state_is_sticky_and_says_why() -> None:
@@ -509,10 +514,7 @@ def test_roots_option_keeps_only_those_trees_and_still_spans() -> None:
     (reply,) = _sends(b.handle(Received(0, InfoRequest())), Info)
     assert {(p.kind, p.root) for p in reply.message.positions} == set(b.trees)
     procs = founders(6, seed=3, roots=frozenset({2}), remote_probes=True)
-    net = Network(procs, lambda p, q: (WAN if (p < 3) != (q < 3) else 1e-4, 1e6), random.Random(3))
-    for p in procs:
-        net.feed(p, Start())
-    net.run()
+    net = _started(procs, lambda p, q: (WAN if (p < 3) != (q < 3) else 1e-4, 1e6), 3)
     assert all(set(p.trees) == {("latency", 2), ("bandwidth", 2)} for p in procs.values())
     parents = {p: procs[p].parent("latency", 2) for p in procs if p != 2}
     assert None not in parents.values()
@@ -552,10 +554,7 @@ def _line(p: int, q: int) -> tuple[float, float]:
 
 def _chain(n: int, **kw) -> Network:
     procs = _founders(n, **kw)
-    net = Network(procs, _line, random.Random(1))
-    for p in procs:
-        net.feed(p, Start())
-    net.run()
+    net = _started(procs, _line, 1)
     for kind in ("latency", "bandwidth"):
         assert [procs[p].parent(kind, 0) for p in range(1, n)] == list(range(n - 1))
     return net
@@ -685,10 +684,7 @@ def test_a_child_climbing_to_an_ancestor_it_never_measured_takes_the_routes_figu
     chose its latency tree for 4 MiB, which crossed VU-Leiden at 5 Mb/s: every
     broadcast took 6.75 s, not 5.6, until the rejoin.)"""
     procs = _founders(4)
-    net = Network(procs, _remote_root, random.Random(1))
-    for p in procs:
-        net.feed(p, Start())
-    net.run()
+    _started(procs, _remote_root, 1)
     child = procs[3]
     before = {}
     for kind in KINDS:
