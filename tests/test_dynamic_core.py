@@ -63,12 +63,14 @@ from gridcoll.dynamic.trees import (
     NOISE_SLACK,
     Edge,
     Summary,
+    bandwidth_bar,
     bandwidth_better,
     bandwidth_offer,
     bandwidth_summary,
     chained,
     child_order,
     choose_tree,
+    latency_bar,
     latency_better,
     latency_summary,
     summary_moved,
@@ -174,6 +176,41 @@ def test_bandwidth_rule() -> None:
     assert not bandwidth_better(85.0, 100.0, nearer=True)
     with pytest.raises(ValueError):
         bandwidth_offer(1.0, 1.0, 0)
+
+
+rates = st.floats(1e3, 1e9)
+times = st.floats(1e-6, 1.0)
+
+
+@given(times, times, st.integers(0, 50), times, times, times, times, st.floats(0.0, 1.0))
+def test_a_latency_position_past_the_bar_is_never_taken(
+    rtt_cand, cand_dist, children, rtt_parent, dist, lan_rtt, overhead, beyond
+) -> None:
+    """:func:`latency_bar` is sound: a candidate at or beyond it loses whatever its RTT
+    and child count, so a peer may leave its position out of an Info."""
+    bar = latency_bar(dist=dist, rtt_parent=rtt_parent, lan_rtt=lan_rtt)
+    assert dist < bar < math.inf
+    assert not latency_better(
+        rtt_cand=rtt_cand,
+        cand_dist=bar + beyond,
+        cand_children=children,
+        rtt_parent=rtt_parent,
+        dist=dist,
+        lan_rtt=lan_rtt,
+        overhead=overhead,
+    )
+    assert latency_bar(dist=math.inf, rtt_parent=rtt_parent, lan_rtt=lan_rtt) == math.inf
+
+
+@given(rates, rates, rates, st.integers(1, 50), st.floats(0.0, 1.0), st.booleans(), st.booleans())
+def test_a_bandwidth_position_below_the_bar_is_never_taken(
+    current, bw, lan_bw, n, below, nearer, remote
+) -> None:
+    """:func:`bandwidth_bar` is sound: no offer a candidate at or below it makes wins."""
+    est_cand = bandwidth_bar(current) * below
+    offer = bandwidth_offer(est_cand, bw, n, lan_bw)
+    assert not bandwidth_better(offer, current, nearer=nearer, remote=remote)
+    assert bandwidth_bar(current) < current
 
 
 def test_a_wide_area_hop_is_not_shared_by_the_parents_lan_children() -> None:
@@ -702,6 +739,33 @@ def test_a_child_climbing_to_an_ancestor_it_never_measured_takes_the_routes_figu
         assert dist > 5e-3 and est == pytest.approx(1e6)  # the wide-area route's
 
 
+def test_a_child_climbing_to_the_leavers_parent_takes_the_routes_figures() -> None:
+    """The last parent an Adopt names is the leaver's parent, often across the wide
+    area: climbing to it (the nearer sibling named first left too) takes the route's
+    figures, as for an ancestor, not the lost LAN hop's, and probes it. (After fig. 9's
+    leave on ``das2-spread:64,4``, seed 1, with this session's other rules, a Leiden
+    member so climbed to a VU process with 0.06 ms and 50 MB/s: root 0's model chose
+    its latency tree for 4 MiB, and every broadcast took 6.73 s, not 5.6.)"""
+    procs = _founders(4)
+    _started(procs, _remote_root, 1)
+    child = procs[3]
+    before = {kind: (child.trees[kind, 0].dist, child.trees[kind, 0].est) for kind in KINDS}
+    child.measured.pop(0)  # never measured: the climb is on bounds
+    lan = child.measured[1]
+    items = tuple(AdoptItem(kind, 0, 1, lan.rtt_s, lan.bw_Bps, (0,)) for kind in KINDS)
+    child.handle(Received(2, Adopt(items)))  # 2 leaves: below 1, else below 0
+    assert all(child.parent(kind, 0) == 1 for kind in KINDS)
+    out = child.handle(Received(1, Leaving(())))  # 1 leaves too: the last one named
+    (attach,) = [s.message for s in _sends(out, ChildUpdates) if s.dst == 0]
+    got = {i.kind: i for i in attach.items if i.root == 0}
+    for kind in KINDS:
+        dist, est = before[kind]
+        tree = child.trees[kind, 0]
+        assert tree.parent == 0 and tree.estimated and tree.path == (0,)
+        assert got[kind].rtt >= dist > 5e-3 and got[kind].bw <= est == pytest.approx(1e6)
+    assert 0 in child._unmeasured  # measured next (a probe of another is under way)
+
+
 def test_a_climbed_to_ancestor_is_asked_only_about_the_trees_hung_on_it() -> None:
     net = _converged(12, seed=0)
     child, leaver, key = next(
@@ -711,7 +775,7 @@ def test_a_climbed_to_ancestor_is_asked_only_about_the_trees_hung_on_it() -> Non
         if t.parent not in (None, k[1]) and p.trees[k].path[-2:-1]
     )
     up = child.trees[key].path[-2]  # the leaver's parent: where the child climbs to
-    child.measured.pop(up)  # never measured: probed next (module doc, "Repair")
+    child.measured.pop(up, None)  # never measured: probed next (module doc, "Repair")
     out = child.handle(Received(leaver, Leaving(())))  # no Adopt came: climb
     hanging = {r for (_, r), t in child.trees.items() if t.parent == up and t.estimated}
     asked = [s.message.roots for s in _sends(out, InfoRequest) if s.dst == up]
@@ -1056,6 +1120,44 @@ def test_a_faster_round_trip_makes_a_process_probe_that_peer_again() -> None:
     net.run()
     assert not p2.probing() and p2.state is State.ACTIVE
     assert p2.handle(Remeasured(99, 1e-6)) == []  # not a member: nothing
+
+
+def test_a_probe_asks_its_peer_to_leave_out_the_positions_it_could_not_take() -> None:
+    """``InfoRequest.bars``: a probe names, in each tree with a parent other than the
+    peer, the worst position the rules could take there; the peer's Info leaves out the
+    others, and the prober decides as it would on the whole Info."""
+    left_out = kept_total = 0
+    for seed in range(3):
+        net = _converged(8, seed=seed)
+        for pid, p in net.processes.items():
+            for peer in sorted(p.measured):
+                barred, whole = copy.deepcopy(p), copy.deepcopy(p)
+                faster = Remeasured(peer, p.measured[peer].rtt_s * 0.9)
+                (ask,) = _sends(barred.handle(faster), InfoRequest)
+                whole.handle(faster)
+                bars = {r: (d, e) for r, d, e in ask.message.bars}
+                for (kind, root), t in p.trees.items():
+                    if t.parent in (None, peer):  # no bar: every position counts
+                        assert bars.get(root, (math.inf, -math.inf))[kind == "bandwidth"] in (
+                            math.inf,
+                            -math.inf,
+                        )
+                q = net.processes[peer]
+                (reply,) = _sends(copy.deepcopy(q).handle(Received(pid, ask.message)), Info)
+                (full,) = _sends(copy.deepcopy(q).handle(Received(pid, InfoRequest())), Info)
+                kept = set(reply.message.positions)
+                assert kept <= set(full.message.positions)
+                for pos in set(full.message.positions) - kept:
+                    dist, est = bars[pos.root]
+                    assert pos.dist >= dist if pos.kind == "latency" else pos.est <= est
+                left_out += len(full.message.positions) - len(kept)
+                kept_total += len(kept)
+                barred.handle(Received(peer, reply.message))
+                whole.handle(Received(peer, full.message))
+                assert {k: (t.parent, t.dist, t.est) for k, t in barred.trees.items()} == {
+                    k: (t.parent, t.dist, t.est) for k, t in whole.trees.items()
+                }
+    assert left_out > 0 and kept_total > 0
 
 
 def test_a_move_detaches_from_the_old_parent_only_once_the_new_one_took_it() -> None:

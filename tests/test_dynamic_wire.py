@@ -65,7 +65,11 @@ rootsums = st.builds(
     st.lists(st.tuples(u32, values), max_size=3).map(tuple),
 )
 messages = st.one_of(
-    st.builds(p.InfoRequest, st.lists(pids, max_size=4).map(tuple)),
+    st.builds(
+        p.InfoRequest,
+        st.lists(pids, max_size=4).map(tuple),
+        st.lists(st.tuples(pids, floats, floats), max_size=3).map(tuple),
+    ),
     st.just(p.JoinRequest()),
     st.builds(
         p.Info, st.lists(positions, max_size=3).map(tuple), st.frozensets(pids), st.booleans()

@@ -169,18 +169,18 @@ new parent and, once the new parent's first position update shows it took us, a
 detach to the old one (make before break: a broadcast passing meanwhile finds the
 subtree in one of the two parents' reach sets instead of falling back to one
 point-to-point message per vnode; Invariant B does not need reach sets disjoint).
-Positions flow down (a parent's distance, rate, child count and ancestors), reach
-sets and summaries flow up. A process that finds itself among its own ancestors
-(two crossing moves made a cycle) drops its parent and probes again. A new member
-(a new tree) or a lost parent restarts the probing; probing that found a parent in a
-joiner's new trees renews the extra and chain probes (sec. IV-A); a tree given a parent
-without probing (a copy, "Joins") renews none, nor does probing after a loss (the
-Adopt renews the extra probes, see "Repair"). *Better measurements.* A driver that
-measures a peer's RTT again and finds it lower than what the process holds (a real
-ping-pong is slowed by whatever else the two machines do; heartbeats give more samples
-over time) feeds :class:`Remeasured`: the process keeps the lower RTT and probes that
-peer once more (an InfoRequest: it is measured), so each tree is judged again with it,
-even after probing had ended.
+Positions flow down (a parent's distance, rate, child count and ancestors), reach sets
+and summaries flow up. A process that finds itself among its own ancestors (two crossing
+moves made a cycle) drops its parent and probes again. A new member (a new tree) or a
+lost parent restarts the probing; probing that found a parent in a joiner's new trees
+renews the extra and chain probes (sec. IV-A); a tree given a parent without probing (a
+copy, "Joins") renews none, nor does probing after a loss (the Adopt renews the extra
+probes, see "Repair"). *Better measurements.* A driver that measures a peer's RTT again
+and finds it lower than what the process holds (a real ping-pong is slowed by whatever
+else the two machines do; heartbeats give more samples over time) feeds
+:class:`Remeasured`: the process keeps the lower RTT and probes that peer once more (an
+InfoRequest: it is measured), so each tree is judged again with it, even after probing
+had ended.
 
 *Repair (sec. IV-A, made faster).* The paper repairs a tree by probing: a process whose
 parent left probes random peers until it has a parent again, then 10 more. Each probe
@@ -211,8 +211,9 @@ Adopt reaching a child that moved meanwhile is ignored.
 left, or a crash) does not probe for a new parent: at the Leaving (or the failure) it
 attaches at once to the next fallback it kept, else to the nearest ancestor on its path
 still a member, on bounds: the measured hop if it ever probed that process; for a
-fallback, the old hop's figures, as for an Adopt (a fallback is nearer the leaver than
-the child is); for an ancestor, the route it had from it, as an Adopt's bounds are: its
+sibling fallback, the old hop's figures, as for an Adopt (it is nearer the leaver than
+the child is); for an ancestor or the last fallback (the leaver's parent, often across
+the wide area), the route it had from it, as an Adopt's bounds are: its
 distance for the RTT and its rate for the bandwidth (``estimated``; the old hop's
 figures, a LAN hop's below a wide-area one, would tell the ancestor that a child across
 the wide area is in its LAN, and its model would pick the wrong tree), and it probes
@@ -231,14 +232,20 @@ for (``InfoRequest.roots``, :meth:`Process._wanted`; probes under way for every 
 settling or after a join or a cycle, go on so): an extra probe about the trees repaired
 since the probes last ran out, a probe of an ancestor climbed to about the trees hung on
 it, a chain probe about the chained trees (an Info carries a position per tree asked
-about). An extra probe goes first to a LAN peer (measured, in our LAN class; each once),
-asking about the repaired trees we now hang on a remote parent by (``_lan_sweep``),
-while there are any: when a LAN's gateway and the LAN ancestors of a member leave
-together, the member climbs to the remote process above them while another member takes
-the gateway's place, and a LAN member reached already offers the same rate and distance
-(up to the noise) over the LAN, so the nearer-class rules move it there and the LAN
-keeps one wide-area edge. A tree with no parent probes its root if measured, else
-measured peers (one round each), else anyone.
+about). Every probe also names, in each tree asked about with a parent other than the
+peer, the worst distance and rate the rules could take there (``InfoRequest.bars``,
+:func:`~gridcoll.dynamic.trees.latency_bar`,
+:func:`~gridcoll.dynamic.trees.bandwidth_bar`), and the peer leaves the other positions
+out of its Info: most of a settled member's positions cannot win, and the replies of a
+mass leave's probes share the wide-area links with the broadcasts. An extra probe goes
+first to a LAN peer (measured, in our LAN class; each once), asking about the repaired
+trees we now hang on a remote parent by (``_lan_sweep``), while there are any: when a
+LAN's gateway and the LAN ancestors of a member leave together, the member climbs to the
+remote process above them while another member takes the gateway's place, and a LAN
+member reached already offers the same rate and distance (up to the noise) over the LAN,
+so the nearer-class rules move it there and the LAN keeps one wide-area edge. A tree
+with no parent probes its root if measured, else measured peers (one round each), else
+anyone.
 
 A LEAVING or LEFT process keeps the children it had when it left (no longer updated, not
 even when they leave) and forwards a tree broadcast that still reaches it along them, as
@@ -388,12 +395,14 @@ from gridcoll.dynamic.trees import (
     NOISE_SLACK,
     Edge,
     Summary,
+    bandwidth_bar,
     bandwidth_better,
     bandwidth_offer,
     bandwidth_summary,
     chained,
     child_order,
     choose_tree,
+    latency_bar,
     latency_better,
     latency_summary,
     segment_size,
@@ -477,9 +486,14 @@ class State(Enum):
 @dataclass(frozen=True, slots=True)
 class InfoRequest:
     """Asks a probed peer for its place in the trees of ``roots`` (every tree if empty;
-    sec. IV-B: sent with the probe)."""
+    sec. IV-B: sent with the probe). ``bars``: ``(root, dist, est)``, the prober's
+    :func:`~gridcoll.dynamic.trees.latency_bar` and
+    :func:`~gridcoll.dynamic.trees.bandwidth_bar` in that root's trees; the peer leaves
+    out a latency position at or beyond ``dist`` and a bandwidth one at or below ``est``,
+    which the prober's rules would not take (module doc, "Probes after a loss")."""
 
     roots: tuple[int, ...] = ()
+    bars: tuple[tuple[int, float, float], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -713,7 +727,7 @@ def message_bytes(m: Message) -> int:
     if isinstance(m, Want):
         return HEADER_BYTES + m.segments.nbytes + m.targets.nbytes
     if isinstance(m, InfoRequest):
-        return HEADER_BYTES + 4 * len(m.roots)
+        return HEADER_BYTES + 4 * len(m.roots) + 12 * len(m.bars)
     if isinstance(m, Info):
         return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.positions) + 4 * len(m.members)
     if isinstance(m, ParentUpdates):
@@ -1550,10 +1564,11 @@ class Process:
         (``fallback``: a nearer sibling, so a LAN stays one subtree), else to the
         nearest ancestor on our path still a member, so the subtree stays connected;
         disconnect (and probe) only if none is. The hop is measured if we ever probed
-        that process; to a fallback (a sibling nearer the leaver than we are, or the
-        leaver's parent) the old hop's figures stand as bounds, as an Adopt's; to an
-        ancestor the route we had from it (our distance, our rate) stands as bounds
-        (``estimated``) until it is probed, which it is next."""
+        that process; to a sibling nearer the leaver than we are the old hop's figures
+        stand as bounds, as an Adopt's; to an ancestor or the leaver's parent (the last
+        fallback, often across the wide area) the route we had from it (our distance,
+        our rate) stands as bounds (``estimated``) until it is probed, which it is
+        next."""
         ancestors = tree.path[-2::-1]  # the grandparent first
         options = (*tree.fallback, *ancestors) if self.state is State.ACTIVE else ()
         j = next((j for j, q in enumerate(options) if q in self.members and q != self.pid), None)
@@ -1562,7 +1577,10 @@ class Process:
             return
         parent = options[j]
         fallback = j < len(tree.fallback)
-        if fallback:
+        sibling = j < len(tree.fallback) - 1  # the last fallback is the leaver's parent
+        if fallback and parent in tree.path[:-1]:  # the leaver's parent, on our route
+            tree.path, tree.fallback = tree.path[: tree.path.index(parent) + 1], ()
+        elif fallback:
             tree.path, tree.fallback = (*tree.path[:-1], parent), tree.fallback[j + 1 :]
         else:
             depth = len(tree.path) - 2 - (j - len(tree.fallback))
@@ -1573,8 +1591,9 @@ class Process:
             tree.rtt, tree.bw, tree.estimated = known.rtt_s, known.bw_Bps, False
         else:
             tree.estimated = True
-            if not fallback:  # a fallback is nearer the leaver: our hop to it bounds it
-                # an ancestor: the route we had from it stands for the hop, as an Adopt's
+            if not sibling:  # a sibling is nearer the leaver: our hop to it bounds it
+                # an ancestor (or the leaver's parent, our ancestor through the leaver):
+                # the route we had from it stands for the hop, as an Adopt's
                 if math.isfinite(tree.dist):  # our distance: at least the route's RTT
                     tree.rtt = max(tree.rtt, tree.dist)
                 if tree.est > 0:  # our rate: at most the route's narrowest hop
@@ -1838,7 +1857,24 @@ class Process:
         self._pinging = ping and self._probe_result is None
         if self._probe_result is None:
             self._out.append(Probe(peer, 0 if self._pinging else PROBE_BYTES))
-        self._send(peer, InfoRequest(tuple(sorted(hung or self._wanted(peer, recheck)))))
+        roots = tuple(sorted(hung or self._wanted(peer, recheck)))
+        self._send(peer, InfoRequest(roots, self._bars(peer, roots)))
+
+    def _bars(self, peer: int, roots: tuple[int, ...]) -> tuple[tuple[int, float, float], ...]:
+        """``InfoRequest.bars`` for a probe of ``peer``: in each tree asked about that has
+        a parent other than ``peer`` (whose position replaces bounds, :meth:`_judge`), the
+        worst position the rules could take."""
+        bars = []
+        for root in roots or sorted({r for _, r in self.trees}):
+            lat, bw = self.trees.get(("latency", root)), self.trees.get(("bandwidth", root))
+            dist, est = math.inf, -math.inf
+            if lat is not None and lat.parent not in (None, peer):
+                dist = latency_bar(dist=lat.dist, rtt_parent=lat.rtt, lan_rtt=self._lan_rtt)
+            if bw is not None and bw.parent not in (None, peer):
+                est = bandwidth_bar(bw.est)
+            if dist < math.inf or est > -math.inf:
+                bars.append((root, dist, est))
+        return tuple(bars)
 
     def _lan_sweep(self) -> tuple[set[int], list[int]]:
         """After a loss, the repaired trees we now hang on a remote parent by (a climb
@@ -2016,12 +2052,22 @@ class Process:
             self._down.add((kind, joiner))
 
     def _on_info_request(self, src: int, m: InfoRequest) -> None:
-        wanted = set(m.roots)
+        wanted, bars = set(m.roots), {root: (dist, est) for root, dist, est in m.bars}
         positions = tuple(
-            t.position(self.pid) for t in self.trees.values() if not wanted or t.root in wanted
+            t.position(self.pid)
+            for t in self.trees.values()
+            if (not wanted or t.root in wanted) and not self._barred(t, bars.get(t.root))
         )
         leaving = self.state is not State.ACTIVE
         self._send(src, Info(positions, frozenset(self.members), leaving))
+
+    @staticmethod
+    def _barred(tree: _Tree, bar: tuple[float, float] | None) -> bool:
+        """Whether a prober's bar (``InfoRequest.bars``) leaves out our position."""
+        if bar is None:
+            return False
+        dist, est = bar
+        return tree.dist >= dist if tree.kind == "latency" else tree.est <= est
 
     def _on_info(self, src: int, m: Info) -> None:
         if src in self.departed:

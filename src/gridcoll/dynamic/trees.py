@@ -143,12 +143,14 @@ __all__ = [
     "NOISE_SLACK",
     "Edge",
     "Summary",
+    "bandwidth_bar",
     "bandwidth_better",
     "bandwidth_offer",
     "bandwidth_summary",
     "chained",
     "child_order",
     "choose_tree",
+    "latency_bar",
     "latency_better",
     "latency_summary",
     "pipelined_time",
@@ -237,6 +239,18 @@ def chained(*, rtt_parent: float, dist: float, lan_rtt: float) -> bool:
     return rtt_parent > NEAR_RATIO * lan_rtt or CHAIN_RATIO * rtt_parent >= above
 
 
+def latency_bar(*, dist: float, rtt_parent: float, lan_rtt: float) -> float:
+    """The candidate distance from which :func:`latency_better` is false whatever the
+    candidate's RTT and children: every rule needs ``via < dist + slack(rtt_parent)`` or
+    less, and ``via >= cand_dist``. A prober sends it so that a peer leaves out the
+    positions that cannot win (``InfoRequest.bars``). Infinite without a measured parent.
+    """
+    if not (math.isfinite(dist) and math.isfinite(rtt_parent)):
+        return math.inf
+    lan = lan_rtt if math.isfinite(lan_rtt) else 0.0
+    return dist + NOISE_SLACK * rtt_parent + LAN_HOPS * lan
+
+
 def bandwidth_offer(est_cand: float, bw: float, n_children: int, lan_bw: float = 0.0) -> float:
     """``est_p,cand = min(est_cand, bw, max(bw, lan_bw) / n_children)``, n_children
     counting p: sec. IV-C's ``min(est_cand, bw / n_children)`` with the children sharing
@@ -265,6 +279,14 @@ def bandwidth_better(
     if remote:
         return offer > current * NEAR_RATIO
     return offer > current * (1 + BW_HYSTERESIS)
+
+
+def bandwidth_bar(current: float) -> float:
+    """The candidate rate at or below which :func:`bandwidth_better` is false for every
+    offer it can make (an offer is at most ``est_cand``, and the loosest test, a nearer
+    candidate's, needs more than ``current * (1 - NOISE_SLACK)``): the
+    :func:`latency_bar` of the bandwidth tree."""
+    return current * (1 - NOISE_SLACK)
 
 
 def summary_moved(new: Summary, old: Summary) -> bool:

@@ -406,6 +406,7 @@ def _kind(k: int) -> str:
     return KINDS[k]
 
 
+_BAR = struct.Struct("<Qdd")  # InfoRequest.bars: root, dist, est
 _POSITION = struct.Struct("<BQddI")  # kind, root, dist, est, nchildren; then the path
 
 
@@ -515,6 +516,9 @@ def _w_message(w: Writer, m: Message) -> None:
         return
     if isinstance(m, InfoRequest):
         w.pids(m.roots)
+        w.u32(len(m.bars))
+        for root, dist, est in m.bars:
+            w.out += _BAR.pack(root, dist, est)
     elif isinstance(m, Info):
         w.u32(len(m.positions))
         for p in m.positions:
@@ -622,7 +626,8 @@ def _w_message(w: Writer, m: Message) -> None:
 
 def _r_message(r: Reader, t: type) -> Message:
     if t is InfoRequest:
-        return InfoRequest(r.pids())
+        roots = r.pids()
+        return InfoRequest(roots, tuple(r.fields(_BAR) for _ in range(r.count(_BAR.size))))
     if t is JoinRequest:
         return JoinRequest()
     if t is Info:
