@@ -1138,10 +1138,9 @@ def test_a_probe_asks_its_peer_to_leave_out_the_positions_it_could_not_take() ->
                 bars = {r: (d, e) for r, d, e in ask.message.bars}
                 for (kind, root), t in p.trees.items():
                     if t.parent in (None, peer):  # no bar: every position counts
-                        assert bars.get(root, (math.inf, -math.inf))[kind == "bandwidth"] in (
-                            math.inf,
-                            -math.inf,
-                        )
+                        none = (math.inf, -math.inf)
+                        j = kind == "bandwidth"
+                        assert bars.get(root, none)[j] == none[j]
                 q = net.processes[peer]
                 (reply,) = _sends(copy.deepcopy(q).handle(Received(pid, ask.message)), Info)
                 (full,) = _sends(copy.deepcopy(q).handle(Received(pid, InfoRequest())), Info)

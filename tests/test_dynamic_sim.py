@@ -205,11 +205,12 @@ def test_a_chain_of_crashes_under_a_long_broadcast_loses_nothing():
     sim = PhoenixSim(grid, seed=0)
     t = sim.settle(600.0)
     parent = {p: sim.procs[p].core.parent("bandwidth", 0) for p in sim.procs}
+    cluster = {p: grid.cluster_of[sim.procs[p].rank] for p in sim.procs}
     high, low = next(
         (parent[x], x)
         for x in sorted(sim.procs)
         if parent[x] not in (None, 0)
-        and grid.cluster_of[parent[x]] != grid.cluster_of[x]
+        and cluster[parent[x]] != cluster[x]
         and any(parent[c] == x for c in sim.procs)
     )
     below = [p for p in sim.procs if parent[p] == low]

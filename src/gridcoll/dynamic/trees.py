@@ -189,6 +189,12 @@ def _lan(lan_rtt: float, remote: float) -> float:
     return lan_rtt if math.isfinite(lan_rtt) and NEAR_RATIO * lan_rtt < remote else 0.0
 
 
+def _slack(x: float, lan: float) -> float:
+    """``slack(x)``: what a distance comparison forgives, the noise of a measured RTT
+    ``x`` (``NOISE_SLACK``) plus ``LAN_HOPS`` LAN hops of ``lan``."""
+    return NOISE_SLACK * x + LAN_HOPS * lan
+
+
 def latency_better(
     *,
     rtt_cand: float,
@@ -210,17 +216,13 @@ def latency_better(
         return True  # any parent connected to the tree beats none (sec. IV-B)
     via = cand_dist + rtt_cand + overhead * cand_children
     lan = _lan(lan_rtt, max(rtt_cand, rtt_parent))
-
-    def slack(x: float) -> float:
-        return NOISE_SLACK * x + LAN_HOPS * lan
-
-    if NEAR_RATIO * rtt_cand < rtt_parent and via < dist + slack(rtt_parent):
+    if NEAR_RATIO * rtt_cand < rtt_parent and via < dist + _slack(rtt_parent, lan):
         return True  # rule N
     remote = max(rtt_cand, rtt_parent)
-    if remote > NEAR_RATIO * lan_rtt and via < dist - slack(remote):
+    if remote > NEAR_RATIO * lan_rtt and via < dist - _slack(remote, lan):
         return True  # rule S
     # rule P: the paper's I and II, but never onto a route longer by more than slack
-    return rtt_cand < rtt_parent and cand_dist < dist and via < dist + slack(rtt_parent)
+    return rtt_cand < rtt_parent and cand_dist < dist and via < dist + _slack(rtt_parent, lan)
 
 
 def chained(*, rtt_parent: float, dist: float, lan_rtt: float) -> bool:
@@ -231,7 +233,7 @@ def chained(*, rtt_parent: float, dist: float, lan_rtt: float) -> bool:
         return False
     lan = _lan(lan_rtt, rtt_parent)
     above = dist - rtt_parent  # the parent's own distance to the root
-    if above <= NOISE_SLACK * rtt_parent + LAN_HOPS * lan:
+    if above <= _slack(rtt_parent, lan):
         return False
     # The parent is remote: clearly further than the nearest peer measured, or, when
     # no LAN peer has been measured yet (lan_rtt is then itself a remote RTT), a hop
@@ -247,8 +249,8 @@ def latency_bar(*, dist: float, rtt_parent: float, lan_rtt: float) -> float:
     """
     if not (math.isfinite(dist) and math.isfinite(rtt_parent)):
         return math.inf
-    lan = lan_rtt if math.isfinite(lan_rtt) else 0.0
-    return dist + NOISE_SLACK * rtt_parent + LAN_HOPS * lan
+    lan = lan_rtt if math.isfinite(lan_rtt) else 0.0  # the most _lan can give
+    return dist + _slack(rtt_parent, lan)
 
 
 def bandwidth_offer(est_cand: float, bw: float, n_children: int, lan_bw: float = 0.0) -> float:
