@@ -244,6 +244,14 @@ def _check(net: Network, bcasts: dict, reduces: dict, size: int) -> None:
         assert len(owners) == 1 and net.processes[owners[0]].state is State.ACTIVE, (v, owners)
     for proc in net.processes.values():
         assert proc.state in (State.ACTIVE, State.LEFT)
+    _check_members(net)
+
+
+def _check_members(net: Network) -> None:
+    """Membership reached its fixed point: every live member knows every other one."""
+    live = {p for p, proc in net.processes.items() if proc.state is State.ACTIVE} - net.dead
+    for p in sorted(live):
+        assert net.processes[p].members == live, (p, sorted(net.processes[p].members ^ live))
 
 
 @settings(max_examples=300, deadline=None)
@@ -302,6 +310,7 @@ def _check_crashes(net: _Net, bcasts: dict, reduces: dict, size: int) -> None:
     for v in range(size):
         owners = [p for p, proc in live.items() if v in proc.owned]
         assert len(owners) == 1 and live[owners[0]].state is State.ACTIVE, (v, owners)
+    _check_members(net)
 
 
 @settings(max_examples=200, deadline=None)

@@ -432,17 +432,55 @@ def test_join_receives_vnodes_and_broadcasts_reach_it() -> None:
     ]
 
 
-def test_a_joiner_tells_the_members_of_its_welcome_only_that_it_joined() -> None:
+def test_a_joiner_tells_the_members_of_its_welcome_that_it_joined() -> None:
+    """The Welcome carries the sponsor's members; the joiner, not the sponsor, tells each
+    of them that it joined, naming only itself (module doc, "Membership")."""
     net = _converged(3)
     sponsor = net.processes[1]
     out = sponsor.handle(Received(9, JoinRequest()))
     (welcome,) = [s.message for s in _sends(out, Welcome)]
-    news = {s.dst: s.message.members for s in _sends(out, Update)}
-    assert news == {0: welcome.members, 2: welcome.members} and 9 in welcome.members
+    assert welcome.members == {0, 1, 2, 9}
+    assert all(not s.message.members for s in _sends(out, Update))  # routes only
     joiner = Process(9, rng=random.Random(9))
     joiner.handle(JoinRequested(contact=1))
-    hello = _sends(joiner.handle(Received(1, welcome)), Update)  # the sponsor told the rest
+    hello = _sends(joiner.handle(Received(1, welcome)), Update)
     assert sorted((s.dst, s.message.members) for s in hello) == [(0, {9}), (2, {9})]
+
+
+def test_a_sponsor_introduces_its_joiner_to_members_it_learns_of_later() -> None:
+    """Joins that cross: 8 joins through 0 and 9 through 2, and neither Welcome names the
+    other joiner. The sponsor 0 learns of 9 (from 9, or from a member telling it 9
+    exists) and names 9 to 8; 8, told of 9 by a third party, tells 9 that it is a member.
+    Then each knows the other, and nothing larger than one id crossed for it."""
+    net = _converged(3)
+    s0, s2 = net.processes[0], net.processes[2]
+    (w8,) = [s.message for s in _sends(s0.handle(Received(8, JoinRequest())), Welcome)]
+    (w9,) = [s.message for s in _sends(s2.handle(Received(9, JoinRequest())), Welcome)]
+    assert 9 not in w8.members and 8 not in w9.members
+    j8, j9 = Process(8, rng=random.Random(8)), Process(9, rng=random.Random(9))
+    j8.handle(JoinRequested(contact=0))
+    j9.handle(JoinRequested(contact=2))
+    j8.handle(Received(0, w8))
+    hello9 = [s for s in _sends(j9.handle(Received(2, w9)), Update) if s.dst == 0]
+    assert [s.message.members for s in hello9] == [{9}]
+    intro = [s for s in _sends(s0.handle(Received(9, hello9[0].message)), Update) if s.dst == 8]
+    assert [s.message.members for s in intro] == [{9}]
+    back = [s for s in _sends(j8.handle(Received(0, intro[0].message)), Update) if s.dst == 9]
+    assert [s.message.members for s in back] == [{8}]
+    j9.handle(Received(8, back[0].message))
+    assert 9 in j8.members and 8 in j9.members
+
+
+def test_a_leaving_sponsor_names_to_its_joiner_the_members_its_acks_list() -> None:
+    """A sponsor that leaves before it heard of a member that joined elsewhere learns of
+    it from the LeaveAcks it waits for, and names it to the joiner it welcomed."""
+    net = _converged(3)
+    s0 = net.processes[0]
+    s0.handle(Received(8, JoinRequest()))  # 8 joins through 0
+    s0.handle(LeaveRequested(heir=1))
+    out = s0.handle(Received(1, LeaveAck(frozenset({1, 2, 8, 9}), s0._round)))  # 1 knows 9
+    assert [s.message.members for s in _sends(out, Update) if s.dst == 8] == [{9}]
+    assert any(s.dst == 9 for s in _sends(out, Leaving))  # and asks 9 to ack too
 
 
 def test_a_sponsor_keeps_what_it_hands_a_joiner_in_its_reach_until_it_attaches() -> None:
@@ -963,13 +1001,12 @@ def test_a_joiner_near_its_sponsor_starts_with_copies_of_the_sponsors_trees() ->
     net = _converged(8, seed=0)
     joiner = net.processes[20] = Process(20, rng=random.Random(0))
     (req,) = _sends(joiner.handle(JoinRequested(2)))
-    updates = {
-        s.dst: s.message for s in _sends(net.processes[2].handle(Received(20, req.message)), Update)
-    }
+    (welcome,) = _sends(net.processes[2].handle(Received(20, req.message)), Welcome)
+    hello = {s.dst: s.message for s in _sends(joiner.handle(Received(2, welcome.message)), Update)}
     for pid in (2, 4, 5):  # the sponsor, a LAN member, a member across the wide area
         member = net.processes[pid]
         if pid != 2:
-            member.handle(Received(2, updates[pid]))  # 20 is a member: its trees have no parent
+            member.handle(Received(20, hello[pid]))  # 20 is a member: its trees have no parent
         assert all(member.parent(k, 20) is None for k in KINDS)
         out = member.handle(Received(20, Near(2)))
         for kind in KINDS:
@@ -997,17 +1034,18 @@ def test_a_member_renews_its_extra_probes_only_if_it_probed_for_a_new_tree(near)
     member = net.processes[4]
     joiner = net.processes[20] = Process(20, rng=random.Random(0))
     (req,) = _sends(joiner.handle(JoinRequested(2)))
-    out = net.processes[2].handle(Received(20, req.message))
-    (update,) = [s.message for s in _sends(out, Update) if s.dst == 4]
+    (welcome,) = _sends(net.processes[2].handle(Received(20, req.message)), Welcome)
+    out = joiner.handle(Received(2, welcome.message))
+    (hello,) = [s.message for s in _sends(out, Update) if s.dst == 4]
     assert member._extra_left == 0  # converged: the extra probes are spent
-    out = member.handle(Received(2, update))
+    out = member.handle(Received(20, hello))
     (ask,) = _sends(out, InfoRequest)  # the new trees have no parent: probe, for them only
     assert ask.message.roots == (20,) and member._extra_left == 0
     if near:
         member.handle(Received(20, Near(2)))
     member.handle(ProbeResult(ask.dst, LAN, 1e8))
     here = tuple(Position(k, 20, LAN, 1e8, 1, (20,)) for k in KINDS)  # ask.dst is below 20
-    member.handle(Received(ask.dst, Info(here, frozenset(net.processes), False)))
+    member.handle(Received(ask.dst, Info(here, False)))
     assert all(member.parent(k, 20) is not None for k in KINDS)
     assert member._extra_left == (0 if near else member.extra_probes)
 

@@ -71,9 +71,7 @@ messages = st.one_of(
         st.lists(st.tuples(pids, floats, floats), max_size=3).map(tuple),
     ),
     st.just(p.JoinRequest()),
-    st.builds(
-        p.Info, st.lists(positions, max_size=3).map(tuple), st.frozensets(pids), st.booleans()
-    ),
+    st.builds(p.Info, st.lists(positions, max_size=3).map(tuple), st.booleans()),
     st.builds(
         p.ChildUpdates,
         st.lists(

@@ -37,12 +37,18 @@ takes it).
 
 Theory of operation
 -------------------
-*Membership.* A joiner asks a member (JoinRequest); the member answers Welcome (the
-members and its routing table), hands it half of its vnodes (Handover) and tells every
-member (Update). Whoever learns of a new member sends it its own member list, so
-membership spreads to a fixed point even when joins cross; only the joiner tells the
-members of its Welcome just that it joined (its sponsor tells them the rest), so a mass
-rejoin sends two member lists per join and member, not three. A leaver hands all its
+*Membership.* A joiner asks a member (JoinRequest); the member (its sponsor) answers
+Welcome (the members and its routing table) and hands it half of its vnodes (Handover).
+The joiner tells each member of its Welcome that it joined (an Update naming itself).
+Whoever learns of a new member from a third party (an Update naming it) tells it that
+it is a member the same way, and a sponsor names to each joiner it welcomed every
+member it learns of later, from an Update or, leaving, from a LeaveAck. So no Update or
+Info carries a member list, and membership still reaches its fixed point when joins
+cross: of two members A and B, say B joined later; if A was in B's Welcome, B tells A;
+if not, B's sponsor S (which joined before B) learns of A, by the same argument for the
+pair (S, A), and names A to B, which tells A (induction on the later join; the founders
+know each other; a sponsor that leaves learns, from the acks it waits for, every
+member its ackers know). A leaver hands all its
 vnodes to an heir, sends Leaving (with the routing entries of the vnodes it handed over
 while leaving: forwarding pointers; every earlier change of its reached every member as
 an Update, FIFO before the Leaving) to every member, and stays LEAVING, forwarding what
@@ -510,8 +516,10 @@ class Position:
 
 @dataclass(frozen=True, slots=True)
 class Info:
+    """A probe's answer: our position in the trees asked about (no member list:
+    membership news goes by Welcome and Update alone, module doc, "Membership")."""
+
     positions: tuple[Position, ...]
-    members: frozenset[int]
     leaving: bool
 
 
@@ -729,7 +737,7 @@ def message_bytes(m: Message) -> int:
     if isinstance(m, InfoRequest):
         return HEADER_BYTES + 4 * len(m.roots) + 12 * len(m.bars)
     if isinstance(m, Info):
-        return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.positions) + 4 * len(m.members)
+        return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.positions)
     if isinstance(m, ParentUpdates):
         return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.items)
     if isinstance(m, ChildUpdates):
@@ -1190,6 +1198,7 @@ class Process:
         self._lan_misses = 0  # its probes in a row that gave no orphan tree a parent
         self._contact: int | None = None  # the member a JOINING process asked
         self._lent: dict[int, NodeSet] = {}  # joiner -> vnodes handed to it, in our reach
+        self._sponsored: set[int] = set()  # joiners we welcomed ("Membership")
 
     # -- the API ----------------------------------------------------------------------
     def handle(self, event: Event) -> list[Action]:
@@ -1347,10 +1356,13 @@ class Process:
         self._revisit = bool(self.measured)  # measured peers only (module doc, "Joins")
         return True
 
-    def _learn_members(self, src: int, members: frozenset[int], welcomed: bool = False) -> None:
-        """Add ``members``; tell each new one ours (``welcomed``: they are our Welcome's,
-        whom our sponsor tells of the rest, so only that we joined)."""
+    def _learn_members(self, src: int, members: frozenset[int]) -> None:
+        """Add ``members``; tell each new one (but ``src``) that we are one, and each
+        joiner we welcomed of them all (module doc, "Membership")."""
         new = [m for m in sorted(members - self.members) if self._add_member(m)]
+        for joiner in sorted(self._sponsored & self.members - {src}):
+            if told := frozenset(new) - {joiner}:
+                self._send(joiner, Update(told))
         if self.state is State.LEAVING:
             for m in new:
                 self._ask_to_ack(m)
@@ -1358,10 +1370,9 @@ class Process:
         owned = self.table.owned if self.table else {}
         # our recovered vnodes: a new member may have taken them over too ("Failures")
         claims = tuple((v, self.pid, s.epoch) for v, s in sorted(owned.items()) if s.recovered)
-        tell = frozenset({self.pid} if welcomed else self.members)
         for m in new:
             if m != src or claims:
-                self._send(m, Update(tell, claims))
+                self._send(m, Update(frozenset({self.pid}), claims))
 
     def _on_join_request(self, src: int, m: JoinRequest) -> None:
         if src in self.departed:
@@ -1380,9 +1391,7 @@ class Process:
             self._out.append(SetTimer(("lent", src), self.stall_s))
         if self.state is State.LEAVING:
             self._ask_to_ack(src)
-        for other in self._others():
-            if other != src:
-                self._send(other, Update(frozenset(self.members)))
+        self._sponsored.add(src)  # we introduce it to the members we learn of later
 
     def _on_welcome(self, src: int, m: Welcome) -> None:
         if self.state is not State.JOINING:
@@ -1395,7 +1404,7 @@ class Process:
         if m.measured:  # if the sponsor is in our LAN; one that measured nothing can't say
             self._borrow = (src, m.lan_rtt, m.measured)
         self._add_member(self.pid)
-        self._learn_members(src, m.members, welcomed=True)
+        self._learn_members(src, m.members)
         early, self._early = self._early, []
         for s, message in early:
             self._receive(s, message)
@@ -1519,6 +1528,7 @@ class Process:
             return  # an ack of an earlier round; the current one is still to come
         self._awaiting.discard(src)
         self._acked.add(src)
+        self._learn_members(src, m.members)  # our joiners hear of them ("Membership")
         for pid in sorted(m.members - self.departed):
             self._ask_to_ack(pid)
         self._maybe_left()
@@ -1533,6 +1543,7 @@ class Process:
         is no former child, and a leaver drops it from the children it kept)."""
         self.departed.add(pid)
         self.members.discard(pid)
+        self._sponsored.discard(pid)
         self._recheck.discard(pid)
         self._end_loan(pid)
         if self._probing == pid:
@@ -2059,7 +2070,7 @@ class Process:
             if (not wanted or t.root in wanted) and not self._barred(t, bars.get(t.root))
         )
         leaving = self.state is not State.ACTIVE
-        self._send(src, Info(positions, frozenset(self.members), leaving))
+        self._send(src, Info(positions, leaving))
 
     @staticmethod
     def _barred(tree: _Tree, bar: tuple[float, float] | None) -> bool:
@@ -2072,8 +2083,6 @@ class Process:
     def _on_info(self, src: int, m: Info) -> None:
         if src in self.departed:
             return
-        if not m.leaving:
-            self._learn_members(src, m.members)
         if src != self._probing:
             return
         self._probe_info = m

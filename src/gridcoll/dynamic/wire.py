@@ -523,7 +523,6 @@ def _w_message(w: Writer, m: Message) -> None:
         w.u32(len(m.positions))
         for p in m.positions:
             _w_position(w, p)
-        w.pids(m.members)
         w.u8(m.leaving)
     elif isinstance(m, ChildUpdates):
         w.u32(len(m.items))
@@ -632,7 +631,7 @@ def _r_message(r: Reader, t: type) -> Message:
         return JoinRequest()
     if t is Info:
         positions = tuple(_r_position(r) for _ in range(r.count(33)))
-        return Info(positions, frozenset(r.pids()), r.flag())
+        return Info(positions, r.flag())
     if t is ChildUpdates:
         items = []
         for _ in range(r.count(58)):
