@@ -1528,9 +1528,7 @@ class Process:
             return  # an ack of an earlier round; the current one is still to come
         self._awaiting.discard(src)
         self._acked.add(src)
-        self._learn_members(src, m.members)  # our joiners hear of them ("Membership")
-        for pid in sorted(m.members - self.departed):
-            self._ask_to_ack(pid)
+        self._learn_members(src, m.members)  # asks the new ones; our joiners hear of them
         self._maybe_left()
 
     def _maybe_left(self) -> None:
