@@ -60,6 +60,7 @@ from gridcoll.dynamic.protocol import (
 )
 from gridcoll.dynamic.static import Network, founders
 from gridcoll.dynamic.trees import (
+    NEAR_RATIO,
     NOISE_SLACK,
     Edge,
     Summary,
@@ -99,8 +100,16 @@ def test_nodeset_is_compressed_and_canonical() -> None:
     assert NodeSet.span(0, 1000).nbytes == 4  # count, gap, length (two bytes)
     assert NodeSet.of([3, 1, 2, 7]) == NodeSet(((1, 4), (7, 8)))
     assert NodeSet.span(0, 5) - NodeSet.of([2]) == NodeSet(((0, 2), (3, 5)))
+    # a cluster's vnodes on das2-spread (every fourth): a bitmap, not 40 two-byte ranges
+    strided = NodeSet.of(range(2, 160, 4))
+    assert strided.nbytes == len(strided.encode()) == 23  # header (2), first node, 20 bytes
+    assert strided.encode()[0] & 1 and NodeSet.decode(strided.encode()) == strided
+    assert not NodeSet.span(0, 1000).encode()[0] & 1  # ranges where they are smaller
     with pytest.raises(ValueError):
-        NodeSet.decode(b"\x01\x00")  # truncated
+        NodeSet.decode(b"\x02\x00")  # truncated
+    for bad in (b"\x05\x00\x02", b"\x05\x00\x03\x00", b"\x01\x00"):
+        with pytest.raises(ValueError):  # a bitmap not from member to member, or too long
+            NodeSet.decode(bad)
     with pytest.raises(ValueError):
         NodeSet.of([-1])
 
@@ -200,6 +209,17 @@ def test_a_latency_position_past_the_bar_is_never_taken(
         overhead=overhead,
     )
     assert latency_bar(dist=math.inf, rtt_parent=rtt_parent, lan_rtt=lan_rtt) == math.inf
+    # knowing the RTT to the candidate, the bar is lower by it, and still sound
+    bar = latency_bar(dist=dist, rtt_parent=rtt_parent, lan_rtt=lan_rtt, rtt_cand=rtt_cand)
+    assert not latency_better(
+        rtt_cand=rtt_cand,
+        cand_dist=max(0.0, bar) + beyond,
+        cand_children=children,
+        rtt_parent=rtt_parent,
+        dist=dist,
+        lan_rtt=lan_rtt,
+        overhead=overhead,
+    )
 
 
 @given(rates, rates, rates, st.integers(1, 50), st.floats(0.0, 1.0), st.booleans(), st.booleans())
@@ -211,6 +231,22 @@ def test_a_bandwidth_position_below_the_bar_is_never_taken(
     offer = bandwidth_offer(est_cand, bw, n, lan_bw)
     assert not bandwidth_better(offer, current, nearer=nearer, remote=remote)
     assert bandwidth_bar(current) < current
+
+
+@given(rates, rates, rates, rates, st.integers(1, 50), st.floats(0.0, 1.0))
+def test_a_bandwidth_bar_through_a_measured_link_is_sound(
+    current, bw, parent_bw, lan_bw, n, below
+) -> None:
+    """With the rate p measured to the candidate (``bw``) and to its parent, the bar is
+    the candidate's own class's threshold, infinite when ``bw`` cannot pass it: no
+    candidate at or below it wins, whatever its ``est``, the test :meth:`_judge` makes."""
+    bar = bandwidth_bar(current, bw, parent_bw)
+    assert bar >= bandwidth_bar(current)  # never looser than without the link
+    est_cand = bar * below if math.isfinite(bar) else 1e12 * below
+    offer = bandwidth_offer(est_cand, bw, n, lan_bw)
+    nearer, remote = bw > NEAR_RATIO * parent_bw, NEAR_RATIO * bw < parent_bw  # _judge's
+    assert not bandwidth_better(offer, current, nearer=nearer, remote=remote)
+    assert math.isfinite(bar) == (bw > bar)  # barred outright iff the link cannot pass
 
 
 def test_a_wide_area_hop_is_not_shared_by_the_parents_lan_children() -> None:
@@ -846,6 +882,87 @@ def test_a_member_a_loss_leaves_on_a_remote_parent_asks_its_lan_first() -> None:
                 assert set(ask.message.roots) == hung and key[1] in hung
                 cases += 1
     assert cases >= 3
+
+
+def test_a_probe_of_a_measured_peer_bars_what_its_link_cannot_carry() -> None:
+    """A gateway below a remote parent at the wide-area rate probes another measured
+    remote peer: no bandwidth position of it can beat that rate by the hysteresis
+    through the same 1 MB/s link, so the bar leaves them all out of its Info; a LAN
+    peer (a nearer class) is asked with the nearer class's bar."""
+    net = _converged(8, seed=0)
+    p, key = next(
+        (p, k)
+        for p in net.processes.values()
+        for k, t in sorted(p.trees.items())
+        if k[0] == "bandwidth" and t.parent is not None and t.parent % 2 != p.pid % 2
+    )
+    tree = p.trees[key]
+    remote = next(q for q in sorted(p.measured) if q % 2 != p.pid % 2 and q != tree.parent)
+    lan = next(q for q in sorted(p.measured) if q % 2 == p.pid % 2)
+    (_, _, est_bar), *_ = [b for b in p._bars(remote, (key[1],)) if b[0] == key[1]]
+    assert est_bar == math.inf and bandwidth_bar(tree.est) < math.inf
+    (_, _, lan_bar), *_ = [b for b in p._bars(lan, (key[1],)) if b[0] == key[1]]
+    assert lan_bar == pytest.approx(bandwidth_bar(tree.est))
+    out = net.processes[remote].handle(
+        Received(p.pid, InfoRequest((key[1],), p._bars(remote, (key[1],))))
+    )
+    (info,) = _sends(out, Info)
+    assert not [pos for pos in info.message.positions if pos.kind == "bandwidth"]
+
+
+def test_a_tree_that_moves_onto_a_remote_parent_after_a_loss_is_swept_afresh() -> None:
+    """After a loss (``_focus`` a set), a tree that moves onto a remote parent is a
+    repaired tree: its LAN peers are asked about it again, even those asked before the
+    move (one may have become the LAN's gateway since), with no extra probe left
+    (module doc, "Probes after a loss")."""
+    net = _converged(8, seed=0)
+    p = net.processes[1]
+    key = ("bandwidth", 0)
+    tree = p.trees[key]
+    lan = {q for q in p.measured if q % 2 == 1}
+    q = next(q for q in (0, 2, 4, 6) if q != tree.parent)
+    p._focus, p._swept, p._extra_left = set(), {0: set(lan)}, 0
+    p._move(tree, q, net.processes[q].trees[key].position(q), WAN, 1e6)
+    assert 0 in p._focus and not p._swept[0] and p._extra_left == 0
+    sweep = p._sweep()
+    assert sweep and set(sweep) <= lan and all(0 in roots for roots in sweep.values())
+
+
+def _three_lans(p: int, q: int) -> tuple[float, float]:
+    """Three LANs by ``pid % 3``: LAN 1 reaches LAN 0 at 0.6 MB/s and LAN 2 at 0.75 MB/s,
+    LAN 2 reaches LAN 0 at 3 MB/s (DAS-2's Leiden, UvA and VU, module doc of
+    :mod:`gridcoll.simulate.phoenix`)."""
+    a, b = p % 3, q % 3
+    if a == b:
+        return LAN, 1e8
+    return WAN, {frozenset((0, 1)): 0.6e6, frozenset((1, 2)): 0.75e6}.get(frozenset((a, b)), 3e6)
+
+
+def test_a_loss_that_leaves_a_bandwidth_tree_on_a_slower_link_asks_the_faster_peers() -> None:
+    """LAN 1's gateway hangs below LAN 2 (0.75 MB/s); its ancestors in LAN 2 leave, and
+    the repair puts it below LAN 0 (0.6 MB/s). With no extra probes at all, it still
+    asks the measured peers left in LAN 2, whose link alone beats its new rate, about
+    that tree (``_sweep``), and moves back below one of them: a repaired tree is not
+    left on the slower link for want of a random probe (module doc, "Probes after a
+    loss")."""
+    cases = 0
+    for seed in range(6):
+        net = _started(_founders(9, extra_probes=0), _three_lans, seed)
+        for g, proc in sorted(net.processes.items()):
+            tree = proc.trees["bandwidth", 0]
+            leavers = [a for a in tree.path if a % 3 == 2]
+            faster = {q for q in proc.measured if q % 3 == 2} - set(leavers)
+            if g % 3 != 1 or tree.parent not in leavers or not faster:
+                continue
+            fresh = copy.deepcopy(net)
+            for a in leavers:
+                fresh.feed(a, LeaveRequested(heir=0))
+            fresh.run()
+            moved = fresh.processes[g].trees["bandwidth", 0]
+            assert moved.parent in faster, (seed, g, leavers, moved.parent)
+            assert moved.est == pytest.approx(0.75e6, rel=0.1)
+            cases += 1
+    assert cases >= 2
 
 
 def _a_leaver_with_three_children():

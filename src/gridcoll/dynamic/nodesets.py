@@ -10,9 +10,18 @@ cover runs of consecutive nodes, a header is a handful of ranges whatever the co
 Invariants: ``ranges`` is sorted, every ``lo < hi``, and ranges neither overlap nor
 touch (``hi < next lo``), so equal sets have equal representations.
 
-Wire format (:meth:`NodeSet.encode`): an unsigned LEB128 count of ranges, then per range
-the gap from the previous range's end and the length, both unsigned LEB128. That is two
-or three bytes per range for namespaces below 2**14.
+Wire format (:meth:`NodeSet.encode`), the smaller of two forms (ranges on a tie), told
+apart by the low bit of the first unsigned LEB128 number ``h``:
+
+* **ranges** (``h = 2 * count``): per range the gap from the previous range's end and the
+  length, both unsigned LEB128. Two or three bytes per range for namespaces below 2**14:
+  a handful of bytes for the runs of consecutive nodes a subtree of one LAN covers.
+* **bitmap** (``h = 2 * span + 1``): the first node (unsigned LEB128), then ``span``
+  bits, least significant first, in ``ceil(span / 8)`` bytes; the first and the last bit
+  are set. One bit per node between the first and the last: the form for sets that
+  alternate, such as a cluster's nodes on a grid whose processes are numbered across
+  its clusters in turn (``das2-spread``: every fourth node, 2 bytes a node as ranges, a
+  bit a node here), or the even nodes after fig. 9's leave.
 """
 
 from __future__ import annotations
@@ -150,7 +159,14 @@ class NodeSet:
 
     def encode(self) -> bytes:
         """The wire form (see the module doc)."""
-        out, prev = bytearray(_uleb(len(self.ranges))), 0
+        if self._bitmap_smaller():
+            (start, _), end = self.ranges[0], self.ranges[-1][1]
+            bits = 0
+            for lo, hi in self.ranges:
+                bits |= ((1 << (hi - lo)) - 1) << (lo - start)
+            span = end - start
+            return _uleb(2 * span + 1) + _uleb(start) + bits.to_bytes((span + 7) // 8, "little")
+        out, prev = bytearray(_uleb(2 * len(self.ranges))), 0
         for lo, hi in self.ranges:
             out += _uleb(lo - prev) + _uleb(hi - lo)
             prev = hi
@@ -159,9 +175,11 @@ class NodeSet:
     @classmethod
     def decode(cls, data: bytes) -> NodeSet:
         """The inverse of :meth:`encode`; raises ValueError on malformed input."""
-        count, pos = _read_uleb(data, 0)
+        head, pos = _read_uleb(data, 0)
+        if head & 1:
+            return cls._decode_bitmap(data, head >> 1, pos)
         ranges, prev = [], 0
-        for _ in range(count):
+        for _ in range(head >> 1):
             gap, pos = _read_uleb(data, pos)
             length, pos = _read_uleb(data, pos)
             if length == 0:
@@ -172,16 +190,47 @@ class NodeSet:
             raise ValueError("trailing bytes after node set encoding")
         return cls(tuple(ranges))
 
-    @property
-    def nbytes(self) -> int:
-        """The size of :meth:`encode`'s output, for the link model."""
-        size, prev = _uleb_len(len(self.ranges)), 0
+    @classmethod
+    def _decode_bitmap(cls, data: bytes, span: int, pos: int) -> NodeSet:
+        start, pos = _read_uleb(data, pos)
+        if len(data) - pos != (span + 7) // 8:
+            raise ValueError("node set bitmap of the wrong length")
+        bits = int.from_bytes(data[pos:], "little")
+        if span == 0 or not bits & 1 or bits.bit_length() != span:
+            raise ValueError("node set bitmap must begin and end with a member")
+        ranges, offset = [], start
+        while bits:  # one run of set bits per step: skip the zeros, then the ones
+            zeros = (bits & -bits).bit_length() - 1
+            bits >>= zeros
+            ones = (~bits & (bits + 1)).bit_length() - 1
+            bits >>= ones
+            offset += zeros
+            ranges.append((offset, offset + ones))
+            offset += ones
+        return cls(tuple(ranges))
+
+    def _ranges_nbytes(self) -> int:
+        size, prev = _uleb_len(2 * len(self.ranges)), 0
         for lo, hi in self.ranges:  # one byte per value below 128 (most of them)
             gap, length = lo - prev, hi - lo
             size += 1 if gap < 0x80 else _uleb_len(gap)
             size += 1 if length < 0x80 else _uleb_len(length)
             prev = hi
         return size
+
+    def _bitmap_nbytes(self) -> int:
+        if not self.ranges:
+            return 1 << 62  # (the empty set is one byte as ranges)
+        (start, _), span = self.ranges[0], self.ranges[-1][1] - self.ranges[0][0]
+        return _uleb_len(2 * span + 1) + _uleb_len(start) + (span + 7) // 8
+
+    def _bitmap_smaller(self) -> bool:
+        return self._bitmap_nbytes() < self._ranges_nbytes()
+
+    @property
+    def nbytes(self) -> int:
+        """The size of :meth:`encode`'s output, for the link model."""
+        return min(self._ranges_nbytes(), self._bitmap_nbytes())
 
     def __repr__(self) -> str:
         parts = [str(lo) if hi == lo + 1 else f"{lo}-{hi - 1}" for lo, hi in self.ranges]

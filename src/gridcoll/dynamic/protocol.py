@@ -236,22 +236,41 @@ one new to measure, and 128 KiB downloads over the wide area slow the very broad
 the repair is for. With a parent in every tree they ask only about the trees they are
 for (``InfoRequest.roots``, :meth:`Process._wanted`; probes under way for every tree,
 settling or after a join or a cycle, go on so): an extra probe about the trees repaired
-since the probes last ran out, a probe of an ancestor climbed to about the trees hung on
-it, a chain probe about the chained trees (an Info carries a position per tree asked
-about). Every probe also names, in each tree asked about with a parent other than the
-peer, the worst distance and rate the rules could take there (``InfoRequest.bars``,
+since the probes last ran out (a loss's, and any tree that moved since: a tree left
+without a route to its root takes the first connected peer a probe finds, often across a
+slower link), a probe of an ancestor climbed to about the trees hung on it, a chain
+probe about the chained trees (an Info carries a position per tree asked about). Every
+probe also names, in each tree asked about with a parent other than the peer, the worst
+distance and rate the rules could take there (``InfoRequest.bars``,
 :func:`~gridcoll.dynamic.trees.latency_bar`,
-:func:`~gridcoll.dynamic.trees.bandwidth_bar`), and the peer leaves the other positions
-out of its Info: most of a settled member's positions cannot win, and the replies of a
-mass leave's probes share the wide-area links with the broadcasts. An extra probe goes
-first to a LAN peer (measured, in our LAN class; each once), asking about the repaired
-trees we now hang on a remote parent by (``_lan_sweep``), while there are any: when a
-LAN's gateway and the LAN ancestors of a member leave together, the member climbs to the
+:func:`~gridcoll.dynamic.trees.bandwidth_bar`), through the link to that peer if we
+measured it (the probe judges with those figures: a distance less its RTT, a rate its
+class's threshold, and no rate at all if the link's own cannot pass), and the peer
+leaves the other positions out of its Info: most of a settled member's positions cannot
+win, and the replies of a mass leave's probes share the wide-area links with the
+broadcasts (at 160 processes, Leiden members asked UvA peers about the bandwidth trees
+the leave repaired: at 0.74 MB/s, their own rate and that of the link between, no UvA
+position could win). A probe after a loss goes first to a LAN peer (measured, in our LAN
+class; each once per tree, while extra probes are left), asking about the repaired trees
+we now hang on a remote parent by (``_sweep``), while there are any: when a LAN's
+gateway and the LAN ancestors of a member leave together, the member climbs to the
 remote process above them while another member takes the gateway's place, and a LAN
 member reached already offers the same rate and distance (up to the noise) over the LAN,
-so the nearer-class rules move it there and the LAN keeps one wide-area edge. A tree
-with no parent probes its root if measured, else measured peers (one round each), else
-anyone.
+so the nearer-class rules move it there and the LAN keeps one wide-area edge. Then,
+extra probes left or not, to each measured remote peer whose link alone beats the rate
+of such a bandwidth tree (:func:`~gridcoll.dynamic.trees.bandwidth_promising`), asking
+about those trees: a LAN's gateway whose remote ancestors all leave climbs, is adopted,
+or probes its way to whatever is left above them, often across a slower link, and random
+extra probes may never reach the few peers behind the faster one (fig. 9's leave on
+``das2-spread:64,4``, simulated, seed 8: Leiden's gateway, its UvA ancestors gone, below
+VU at 0.61 MB/s, its measured UvA peers at 0.74 never asked, every later broadcast 6.73
+s instead of 5.61 s). A tree that moves onto a remote parent after a loss is swept
+afresh, its LAN first, extra probes left or not (``_moved``): a member of a LAN cut off
+from the root takes the first connected peer it finds, and may reach a faster link by
+the remote sweep while a LAN peer it asked before the move has become the LAN's gateway
+since (``das2-spread:160,4``, seed 2: two Delft members below two UvA processes, both
+flows on the one UvA-Delft link, 8.98 s broadcasts to the end). A tree with no parent
+probes its root if measured, else measured peers (one round each), else anyone.
 
 A LEAVING or LEFT process keeps the children it had when it left (no longer updated, not
 even when they leave) and forwards a tree broadcast that still reaches it along them, as
@@ -403,7 +422,9 @@ from gridcoll.dynamic.trees import (
     Summary,
     bandwidth_bar,
     bandwidth_better,
+    bandwidth_class,
     bandwidth_offer,
+    bandwidth_promising,
     bandwidth_summary,
     chained,
     child_order,
@@ -494,9 +515,10 @@ class InfoRequest:
     """Asks a probed peer for its place in the trees of ``roots`` (every tree if empty;
     sec. IV-B: sent with the probe). ``bars``: ``(root, dist, est)``, the prober's
     :func:`~gridcoll.dynamic.trees.latency_bar` and
-    :func:`~gridcoll.dynamic.trees.bandwidth_bar` in that root's trees; the peer leaves
-    out a latency position at or beyond ``dist`` and a bandwidth one at or below ``est``,
-    which the prober's rules would not take (module doc, "Probes after a loss")."""
+    :func:`~gridcoll.dynamic.trees.bandwidth_bar` in that root's trees (through the
+    link to the peer, if measured); the peer leaves out a latency position at or beyond
+    ``dist`` and a bandwidth one at or below ``est``, which the prober's rules would not
+    take (module doc, "Probes after a loss")."""
 
     roots: tuple[int, ...] = ()
     bars: tuple[tuple[int, float, float], ...] = ()
@@ -1191,7 +1213,8 @@ class Process:
         self._recheck: set[int] = set()  # measured faster since (Remeasured): probe again
         self._revisit = False  # after a loss or a join, probe only peers already measured
         self._focus: set[int] | None = None  # roots the probes ask about (None: all)
-        self._swept: set[int] = set()  # LAN peers asked about the trees a loss left remote
+        self._swept: dict[int, set[int]] = {}  # root: peers asked about it since a loss
+        self._moved: set[int] = set()  # roots whose trees moved since a loss
         self._settled = False  # has had a parent in every tree
         self._joined: set[int] = set()  # members that joined since: their trees are new
         self._lan_only = False  # a joiner near its sponsor: probe its LAN ("Joins")
@@ -1825,6 +1848,8 @@ class Process:
             return True
         if not self._complete():
             return True
+        if self._sweep():
+            return True
         if self._chain_left <= 0:
             return False
         return bool(self._chain_roots())
@@ -1854,12 +1879,14 @@ class Process:
             peer = self._recheck.pop()
         hung: set[int] = set()
         if peer not in self.members or peer == self.pid:
-            hung, near = self._lan_sweep()
-            peer = self.rng.choice(near or self._probe_candidates())
+            sweep = self._sweep()
+            peer = self.rng.choice(sorted(sweep) or self._probe_candidates())
             # a joiner that borrowed measures a new peer by pings if it can ("Joins" (3))
             ping = self._lan_only and peer not in self.measured and bool(self.measured)
-            if near:
-                self._swept.add(peer)
+            if sweep:
+                hung = sweep[peer]
+                for root in hung:
+                    self._swept.setdefault(root, set()).add(peer)
         self._probing, self._probe_result, self._probe_info = peer, None, None
         self.probes_made += 1
         self._probe_result = self.measured.get(peer) if self.remember else None
@@ -1872,38 +1899,65 @@ class Process:
     def _bars(self, peer: int, roots: tuple[int, ...]) -> tuple[tuple[int, float, float], ...]:
         """``InfoRequest.bars`` for a probe of ``peer``: in each tree asked about that has
         a parent other than ``peer`` (whose position replaces bounds, :meth:`_judge`), the
-        worst position the rules could take."""
+        worst position the rules could take; for a peer already measured (the probe
+        judges with those figures), the worst they could take through that link."""
+        link = self.measured.get(peer) if self.remember else None
+        rtt, bw_pq = (0.0, None) if link is None else (link.rtt_s, link.bw_Bps)
         bars = []
         for root in roots or sorted({r for _, r in self.trees}):
             lat, bw = self.trees.get(("latency", root)), self.trees.get(("bandwidth", root))
             dist, est = math.inf, -math.inf
             if lat is not None and lat.parent not in (None, peer):
-                dist = latency_bar(dist=lat.dist, rtt_parent=lat.rtt, lan_rtt=self._lan_rtt)
+                dist = latency_bar(
+                    dist=lat.dist, rtt_parent=lat.rtt, lan_rtt=self._lan_rtt, rtt_cand=rtt
+                )
             if bw is not None and bw.parent not in (None, peer):
-                est = bandwidth_bar(bw.est)
+                est = bandwidth_bar(bw.est, bw_pq, bw.bw)
             if dist < math.inf or est > -math.inf:
                 bars.append((root, dist, est))
         return tuple(bars)
 
-    def _lan_sweep(self) -> tuple[set[int], list[int]]:
-        """After a loss, the repaired trees we now hang on a remote parent by (a climb
-        or an Adopt across the wide area), and the LAN peers not yet asked about them
-        since: an extra probe goes to one of those first (module doc, "Probes after a
-        loss"). Both empty if either is, while the probes ask about every tree, or for a
-        joiner."""
-        if not self._focus or self._extra_left <= 0 or self._lan_only:
-            return set(), []
+    def _sweep(self) -> dict[int, set[int]]:
+        """After a loss, the measured peers that could be a better parent in a repaired
+        tree we now hang on a remote parent by (a climb, an Adopt or a move across the
+        wide area), each with the roots of those trees it was not asked about since
+        (``_swept``; a tree that moves starts afresh): the LAN peers, while extra probes
+        are left or about trees that moved since the loss (``_moved``); if there are
+        none, the remote peers whose measured rate alone beats such a bandwidth tree's
+        rate (:func:`~gridcoll.dynamic.trees.bandwidth_promising`) (module doc, "Probes
+        after a loss"). Empty while the probes ask about every tree, or for a joiner."""
+        if not self._focus or self._lan_only:
+            return {}
         hung = {
-            r
-            for (_, r), t in self.trees.items()
+            (kind, r): t
+            for (kind, r), t in self.trees.items()
             if r in self._focus and t.parent is not None and not self._in_lan(t.rtt)
         }
-        near = [
-            p
-            for p in self._others()
-            if p not in self._swept and p in self.measured and self._in_lan(self.measured[p].rtt_s)
-        ]
-        return (hung, near) if hung and near else (set(), [])
+        if not hung:
+            return {}
+        peers = {p: m for p, m in self.measured.items() if p in self.members and p != self.pid}
+        roots = {r for _, r in hung}
+        if self._extra_left <= 0:  # the LAN again only about trees that moved since
+            roots = roots & self._moved
+        near = {
+            p: {r for r in roots if p not in self._swept.get(r, ())}
+            for p, m in peers.items()
+            if self._in_lan(m.rtt_s)
+        }
+        near = {p: rs for p, rs in near.items() if rs}
+        if near:
+            return near
+        bandwidth = [(r, t.est) for (kind, r), t in hung.items() if kind == "bandwidth"]
+        remote = {
+            p: {
+                r
+                for r, est in bandwidth
+                if bandwidth_promising(m.bw_Bps, est) and p not in self._swept.get(r, ())
+            }
+            for p, m in peers.items()
+            if not self._in_lan(m.rtt_s)
+        }
+        return {p: rs for p, rs in remote.items() if rs}
 
     def _wanted(self, peer: int, recheck: bool) -> set[int]:
         """The roots whose trees a probe of ``peer`` asks about (none: every tree).
@@ -2112,7 +2166,7 @@ class Process:
             self._chain_left -= 1
         if not self._wants_probe():
             self._focus = set()  # the next loss's probes ask about the trees it repairs
-            self._swept = set()
+            self._swept, self._moved = {}, set()
         if self._complete():
             self._settled, self._joined = True, set()
 
@@ -2155,7 +2209,7 @@ class Process:
             if pos.est <= 0:
                 return
             offer = bandwidth_offer(pos.est, bw, pos.nchildren + 1, self._lan_bw)
-            nearer, remote = bw > NEAR_RATIO * tree.bw, NEAR_RATIO * bw < tree.bw
+            nearer, remote = bandwidth_class(bw, tree.bw)
             if tree.parent is not None and not bandwidth_better(
                 offer, tree.est, nearer=nearer, remote=remote
             ):
@@ -2174,6 +2228,10 @@ class Process:
         tree.fallback = ()
         self._position_from(tree, pos.dist, pos.est, pos.nchildren + 1, (*pos.path, cand))
         tree.sent_up = None  # the new parent must hear from us
+        if self._focus is not None:  # a tree that moved since a loss is repaired too:
+            self._focus.add(tree.root)  # its sweep starts afresh ("Probes after a loss")
+            self._swept[tree.root] = set()
+            self._moved.add(tree.root)
         self._up.add(key)
         self._down.add(key)
 

@@ -241,16 +241,17 @@ def chained(*, rtt_parent: float, dist: float, lan_rtt: float) -> bool:
     return rtt_parent > NEAR_RATIO * lan_rtt or CHAIN_RATIO * rtt_parent >= above
 
 
-def latency_bar(*, dist: float, rtt_parent: float, lan_rtt: float) -> float:
+def latency_bar(*, dist: float, rtt_parent: float, lan_rtt: float, rtt_cand: float = 0.0) -> float:
     """The candidate distance from which :func:`latency_better` is false whatever the
-    candidate's RTT and children: every rule needs ``via < dist + slack(rtt_parent)`` or
-    less, and ``via >= cand_dist``. A prober sends it so that a peer leaves out the
-    positions that cannot win (``InfoRequest.bars``). Infinite without a measured parent.
+    candidate's children: every rule needs ``via < dist + slack(rtt_parent)`` or less,
+    and ``via >= cand_dist + rtt_cand``. ``rtt_cand``: what p measured to the candidate,
+    if it did (0: any). A prober sends it so that a peer leaves out the positions that
+    cannot win (``InfoRequest.bars``). Infinite without a measured parent.
     """
     if not (math.isfinite(dist) and math.isfinite(rtt_parent)):
         return math.inf
     lan = lan_rtt if math.isfinite(lan_rtt) else 0.0  # the most _lan can give
-    return dist + _slack(rtt_parent, lan)
+    return dist + _slack(rtt_parent, lan) - rtt_cand
 
 
 def bandwidth_offer(est_cand: float, bw: float, n_children: int, lan_bw: float = 0.0) -> float:
@@ -262,6 +263,22 @@ def bandwidth_offer(est_cand: float, bw: float, n_children: int, lan_bw: float =
     if n_children < 1:
         raise ValueError(f"n_children counts p itself, so it is >= 1, got {n_children!r}")
     return min(est_cand, bw, max(bw, lan_bw) / n_children)
+
+
+def bandwidth_class(bw: float, parent_bw: float) -> tuple[bool, bool]:
+    """``(nearer, remote)`` for :func:`bandwidth_better`: a candidate p measured at
+    ``bw`` against a parent measured at ``parent_bw``, ``NEAR_RATIO`` times faster, or
+    ``NEAR_RATIO`` times slower."""
+    return bw > NEAR_RATIO * parent_bw, NEAR_RATIO * bw < parent_bw
+
+
+def _bandwidth_need(current: float, nearer: bool, remote: bool) -> float:
+    """The offer :func:`bandwidth_better` must exceed."""
+    if nearer:
+        return current * (1 - NOISE_SLACK)
+    if remote:
+        return current * NEAR_RATIO
+    return current * (1 + BW_HYSTERESIS)
 
 
 def bandwidth_better(
@@ -276,19 +293,29 @@ def bandwidth_better(
     (``remote``: the parent's bandwidth ``NEAR_RATIO`` times its own) must offer
     ``NEAR_RATIO`` times the current rate (module doc, Property I for the bandwidth
     tree)."""
-    if nearer:
-        return offer > current * (1 - NOISE_SLACK)
-    if remote:
-        return offer > current * NEAR_RATIO
-    return offer > current * (1 + BW_HYSTERESIS)
+    return offer > _bandwidth_need(current, nearer, remote)
 
 
-def bandwidth_bar(current: float) -> float:
+def bandwidth_bar(current: float, bw: float | None = None, parent_bw: float = 0.0) -> float:
     """The candidate rate at or below which :func:`bandwidth_better` is false for every
-    offer it can make (an offer is at most ``est_cand``, and the loosest test, a nearer
-    candidate's, needs more than ``current * (1 - NOISE_SLACK)``): the
-    :func:`latency_bar` of the bandwidth tree."""
-    return current * (1 - NOISE_SLACK)
+    offer it can make: the :func:`latency_bar` of the bandwidth tree. An offer is at
+    most ``est_cand``; without ``bw`` the loosest test, a nearer candidate's, needs more
+    than ``current * (1 - NOISE_SLACK)``. With ``bw``, the rate p measured to the
+    candidate, and ``parent_bw``, to its parent, the candidate's class is known and its
+    own test's threshold is the bar, infinite if ``bw`` itself (an offer is at most
+    ``bw``) cannot pass it."""
+    if bw is None:
+        return _bandwidth_need(current, nearer=True, remote=False)
+    need = _bandwidth_need(current, *bandwidth_class(bw, parent_bw))
+    return need if bw > need else math.inf
+
+
+def bandwidth_promising(bw: float, current: float) -> bool:
+    """True if a candidate whose point-to-point rate p measured is ``bw`` may offer more
+    than ``current`` by the hysteresis (:func:`bandwidth_better` outside the nearer
+    class): an offer is at most ``bw`` (:func:`bandwidth_offer`). Whom the probes after
+    a loss ask about a bandwidth tree hung on a slower wide-area link."""
+    return bw > _bandwidth_need(current, nearer=False, remote=False)
 
 
 def summary_moved(new: Summary, old: Summary) -> bool:
