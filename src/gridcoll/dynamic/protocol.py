@@ -258,7 +258,7 @@ remote process above them while another member takes the gateway's place, and a 
 member reached already offers the same rate and distance (up to the noise) over the LAN,
 so the nearer-class rules move it there and the LAN keeps one wide-area edge. Then,
 extra probes left or not, to each measured remote peer whose link alone beats the rate
-of such a bandwidth tree (:func:`~gridcoll.dynamic.trees.bandwidth_promising`), asking
+of such a bandwidth tree by the hysteresis (an offer is at most the link's rate), asking
 about those trees: a LAN's gateway whose remote ancestors all leave climbs, is adopted,
 or probes its way to whatever is left above them, often across a slower link, and random
 extra probes may never reach the few peers behind the faster one (fig. 9's leave on
@@ -424,7 +424,6 @@ from gridcoll.dynamic.trees import (
     bandwidth_better,
     bandwidth_class,
     bandwidth_offer,
-    bandwidth_promising,
     bandwidth_summary,
     chained,
     child_order,
@@ -1924,8 +1923,9 @@ class Process:
         (``_swept``; a tree that moves starts afresh): the LAN peers, while extra probes
         are left or about trees that moved since the loss (``_moved``); if there are
         none, the remote peers whose measured rate alone beats such a bandwidth tree's
-        rate (:func:`~gridcoll.dynamic.trees.bandwidth_promising`) (module doc, "Probes
-        after a loss"). Empty while the probes ask about every tree, or for a joiner."""
+        rate by the hysteresis (an offer is at most that rate,
+        :func:`~gridcoll.dynamic.trees.bandwidth_offer`) (module doc, "Probes after a
+        loss"). Empty while the probes ask about every tree, or for a joiner."""
         if not self._focus or self._lan_only:
             return {}
         hung = {
@@ -1952,7 +1952,7 @@ class Process:
             p: {
                 r
                 for r, est in bandwidth
-                if bandwidth_promising(m.bw_Bps, est) and p not in self._swept.get(r, ())
+                if bandwidth_better(m.bw_Bps, est) and p not in self._swept.get(r, ())
             }
             for p, m in peers.items()
             if not self._in_lan(m.rtt_s)

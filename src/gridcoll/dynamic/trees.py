@@ -310,14 +310,6 @@ def bandwidth_bar(current: float, bw: float | None = None, parent_bw: float = 0.
     return need if bw > need else math.inf
 
 
-def bandwidth_promising(bw: float, current: float) -> bool:
-    """True if a candidate whose point-to-point rate p measured is ``bw`` may offer more
-    than ``current`` by the hysteresis (:func:`bandwidth_better` outside the nearer
-    class): an offer is at most ``bw`` (:func:`bandwidth_offer`). Whom the probes after
-    a loss ask about a bandwidth tree hung on a slower wide-area link."""
-    return bw > _bandwidth_need(current, nearer=False, remote=False)
-
-
 def summary_moved(new: Summary, old: Summary) -> bool:
     """True if a subtree's summary moved far enough from ``old``, the one last reported
     to the parent, for the parent to hear ``new``: a figure (``a``, ``b``, ``path_b``,
