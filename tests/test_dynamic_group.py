@@ -217,6 +217,31 @@ def test_leave_and_join_while_broadcasting(cluster: Any) -> None:
 
 
 @pytest.mark.timeout(60)
+def test_a_left_process_blocks_between_events() -> None:
+    """A LEFT process beats no one, so its I/O thread must not wait for a beat: before,
+    the beat time it no longer advanced stayed in the past, every poll returned at once,
+    and the 16 left processes of fig. 9's measured run took the whole machine."""
+    beat = 0.1
+    with (
+        Group.start(NV, seed=1, heartbeat_s=beat) as founder,
+        Group.join(founder.address, founder.secret, heartbeat_s=beat) as leaver,
+    ):
+        leaver.leave()
+        time.sleep(3 * beat)  # past the beat it would have sent next
+        turns = Counter[str]()
+        step = leaver._step
+
+        def counted() -> None:
+            turns["step"] += 1
+            step()
+
+        leaver._step = counted  # type: ignore[method-assign]
+        time.sleep(1.0)
+        # blocked in poll: woken by its poll cap (0.25 s) and a stray frame, not spinning
+        assert 1 <= turns["step"] < 20, turns
+
+
+@pytest.mark.timeout(60)
 def test_wrong_secret_is_refused_and_counted() -> None:
     with Group.start(NV, seed=1) as founder:
         before = (founder.members, founder.vnodes)
