@@ -507,10 +507,10 @@ def test_iterator_pickle_opt_in_and_array_reduction() -> None:
 
 @pytest.mark.timeout(60)
 def test_a_probe_never_measures_an_emulated_link_faster_than_it_is(tmp_path: Path) -> None:
-    """The download's rate takes the request's way off with the RTT the probe reports.
-    Here the peer answers each ping 0.1 s late (a busy machine) while heartbeats time the
-    round trip at its emulated 20 ms: with the pings' RTT taken off instead, the 128 KiB
-    download over the 1 MB/s link measured about 1.4 MB/s."""
+    """A probe's rate is its download's bytes over the time from the request, so no
+    delay of the pings can raise it. Here the peer answers each ping 0.1 s late (a busy
+    machine): with half the pings' RTT taken off the download's time, as before, the
+    128 KiB download over the 1 MB/s emulated link measured about 1.4 MB/s."""
     from gridcoll.dynamic import group as group_module
     from gridcoll.network import get_grid
     from gridcoll.runtime.emulation import create_link_state
@@ -518,9 +518,8 @@ def test_a_probe_never_measures_an_emulated_link_faster_than_it_is(tmp_path: Pat
     grid = get_grid("magpie:2,2")  # ranks 0, 1 | 2, 3; 10 ms and about 1 MB/s between
     path = create_link_state(grid, tmp_path / "links")
     emu = ("magpie:2,2", str(path))
-    beats = {"heartbeat_s": 0.02, "heartbeat_timeout_s": 5.0}
     try:
-        with Group.start(NV, seed=2, rank=0, emulator=_emulator(emu), **beats) as founder:
+        with Group.start(NV, seed=2, rank=0, emulator=_emulator(emu)) as founder:
             write = founder._write
 
             def slow_pongs(sock: Any, to_rank: Any, kind: int, body: bytes, route: Any = None):
@@ -530,13 +529,12 @@ def test_a_probe_never_measures_an_emulated_link_faster_than_it_is(tmp_path: Pat
 
             founder._write = slow_pongs  # type: ignore[method-assign]
             with Group.join(
-                founder.address, founder.secret, rank=2, emulator=_emulator(emu), **beats
+                founder.address, founder.secret, rank=2, emulator=_emulator(emu)
             ) as joiner:
                 assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
                 got = joiner.core.measured[founder.pid]
                 link = PROBE_BYTES / grid.plogp(0, 2).g(PROBE_BYTES)  # the link's rate
-                assert joiner.stats.downloads >= 1 and joiner.stats.rtt_samples >= 1
-                assert got.rtt_s < 0.1  # the heartbeats' round trip, not the pings'
+                assert joiner.stats.downloads >= 1
                 assert 0 < got.bw_Bps <= link
     finally:
         path.unlink(missing_ok=True)

@@ -29,8 +29,8 @@ to it and wait for its answer; the callbacks ``on_deliver``/``on_reduce`` run on
 goes on a heap (a later timer of the same key replaces the earlier); ``Probe`` is a
 real 1-byte ping-pong and then a 128 KiB download from the peer, timed with
 ``time.monotonic`` (``rtt`` the fastest ping-pong, or a heartbeat's faster round trip
-to the peer, and the rate ``nbytes / (download time - rtt / 2)`` with that same ``rtt``,
-sec. IV-A), with ``rtt = inf`` if no answer comes within ``probe_timeout_s``.
+to the peer; the rate ``nbytes`` over the time from the request to the last byte, sec.
+IV-A), with ``rtt = inf`` if no answer comes within ``probe_timeout_s``.
 The ping-pong is made ``probe_pings`` times in a row and the fastest taken: a process
 that shares its cores with many others answers a ping when it is next scheduled, which
 can take longer than a wide-area round trip, and one slow answer would make a LAN
@@ -1409,15 +1409,16 @@ class Group:
     def _probe_done(self, token: int, nbytes: int = 0, took: float = 0.0) -> None:
         """Feed the core a probe's result: ``rtt`` its fastest ping, or a heartbeat's
         faster round trip ("Heartbeats and failures"), and the rate of its ``nbytes``
-        download, fetched in ``took``: ``nbytes / (took - rtt / 2)``, the request's way
-        there taken off with that same ``rtt``. (It used the pings' own: on a busy machine
-        all three may wait for the peer to be scheduled, and half of such an RTT taken off
-        the download overstates the rate; in one measured fig. 9 run a Leiden process held
-        a 0.62 MB/s link from VU at 1.41 MB/s, with a 12.7 ms RTT, and its LAN hung below
-        that link instead of UvA's 0.75 MB/s.)"""
+        download, fetched in ``took`` from the request: ``nbytes / took``, latency
+        included as in the simulator (:mod:`gridcoll.simulate.phoenix`; here the
+        request's way too, 1-3% of a 128 KiB download over DAS-2's wide area). Taking
+        the request's way off as half the pings' RTT overstated the rate on a busy
+        machine, where all three pings may wait for the peer to be scheduled: in one
+        measured fig. 9 run a Leiden process held a 0.62 MB/s link from VU at 1.41 MB/s,
+        and its LAN hung below that link instead of UvA's 0.75 MB/s."""
         probe = self._probes.pop(token)
         rtt = min(probe.rtt, self._rtt_floor.get(probe.peer, math.inf))
-        bw = nbytes / max(took - rtt / 2, 1e-9) if nbytes else 0.0
+        bw = nbytes / max(took, 1e-9) if nbytes else 0.0
         self._feed(p.ProbeResult(probe.peer, rtt, bw))
 
     def _expire_probes(self) -> None:
