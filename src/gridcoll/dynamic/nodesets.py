@@ -219,18 +219,19 @@ class NodeSet:
         return size
 
     def _bitmap_nbytes(self) -> int:
-        if not self.ranges:
-            return 1 << 62  # (the empty set is one byte as ranges)
+        """The bitmap form's size; the set is not empty."""
         (start, _), span = self.ranges[0], self.ranges[-1][1] - self.ranges[0][0]
         return _uleb_len(2 * span + 1) + _uleb_len(start) + (span + 7) // 8
 
     def _bitmap_smaller(self) -> bool:
-        return self._bitmap_nbytes() < self._ranges_nbytes()
+        """Whether :meth:`encode` sends a bitmap (never for the empty set: one byte as
+        ranges)."""
+        return bool(self.ranges) and self._bitmap_nbytes() < self._ranges_nbytes()
 
     @property
     def nbytes(self) -> int:
         """The size of :meth:`encode`'s output, for the link model."""
-        return min(self._ranges_nbytes(), self._bitmap_nbytes())
+        return self._bitmap_nbytes() if self._bitmap_smaller() else self._ranges_nbytes()
 
     def __repr__(self) -> str:
         parts = [str(lo) if hi == lo + 1 else f"{lo}-{hi - 1}" for lo, hi in self.ranges]
