@@ -266,7 +266,7 @@ def _client_mac(secret: bytes, a: bytes, b: bytes, pid: int, addr: str) -> bytes
 
 
 def _frame(kind: int, body: bytes) -> bytes:
-    return struct.pack("<2sBBd", b"GZ", 1, kind, float("nan")) + body
+    return struct.pack("<2sBBd", b"GZ", 2, kind, float("nan")) + body
 
 
 @pytest.mark.timeout(60)
@@ -509,10 +509,11 @@ def test_iterator_pickle_opt_in_and_array_reduction() -> None:
 @pytest.mark.timeout(60)
 def test_a_probe_never_measures_an_emulated_link_faster_than_it_is(tmp_path: Path) -> None:
     """A probe's rate is its download's bytes over the time from the request, so no
-    delay of the pings can raise it. Here the peer answers each ping 0.1 s late (a busy
-    machine): with half the pings' RTT taken off the download's time, as before, the
-    128 KiB download over the 1 MB/s emulated link measured about 1.4 MB/s."""
-    from gridcoll.dynamic import group as group_module
+    delay of the pings can raise it, and neither it nor the RTT counts how long the peer
+    took to answer. Here the peer answers each request 0.1 s late (a busy machine): with
+    half the pings' RTT taken off the download's time, as before, the 128 KiB download
+    over the 1 MB/s emulated link measured about 1.4 MB/s, and the RTT was over 0.1 s;
+    with the waits counted, the download would measure under 0.6 MB/s."""
     from gridcoll.network import get_grid
     from gridcoll.runtime.emulation import create_link_state
 
@@ -521,21 +522,126 @@ def test_a_probe_never_measures_an_emulated_link_faster_than_it_is(tmp_path: Pat
     emu = ("magpie:2,2", str(path))
     try:
         with Group.start(NV, seed=2, rank=0, emulator=_emulator(emu)) as founder:
-            write = founder._write
+            answer = founder._answer
 
-            def slow_pongs(sock: Any, to_rank: Any, kind: int, body: bytes, route: Any = None):
-                if kind == group_module._PONG:
-                    time.sleep(0.1)
-                write(sock, to_rank, kind, body, route)
+            def slow_answer(*args: Any) -> None:  # to pings and the download's request
+                time.sleep(0.1)
+                answer(*args)
 
-            founder._write = slow_pongs  # type: ignore[method-assign]
+            founder._answer = slow_answer  # type: ignore[method-assign]
             with Group.join(
                 founder.address, founder.secret, rank=2, emulator=_emulator(emu)
             ) as joiner:
                 assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
                 got = joiner.core.measured[founder.pid]
                 link = PROBE_BYTES / grid.plogp(0, 2).g(PROBE_BYTES)  # the link's rate
-                assert joiner.stats.downloads >= 1
-                assert 0 < got.bw_Bps <= link
+                assert joiner.stats.downloads >= 1 and joiner.stats.pings >= 3
+                assert 0.8 * link < got.bw_Bps <= link
+                wan = grid.plogp(0, 2).L + grid.plogp(2, 0).L  # 20 ms
+                assert wan <= got.rtt_s < wan + 0.05
     finally:
         path.unlink(missing_ok=True)
+
+
+@pytest.mark.timeout(60)
+def test_a_ping_times_the_network_not_the_peers_scheduling() -> None:
+    """A LAN ping's round trip leaves out how long the peer took to read and answer it:
+    the kernel stamps the datagram's arrival and the pong says how long it waited. Here
+    the founder's I/O thread reads its ping socket 0.05 s late each time (a busy
+    machine), which a ping timed when read would count twice over."""
+    import sys
+
+    with Group.start(NV, seed=2, heartbeat_s=None) as founder:
+        drain = founder._drain_udp
+
+        def late_drain() -> None:
+            time.sleep(0.05)
+            drain()
+
+        founder._drain_udp = late_drain  # type: ignore[method-assign]
+        with Group.join(founder.address, founder.secret, heartbeat_s=None) as joiner:
+            assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
+            assert joiner.stats.pings >= 3 and founder.stats.frames_in > 0
+            rtt = joiner.core.measured[founder.pid].rtt_s
+            if sys.platform == "linux":  # kernel arrival stamps
+                assert founder.stats.kernel_stamped >= 3 and joiner.stats.kernel_stamped >= 3
+                assert 0 < rtt < 0.02
+            else:
+                assert rtt >= 0.05
+
+
+@pytest.mark.timeout(60)
+def test_forged_and_malformed_ping_datagrams_are_dropped() -> None:
+    """Security rule 2 for the ping socket: a datagram too short, of a wrong kind, with
+    a MAC made without the secret, or from a process not in the directory is dropped,
+    counted and never answered; a well-made ping is answered."""
+    import socket
+
+    with (
+        Group.start(NV, seed=2, heartbeat_s=None) as founder,
+        Group.join(founder.address, founder.secret, heartbeat_s=None) as joiner,
+    ):
+        assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
+        host, port = founder.address.removeprefix("tcp://").rsplit(":", 1)
+        raw = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        raw.bind((host, 0))
+        raw.settimeout(0.5)
+        to = (host, int(port))
+
+        def datagram(kind: int, pid: int, secret: bytes) -> bytes:
+            body = struct.pack("<QQd", 7, pid, time.monotonic())
+            data = struct.pack("<2sBBd", b"GZ", 2, kind, float("nan")) + body
+            return data + hmac.new(secret, b"gridcoll-udp/" + data, hashlib.sha256).digest()[:16]
+
+        before = asdict(founder.stats)
+        try:
+            raw.sendto(b"junk", to)  # short
+            raw.sendto(datagram(7, joiner.pid, founder.secret), to)  # not a ping's kind
+            raw.sendto(datagram(8, joiner.pid, b"x" * 32), to)  # not the secret
+            raw.sendto(datagram(8, 424242, founder.secret), to)  # not in the directory
+            assert founder.wait_until(
+                lambda g: (
+                    g.stats.malformed == before["malformed"] + 2
+                    and g.stats.unauthenticated == before["unauthenticated"] + 2
+                ),
+                10,
+            )
+            with pytest.raises(TimeoutError):
+                raw.recvfrom(256)  # none answered
+            assert (founder.members, founder.error) == (frozenset({founder.pid, joiner.pid}), None)
+            # the pong goes to the pinger's ping socket, found by its directory entry
+            pings = joiner.stats.frames_in
+            raw.sendto(datagram(8, joiner.pid, founder.secret), to)
+            assert joiner.wait_until(lambda g: g.stats.frames_in > pings, 10)
+        finally:
+            raw.close()
+
+
+@pytest.mark.timeout(60)
+def test_a_probe_survives_lost_datagrams() -> None:
+    """Probe datagrams may be lost: here the first pong (the ping is sent again after
+    a while) and a chunk of the download (the rate is then that of the chunks that
+    came, once no more come for a while)."""
+    from gridcoll.dynamic import group as group_module
+
+    with Group.start(NV, seed=2, heartbeat_s=None) as founder:
+        send = founder._datagram
+        dropped: list[tuple[int, int]] = []
+
+        def lossy(address: str, to_rank: Any, kind: int, body: bytes) -> None:
+            index = struct.unpack_from("<QddH", body)[3] if kind == group_module._DATA else -1
+            if kind == group_module._PONG and not dropped:
+                dropped.append((kind, 0))
+                return
+            if kind == group_module._DATA and index == 1 and len(dropped) == 1:
+                dropped.append((kind, index))
+                return
+            send(address, to_rank, kind, body)
+
+        founder._datagram = lossy  # type: ignore[method-assign]
+        with Group.join(founder.address, founder.secret, heartbeat_s=None) as joiner:
+            assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
+            got = joiner.core.measured[founder.pid]
+            assert dropped == [(group_module._PONG, 0), (group_module._DATA, 1)]
+            assert 0 < got.rtt_s < 0.1 and got.bw_Bps > 0
+            assert joiner.stats.pings >= 3 and joiner.stats.downloads == 1

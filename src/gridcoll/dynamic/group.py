@@ -26,22 +26,40 @@ to it and wait for its answer; the callbacks ``on_deliver``/``on_reduce`` run on
 (keep them short; they may call the group's methods).
 
 *Actions.* ``Send`` is encoded and written to the destination's DEALER; ``SetTimer``
-goes on a heap (a later timer of the same key replaces the earlier); ``Probe`` is a
-real 1-byte ping-pong and then a 128 KiB download from the peer, timed with
-``time.monotonic`` (``rtt`` the fastest ping-pong, or a heartbeat's faster round trip
-to the peer; the rate ``nbytes`` over the time from the request to the last byte, sec.
-IV-A), with ``rtt = inf`` if no answer comes within ``probe_timeout_s``.
-The ping-pong is made ``probe_pings`` times in a row and the fastest taken: a process
-that shares its cores with many others answers a ping when it is next scheduled, which
-can take longer than a wide-area round trip, and one slow answer would make a LAN
-neighbour look remote (Property I lost);
-``Deliver`` is reassembled per virtual node: the segments of a pipelined broadcast are
-kept until a vnode has them all, then the application gets the whole payload once per
-vnode; ``ReduceDone`` is kept for :meth:`Group.result` and given to ``on_reduce``.
+goes on a heap (a later timer of the same key replaces the earlier); ``Probe`` is
+``probe_pings`` ping-pongs and then a 128 KiB download from the peer (sec. IV-A; see
+"Probes and round trips"), with ``rtt = inf`` if no answer comes within
+``probe_timeout_s``; ``Deliver`` is reassembled per virtual node: the segments of a
+pipelined broadcast are kept until a vnode has them all, then the application gets the
+whole payload once per vnode; ``ReduceDone`` is kept for :meth:`Group.result` and given
+to ``on_reduce``.
 A vnode handed to another process halfway through a pipelined broadcast carries the
 indices of its segments (``VNodeState.partial``) but not their bytes, so before
 sending a ``Handover`` the driver sends the segments' bytes (a ``SEGS`` frame) on the
 same connection, which the new owner stores before the handover reaches its core.
+
+*Probes and round trips.* A probe is timed as NTP times a round trip, so that it
+leaves out how long either process took to be scheduled: each answer says how long the
+request waited at the peer (from its arrival to the answer's sending), and the asker
+takes that off the time from its sending to the answer's arrival. A probe's datagrams
+(ping, pong, the download's fetch and its chunks) travel over UDP, on a socket with
+the ROUTER's port number, and the kernel stamps their arrival (``SO_TIMESTAMPNS``,
+Linux; elsewhere they are timed when read); one that crossed the emulated WAN arrives
+at its emulated delivery time. So on a machine whose cores many processes share, a LAN
+ping measures the LAN's tens of microseconds, not the milliseconds until the peer runs.
+(Timed when read, as TCP frames through libzmq must be, the LAN pings of fig. 9's
+measured run on 32 processes and 2 cores took 9-18 ms at the median, above the 3-8 ms
+wide-area round trips, and LAN downloads 0.6-9 MB/s, below the 3.2 MB/s of the
+fastest wide-area link: LAN neighbours looked remote.) The fastest of the
+``probe_pings`` round trips is the RTT, or a heartbeat's faster one ("Heartbeats and
+failures"); the download's rate is its bytes over the time from the fetch to the last
+chunk's arrival, less the fetch's wait at the peer: latency included, as in the
+simulator. Each datagram ends with an HMAC-SHA256 of it under the group secret,
+truncated to 16 bytes, and is answered only for a process in the directory. A datagram
+may be lost: a ping unanswered for ``_PING_AGAIN_S`` is sent again (its answer echoes
+its sending time, so an answer to either copy times right), a fetch that brought no
+chunk in ``_FETCH_AGAIN_S`` likewise, and a download missing chunks that long ends with
+the rate of those that came.
 
 *Timers.* The core sizes a reduction's waits from measured distances (sec. IV-E):
 tens of microseconds on loopback, where a real process is often descheduled for
@@ -109,7 +127,8 @@ Security rules
    so it cannot change the mapping. libzmq closes a connection that sends more than
    twice ``max_message`` at once (``MAXMSGSIZE``) before it is read.
 3. Sockets bind to loopback unless ``bind=`` says otherwise. Frames are authenticated
-   once per connection, not encrypted: across untrusted networks use a tunnel.
+   once per connection, ping datagrams each by its MAC ("Probes and round trips");
+   nothing is encrypted: across untrusted networks use a tunnel.
 4. Payloads are bytes, numbers, strings, tuples and numeric numpy arrays; arbitrary
    objects travel as pickles only if every process of the group opted in with
    ``trusted_pickle=True`` (pickle runs code chosen by the sender).
@@ -151,6 +170,7 @@ leaves), IV-A (probes), IV-D (broadcast), IV-E (reduction).
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import heapq
 import hmac
@@ -161,6 +181,7 @@ import pickle
 import queue
 import random
 import secrets as _secrets
+import socket
 import struct
 import threading
 import time
@@ -178,7 +199,7 @@ from gridcoll.errors import GridcollError, ParameterError
 
 __all__ = ["Delivery", "Emulation", "Group", "GroupError", "GroupStats", "ReduceResult"]
 
-_MAGIC, _VERSION = b"GZ", 1
+_MAGIC, _VERSION = b"GZ", 2
 _BEAT_BODY = struct.Struct("<Qddd")  # your messages taken, sent at, your last beat's
 # sent-at (0: none yet), how long since it arrived here
 RTT_GAIN = 2.0
@@ -192,6 +213,20 @@ _MAX_PENDING = 256
 """Unauthenticated connections remembered at once (older ones are forgotten)."""
 _POLL_CAP_S = 0.25
 _DRAIN = 256
+_PING_BODY = struct.Struct("<QQd")  # token, the pinger's id, its send time
+_PONG_BODY = struct.Struct("<Qdd")  # token, the ping's send time, how long it waited here
+_FETCH_BODY = struct.Struct("<QQdI")  # token, the asker's id, its send time, bytes wanted
+_DATA_HEAD = struct.Struct("<QddHH")  # token, the fetch's send time, its wait here,
+# this chunk's index, the chunk count; then the chunk's bytes
+_CHUNK = 32 * 1024  # a download's bytes per datagram
+_UDP_MAC = 16  # bytes of HMAC-SHA256 that end a datagram
+_PING_AGAIN_S = 0.5
+"""A ping unanswered this long is sent again (a datagram may be lost)."""
+_FETCH_AGAIN_S = 1.0
+"""A download with no new chunk for this long is asked again if none came, else ends
+with the chunks that came."""
+_SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's value; SCM_ the same
+_UDP_LAYOUTS = {_PING: _PING_BODY, _PONG: _PONG_BODY, _FETCH: _FETCH_BODY, _DATA: _DATA_HEAD}
 _NO_RANK = 2**64 - 1
 
 
@@ -232,6 +267,9 @@ class GroupStats:
     probes: int = 0
     pings: int = 0
     """Ping-pongs answered (``probe_pings`` per probe)."""
+    kernel_stamped: int = 0
+    """Ping datagrams whose arrival the kernel timed (module doc, "Probes and round
+    trips"); the others are timed when read."""
     downloads: int = 0
     """Probe downloads made (a probe of a climbed-to ancestor may ping only)."""
     rtt_samples: int = 0
@@ -306,12 +344,15 @@ class _Conn:
 @dataclass
 class _Probe:
     peer: int
-    started: float
+    asked: float  # the last ping or fetch sent, or chunk come (module doc)
     deadline: float
     nbytes: int  # the download after the pings (0: none)
     rtt: float = math.inf
     fetch_started: float = 0.0
     pings: int = 0  # ping-pongs done
+    chunks: set[int] = field(default_factory=set)  # of the download, come
+    got: int = 0  # the download's bytes come
+    took: float = 0.0  # from the fetch to the last chunk come, less its wait there
 
 
 def _mac(secret: bytes, role: bytes, a: bytes, b: bytes, pid: int, rank: int, addr: str) -> bytes:
@@ -325,6 +366,39 @@ def _rank_code(rank: int | None) -> int:
 
 def _rank_of(code: int) -> int | None:
     return None if code == _NO_RANK else code
+
+
+def _ping_socket(host: str) -> socket.socket:
+    """A non-blocking UDP socket on a free port of ``host`` whose datagrams the kernel
+    stamps with their arrival time, where it can (Linux)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_DGRAM)
+    with contextlib.suppress(OSError):
+        sock.setsockopt(socket.SOL_SOCKET, _SO_TIMESTAMPNS, 1)
+    sock.bind((host.strip("[]"), 0))
+    sock.setblocking(False)
+    return sock
+
+
+def _again(probe: _Probe) -> float:
+    """How long a probe waits for its next datagram before it acts (module doc)."""
+    return _FETCH_AGAIN_S if probe.fetch_started else _PING_AGAIN_S
+
+
+def _udp_address(address: str) -> tuple[str, int]:
+    """The ping socket of the process whose ROUTER is at ``address`` (the same port)."""
+    host, _, port = address.removeprefix("tcp://").rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def _kernel_arrival(ancillary: list[tuple[int, int, bytes]]) -> float | None:
+    """A datagram's arrival on the ``time.monotonic`` clock, from the kernel's
+    ``SCM_TIMESTAMPNS`` (the wall clock), or None without one."""
+    for level, kind, data in ancillary:
+        if level == socket.SOL_SOCKET and kind == _SO_TIMESTAMPNS and len(data) >= 16:
+            sec, nsec = struct.unpack_from("qq", data)
+            return time.monotonic() - (time.time() - (sec + nsec * 1e-9))
+    return None
 
 
 def _as_bytes(obj: object) -> bytes | None:
@@ -474,14 +548,25 @@ class Group:
         self._thread.daemon = True
 
     def _open_sockets(self, bind: str) -> None:
-        """The ROUTER on a free port of ``bind``, and the wake-up pipe, both polled."""
+        """The ROUTER and the ping socket (UDP) on one free port of ``bind``, and the
+        wake-up pipe, all polled."""
         self._ctx = zmq.Context()
         self._router = self._ctx.socket(zmq.ROUTER)
         self._tune(self._router)
-        self._router.bind(f"tcp://{bind}:0")
+        host = "0.0.0.0" if bind == "*" else bind
+        for attempt in itertools.count(1):  # a free UDP port, then TCP on the same number
+            self._udp = _ping_socket(host)
+            try:
+                self._router.bind(f"tcp://{bind}:{self._udp.getsockname()[1]}")
+                break
+            except zmq.ZMQError:
+                self._udp.close()
+                if attempt == 100:
+                    raise
         self.address: str = self._router.getsockopt_string(zmq.LAST_ENDPOINT)
         self._poller = zmq.Poller()
         self._poller.register(self._router, zmq.POLLIN)
+        self._poller.register(self._udp, zmq.POLLIN)
         self._wake_r, self._wake_w = os.pipe()
         os.set_blocking(self._wake_r, False)
         self._poller.register(self._wake_r, zmq.POLLIN)
@@ -677,6 +762,7 @@ class Group:
         for sock in (self._router, *(peer.sock for peer in self._peers.values())):
             sock.close(linger=100)
         self._ctx.term()
+        self._udp.close()
         for fd in (self._wake_r, self._wake_w):
             with contextlib.suppress(OSError):
                 os.close(fd)
@@ -737,6 +823,8 @@ class Group:
                 os.read(self._wake_r, 4096)
         if self._router in ready:
             self._drain_router()
+        if self._udp.fileno() in ready:
+            self._drain_udp()
         for sock in [s for s in ready if s in self._by_sock]:
             self._drain_peer(self._by_sock[sock])
         self._release_held()
@@ -750,6 +838,7 @@ class Group:
     def _poll_ms(self) -> int:
         deadlines = [h[0][0] for h in (self._timers, self._held_heap) if h]
         deadlines += [pr.deadline for pr in self._probes.values()]
+        deadlines += [pr.asked + _again(pr) for pr in self._probes.values()]
         if self._beating():  # the next beat or ack, and the next member to time out
             deadlines.append(min(self._next_beat, self._next_ack))
             watched = self.core.members - self._suspects - {self.pid}
@@ -990,17 +1079,21 @@ class Group:
         route: bytes | None = None,
     ) -> None:
         """One frame, stamped by the emulation when it crosses the emulated WAN."""
-        stamp = math.nan
-        nbytes = _HEAD.size + len(body)
-        emu, me = self.emulator, self.rank
-        if emu is not None and me is not None and to_rank is not None and emu.crosses(me, to_rank):
-            stamp = emu.reserve(me, to_rank, nbytes, time.monotonic())
-        frame = _HEAD.pack(_MAGIC, _VERSION, kind, stamp) + body
+        frame = self._head(to_rank, kind, len(body)) + body
         self.stats.frames_out += 1
         if route is None:
             sock.send(frame, copy=len(frame) < 65536)
         else:
             sock.send_multipart([route, frame], copy=len(frame) < 65536)
+
+    def _head(self, to_rank: int | None, kind: int, nbytes: int) -> bytes:
+        """A frame's header: its emulation stamp if it crosses the emulated WAN."""
+        stamp = math.nan
+        nbytes += _HEAD.size
+        emu, me = self.emulator, self.rank
+        if emu is not None and me is not None and to_rank is not None and emu.crosses(me, to_rank):
+            stamp = emu.reserve(me, to_rank, nbytes, time.monotonic())
+        return _HEAD.pack(_MAGIC, _VERSION, kind, stamp)
 
     def _tune(self, sock: zmq.Socket) -> None:
         sock.setsockopt(zmq.SNDHWM, 0)
@@ -1052,7 +1145,7 @@ class Group:
                     stamp,
                     peer.rank,
                     len(frame.buffer),
-                    lambda k=kind, b=body: self._from_peer(peer, k, b),
+                    lambda _, k=kind, b=body: self._from_peer(peer, k, b),
                 )
 
     def _from_conn(self, route: bytes, kind: int, stamp: float, body: memoryview, n: int) -> None:
@@ -1072,7 +1165,7 @@ class Group:
                     stamp,
                     conn.rank,
                     n,
-                    lambda: self._on_conn_frame(route, conn, kind, body),
+                    lambda arrival: self._on_conn_frame(route, conn, kind, body, arrival),
                 )
         except WireError:
             self.stats.malformed += 1
@@ -1131,7 +1224,9 @@ class Group:
         )
         self._write(self._router, None, _ACK, bytes(w.out), route)
 
-    def _on_conn_frame(self, route: bytes, conn: _Conn, kind: int, body: memoryview) -> None:
+    def _on_conn_frame(
+        self, route: bytes, conn: _Conn, kind: int, body: memoryview, arrival: float
+    ) -> None:
         try:
             if kind == _MSG:
                 m = self._codec.decode(body)
@@ -1153,20 +1248,9 @@ class Group:
                 r.end()
                 last = self._acked.get(conn.pid, (0, 0))[1]
                 self._acked[conn.pid] = (last, max(took, last))
-                now = time.monotonic()
-                self._beat_in[conn.pid] = (sent_at, now)
+                self._beat_in[conn.pid] = (sent_at, arrival)
                 if echo > 0:  # our beat's time, and how long it waited there
-                    self._sample_rtt(conn.pid, now - echo - held)
-            elif kind == _PING:
-                self._write(self._router, conn.rank, _PONG, bytes(body), route)
-            elif kind == _FETCH:
-                r = Reader(body)
-                token, nbytes = r.u64(), r.u32()
-                r.end()
-                w = Writer()
-                w.u64(token)
-                w.out += bytes(min(nbytes, p.PROBE_BYTES))
-                self._write(self._router, conn.rank, _DATA, bytes(w.out), route)
+                    self._sample_rtt(conn.pid, arrival - echo - held)
             else:
                 self.stats.malformed += 1
         except WireError:
@@ -1190,8 +1274,6 @@ class Group:
                 self._fail_peer(peer, "the peer refused our secret")
             elif not peer.verified:
                 self.stats.unauthenticated += 1
-            elif kind in (_PONG, _DATA):
-                self._on_probe_reply(peer, kind, body)
             else:
                 self.stats.malformed += 1
         except WireError:
@@ -1325,17 +1407,21 @@ class Group:
         stamp: float,
         src_rank: int | None,
         nbytes: int,
-        handler: Callable[[], None],
+        handler: Callable[[float], None],
+        read_at: float | None = None,
     ) -> None:
-        """Run ``handler`` once the emulated WAN delivers the frame (at once if not
-        emulated), after every earlier frame of the same connection."""
+        """Run ``handler(arrival)`` once the emulated WAN delivers the frame (at once if
+        not emulated), after every earlier frame of the same connection. ``arrival`` is
+        when the frame came in: its emulated delivery time, else when it was read (module
+        doc, "Probes and round trips")."""
         held = self._held.get(key)
+        read_at = time.monotonic() if read_at is None else read_at
         if math.isnan(stamp) and not held:
-            handler()
+            handler(read_at)
             return
         if not math.isnan(stamp):
             self.stats.emulated += 1
-        item = (stamp, src_rank, nbytes, handler)
+        item = (stamp, src_rank, nbytes, handler, read_at)
         if held:
             held.append(item)
             return
@@ -1351,14 +1437,14 @@ class Group:
             _, _, key = heapq.heappop(self._held_heap)
             held = self._held.get(key)
             while held:
-                stamp, src_rank, nbytes, handler = held[0]
+                stamp, src_rank, nbytes, handler, arrival = held[0]
                 if stamp > 0 and stamp > time.monotonic():
                     self._push_held(key, stamp)
                     break
                 held.popleft()
                 if not math.isnan(stamp) and self.emulator is not None and src_rank is not None:
-                    self.emulator.wait(stamp, src_rank, self.rank, nbytes)
-                handler()
+                    arrival = self.emulator.wait(stamp, src_rank, self.rank, nbytes)
+                handler(arrival)
             if not held:
                 self._held.pop(key, None)
 
@@ -1374,37 +1460,118 @@ class Group:
         self._ping(peer_pid, token)
 
     def _ping(self, peer_pid: int, token: int) -> None:
-        w = Writer()
-        w.u64(token)
-        w.out += b"\x00"
-        self._send_frame(peer_pid, _PING, bytes(w.out))
+        """A ping datagram to ``peer_pid``'s ping socket (module doc, "Probes and round
+        trips"), stamped by the emulation as a frame is."""
+        self._probes[token].asked = now = time.monotonic()
+        address, rank = self._directory[peer_pid]
+        self._datagram(address, rank, _PING, _PING_BODY.pack(token, self.pid, now))
 
-    def _on_probe_reply(self, peer: _Peer, kind: int, body: memoryview) -> None:
-        r = Reader(body)
-        token = r.u64()
-        probe = self._probes.get(token)
-        if probe is None:
-            return  # expired
-        now = time.monotonic()
-        if kind == _PONG:
-            probe.rtt = min(probe.rtt, now - probe.started)
-            probe.pings += 1
-            self.stats.pings += 1
-            if probe.pings < self.probe_pings:  # again: the fastest is the RTT
-                probe.started = now
-                self._ping(probe.peer, token)
+    def _datagram(self, address: str, to_rank: int | None, kind: int, body: bytes) -> None:
+        data = self._head(to_rank, kind, len(body) + _UDP_MAC) + body
+        with contextlib.suppress(OSError):  # a lost ping is sent again
+            self._udp.sendto(data + self._udp_mac(data), _udp_address(address))
+
+    def _udp_mac(self, data: bytes | memoryview) -> bytes:
+        return hmac.new(self.secret, b"gridcoll-udp/" + data, hashlib.sha256).digest()[:_UDP_MAC]
+
+    def _drain_udp(self) -> None:
+        """Probe datagrams, each timed by the kernel's arrival stamp (``SO_TIMESTAMPNS``;
+        without one, when read)."""
+        for _ in range(_DRAIN):
+            try:
+                data, ancillary, _, _ = self._udp.recvmsg(65536, 64)
+            except (BlockingIOError, InterruptedError):
                 return
-            if not probe.nbytes:  # pings only
-                self._probe_done(token)
-                return
-            self.stats.downloads += 1
-            probe.fetch_started = now
-            w = Writer()
-            w.u64(token)
-            w.u32(probe.nbytes)
-            self._send_frame(probe.peer, _FETCH, bytes(w.out))
+            except OSError:  # e.g. an ICMP error for a datagram to a peer gone
+                continue
+            self.stats.frames_in += 1
+            arrival = _kernel_arrival(ancillary)
+            self.stats.kernel_stamped += arrival is not None
+            self._on_datagram(data, time.monotonic() if arrival is None else arrival)
+
+    def _on_datagram(self, data: bytes, arrival: float) -> None:
+        """A probe's datagram, if its MAC proves the group's secret and its sender is
+        known; then held as a frame is by the emulation."""
+        parsed = self._parse(memoryview(data)[: max(len(data) - _UDP_MAC, 0)])
+        if parsed is None:  # counted
             return
-        self._probe_done(token, len(body) - 8, now - probe.fetch_started)
+        kind, stamp, body = parsed
+        layout = _UDP_LAYOUTS.get(kind)
+        if layout is None or len(body) < layout.size or (kind != _DATA and len(body) > layout.size):
+            self.stats.malformed += 1
+            return
+        if not hmac.compare_digest(self._udp_mac(data[:-_UDP_MAC]), data[-_UDP_MAC:]):
+            self.stats.unauthenticated += 1
+            return
+        token, *fields = layout.unpack_from(body)
+        if kind in (_PING, _FETCH):  # from a process asking: its id, its send time
+            peer, answer = fields[0], functools.partial(self._answer, kind, token, *fields)
+        elif token in self._probes:  # to our probe
+            on = self._on_pong if kind == _PONG else self._on_chunk
+            peer = self._probes[token].peer
+            answer = functools.partial(on, token, *fields, len(body) - layout.size)
+        else:
+            return  # an expired probe's
+        entry = self._directory.get(peer)
+        if entry is None:
+            self.stats.unauthenticated += 1
+            return
+        self._hold(("udp", peer), stamp, entry[1], len(data), answer, arrival)
+
+    def _answer(self, kind: int, token: int, pid: int, sent: float, *rest: float) -> None:
+        """Answer ``pid``'s ping with a pong, or its fetch with the chunks of the
+        download (``rest[0]`` bytes, at most ``PROBE_BYTES``), each saying how long the
+        request waited here since it arrived (``rest[-1]``, the arrival)."""
+        address, rank = self._directory[pid]
+        waited = time.monotonic() - rest[-1]
+        if kind == _PING:
+            self._datagram(address, rank, _PONG, _PONG_BODY.pack(token, sent, waited))
+            return
+        nbytes = min(int(rest[0]), p.PROBE_BYTES)
+        count = max(1, -(-nbytes // _CHUNK))
+        for i in range(count):
+            size = min(_CHUNK, nbytes - i * _CHUNK)
+            head = _DATA_HEAD.pack(token, sent, waited, i, count)
+            self._datagram(address, rank, _DATA, head + bytes(size))
+
+    def _on_pong(self, token: int, sent: float, waited: float, _: int, arrival: float) -> None:
+        """A ping's answer: its round trip is the time from its sending to the pong's
+        arrival, less how long it waited at the peer (module doc)."""
+        probe = self._probes.get(token)
+        if probe is None or probe.fetch_started:
+            return  # expired, or an answer to a ping sent again
+        probe.rtt = min(probe.rtt, max(arrival - sent - waited, 1e-9))
+        probe.pings += 1
+        self.stats.pings += 1
+        if probe.pings < self.probe_pings:  # again: the fastest is the RTT
+            self._ping(probe.peer, token)
+        elif not probe.nbytes:  # pings only
+            self._probe_done(token)
+        else:
+            self.stats.downloads += 1
+            self._fetch(token)
+
+    def _fetch(self, token: int) -> None:
+        probe = self._probes[token]
+        probe.fetch_started = probe.asked = now = time.monotonic()
+        address, rank = self._directory[probe.peer]
+        body = _FETCH_BODY.pack(token, self.pid, now, probe.nbytes)
+        self._datagram(address, rank, _FETCH, body)
+
+    def _on_chunk(
+        self, token: int, sent: float, waited: float, i: int, count: int, size: int, at: float
+    ) -> None:
+        """A chunk of a download: the rate is the bytes come over the time from the
+        fetch to the last one's arrival, less how long the fetch waited at the peer."""
+        probe = self._probes.get(token)
+        if probe is None or sent != probe.fetch_started or i in probe.chunks:
+            return  # expired, or of a fetch sent again
+        probe.chunks.add(i)
+        probe.got += size
+        probe.took = max(probe.took, at - sent - waited)
+        probe.asked = time.monotonic()
+        if len(probe.chunks) == count:
+            self._probe_done(token, probe.got, probe.took)
 
     def _probe_done(self, token: int, nbytes: int = 0, took: float = 0.0) -> None:
         """Feed the core a probe's result: ``rtt`` its fastest ping, or a heartbeat's
@@ -1427,3 +1594,11 @@ class Group:
             if probe.deadline <= now:
                 del self._probes[token]
                 self._feed(p.ProbeResult(probe.peer, math.inf, 0.0))
+            elif now < probe.asked + _again(probe):
+                continue
+            elif not probe.fetch_started:
+                self._ping(probe.peer, token)
+            elif not probe.chunks:
+                self._fetch(token)
+            else:  # a chunk lost: the rate of those that came
+                self._probe_done(token, probe.got, probe.took)
