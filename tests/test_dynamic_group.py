@@ -645,3 +645,39 @@ def test_a_probe_survives_lost_datagrams() -> None:
             assert dropped == [(group_module._PONG, 0), (group_module._DATA, 1)]
             assert 0 < got.rtt_s < 0.1 and got.bw_Bps > 0
             assert joiner.stats.pings >= 3 and joiner.stats.downloads == 1
+
+
+@pytest.mark.timeout(60)
+def test_a_download_measures_the_link_not_the_queue_ahead(tmp_path: Path) -> None:
+    """A probe's rate comes from its chunks' spacing on arrival, so traffic queued on
+    the link ahead of the download does not lower it. Here 0.5 s of other traffic takes
+    the emulated link just before the peer answers the fetch: timed to the last chunk,
+    the 128 KiB download would measure about a fifth of the link's rate."""
+    from gridcoll.dynamic import group as group_module
+    from gridcoll.network import get_grid
+    from gridcoll.runtime.emulation import create_link_state
+
+    grid = get_grid("magpie:2,2")  # ranks 0, 1 | 2, 3; 10 ms and about 1 MB/s between
+    path = create_link_state(grid, tmp_path / "links")
+    emu = ("magpie:2,2", str(path))
+    try:
+        with Group.start(NV, seed=2, rank=0, emulator=_emulator(emu)) as founder:
+            answer = founder._answer
+            busy = grid.plogp(0, 2).g(PROBE_BYTES) * 500_000 / PROBE_BYTES  # 0.5 s
+
+            def queue_ahead(kind: int, *args: Any) -> None:
+                if kind == group_module._FETCH:  # someone else's 500 kB first
+                    founder.emulator.reserve(0, 2, 500_000, time.monotonic())
+                answer(kind, *args)
+
+            founder._answer = queue_ahead  # type: ignore[method-assign]
+            with Group.join(
+                founder.address, founder.secret, rank=2, emulator=_emulator(emu)
+            ) as joiner:
+                assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
+                got = joiner.core.measured[founder.pid]
+                link = PROBE_BYTES / grid.plogp(0, 2).g(PROBE_BYTES)
+                assert busy > 0.4 and joiner.stats.downloads == 1
+                assert 0.8 * link < got.bw_Bps <= link
+    finally:
+        path.unlink(missing_ok=True)

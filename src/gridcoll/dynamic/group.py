@@ -38,28 +38,28 @@ indices of its segments (``VNodeState.partial``) but not their bytes, so before
 sending a ``Handover`` the driver sends the segments' bytes (a ``SEGS`` frame) on the
 same connection, which the new owner stores before the handover reaches its core.
 
-*Probes and round trips.* A probe is timed as NTP times a round trip, so that it
-leaves out how long either process took to be scheduled: each answer says how long the
-request waited at the peer (from its arrival to the answer's sending), and the asker
-takes that off the time from its sending to the answer's arrival. A probe's datagrams
-(ping, pong, the download's fetch and its chunks) travel over UDP, on a socket with
-the ROUTER's port number, and the kernel stamps their arrival (``SO_TIMESTAMPNS``,
-Linux; elsewhere they are timed when read); one that crossed the emulated WAN arrives
-at its emulated delivery time. So on a machine whose cores many processes share, a LAN
-ping measures the LAN's tens of microseconds, not the milliseconds until the peer runs.
-(Timed when read, as TCP frames through libzmq must be, the LAN pings of fig. 9's
-measured run on 32 processes and 2 cores took 9-18 ms at the median, above the 3-8 ms
-wide-area round trips, and LAN downloads 0.6-9 MB/s, below the 3.2 MB/s of the
-fastest wide-area link: LAN neighbours looked remote.) The fastest of the
-``probe_pings`` round trips is the RTT, or a heartbeat's faster one ("Heartbeats and
-failures"); the download's rate is its bytes over the time from the fetch to the last
-chunk's arrival, less the fetch's wait at the peer: latency included, as in the
-simulator. Each datagram ends with an HMAC-SHA256 of it under the group secret,
-truncated to 16 bytes, and is answered only for a process in the directory. A datagram
-may be lost: a ping unanswered for ``_PING_AGAIN_S`` is sent again (its answer echoes
-its sending time, so an answer to either copy times right), a fetch that brought no
-chunk in ``_FETCH_AGAIN_S`` likewise, and a download missing chunks that long ends with
-the rate of those that came.
+*Probes and round trips.* A probe is timed as NTP times a round trip, so that it leaves
+out how long either process took to be scheduled: each answer says how long the request
+waited at the peer (from its arrival to the answer's sending), and the asker takes that
+off the time from its sending to the answer's arrival. A probe's datagrams (ping, pong,
+the download's fetch and its chunks) travel over UDP, on a socket with the ROUTER's port
+number, and the kernel stamps their arrival (``SO_TIMESTAMPNS``, Linux; elsewhere they
+are timed when read); one that crossed the emulated WAN arrives at its emulated delivery
+time. So on a machine whose cores many processes share, a LAN ping measures the LAN's
+tens of microseconds, not the milliseconds until the peer runs. (Timed when read, as TCP
+frames through libzmq must be, the LAN pings of fig. 9's measured run on 32 processes
+and 2 cores took 9-18 ms at the median, above the 3-8 ms wide-area round trips, and LAN
+downloads 0.6-9 MB/s, below the 3.2 MB/s of the fastest wide-area link: LAN neighbours
+looked remote.) The fastest of the ``probe_pings`` round trips is the RTT, or a
+heartbeat's faster one ("Heartbeats and failures"); the download's rate is its bytes
+over half the RTT plus its chunks' passage, timed by their spacing on arrival
+(:func:`_download_rate`): the link's rate with latency, as the simulator's probe
+measures, not what queued ahead. Each datagram ends with an HMAC-SHA256 of it under the
+group secret, truncated to 16 bytes, and is answered only for a process in the
+directory. A datagram may be lost: a ping unanswered for ``_PING_AGAIN_S`` is sent again
+(its answer echoes its sending time, so an answer to either copy times right), a fetch
+that brought no chunk in ``_FETCH_AGAIN_S`` likewise, and a download missing chunks that
+long ends with the rate of those that came.
 
 *Timers.* The core sizes a reduction's waits from measured distances (sec. IV-E):
 tens of microseconds on loopback, where a real process is often descheduled for
@@ -350,8 +350,9 @@ class _Probe:
     rtt: float = math.inf
     fetch_started: float = 0.0
     pings: int = 0  # ping-pongs done
-    chunks: set[int] = field(default_factory=set)  # of the download, come
-    got: int = 0  # the download's bytes come
+    arrived: dict[int, float] = field(default_factory=dict)  # the download's chunks come:
+    # index -> arrival
+    count: int = 0  # the download's chunks
     took: float = 0.0  # from the fetch to the last chunk come, less its wait there
 
 
@@ -378,6 +379,28 @@ def _ping_socket(host: str) -> socket.socket:
     sock.bind((host.strip("[]"), 0))
     sock.setblocking(False)
     return sock
+
+
+def _download_rate(probe: _Probe) -> float:
+    """A probe download's rate (sec. IV-A) from its chunks' arrivals: the download's
+    bytes over ``rtt / 2 + count * gap``, its way there plus its chunks' passage, where
+    ``gap`` is the time between two chunks' arrivals at the bottleneck's rate. Sent
+    back to back, the chunks are spaced by the slowest link they cross, whatever queued
+    ahead of them (packet-train dispersion: C. Dovrolis, P. Ramanathan, D. Moore, "What
+    do packet dispersion techniques measure?", INFOCOM 2001), so the rate is the
+    link's, as the simulator's probe gives the model's ``nbytes / (L + g(nbytes))``: in
+    fig. 9's measured run the bytes over the time to the last chunk gave 0.2-0.63 of the
+    link's rate for 21 of 91 wide-area downloads made during broadcasts (queued behind
+    their data), the dispersion 1.01-1.04 for all. With one chunk only (the rest
+    lost): its bytes over the time from the fetch, less the fetch's wait at the peer."""
+    if not probe.arrived:
+        return 0.0
+    first, last = min(probe.arrived), max(probe.arrived)
+    spread = probe.arrived[last] - probe.arrived[first]
+    if last > first and spread > 0 and math.isfinite(probe.rtt):
+        gap = spread / (last - first)
+        return min(probe.nbytes, p.PROBE_BYTES) / (probe.rtt / 2 + gap * probe.count)
+    return min(probe.nbytes, _CHUNK) / max(probe.took, 1e-9)
 
 
 def _again(probe: _Probe) -> float:
@@ -1561,32 +1584,23 @@ class Group:
     def _on_chunk(
         self, token: int, sent: float, waited: float, i: int, count: int, size: int, at: float
     ) -> None:
-        """A chunk of a download: the rate is the bytes come over the time from the
-        fetch to the last one's arrival, less how long the fetch waited at the peer."""
+        """A chunk of a download (its rate: :func:`_download_rate`)."""
         probe = self._probes.get(token)
-        if probe is None or sent != probe.fetch_started or i in probe.chunks:
+        if probe is None or sent != probe.fetch_started or i in probe.arrived or i >= count:
             return  # expired, or of a fetch sent again
-        probe.chunks.add(i)
-        probe.got += size
+        probe.arrived[i], probe.count = at, count
         probe.took = max(probe.took, at - sent - waited)
         probe.asked = time.monotonic()
-        if len(probe.chunks) == count:
-            self._probe_done(token, probe.got, probe.took)
+        if len(probe.arrived) == count:
+            self._probe_done(token)
 
-    def _probe_done(self, token: int, nbytes: int = 0, took: float = 0.0) -> None:
+    def _probe_done(self, token: int) -> None:
         """Feed the core a probe's result: ``rtt`` its fastest ping, or a heartbeat's
-        faster round trip ("Heartbeats and failures"), and the rate of its ``nbytes``
-        download, fetched in ``took`` from the request: ``nbytes / took``, latency
-        included as in the simulator (:mod:`gridcoll.simulate.phoenix`; here the
-        request's way too, 1-3% of a 128 KiB download over DAS-2's wide area). Taking
-        the request's way off as half the pings' RTT overstated the rate on a busy
-        machine, where all three pings may wait for the peer to be scheduled: in one
-        measured fig. 9 run a Leiden process held a 0.62 MB/s link from VU at 1.41 MB/s,
-        and its LAN hung below that link instead of UvA's 0.75 MB/s."""
+        faster round trip ("Heartbeats and failures"), and its download's rate (0 if
+        none: :func:`_download_rate`)."""
         probe = self._probes.pop(token)
         rtt = min(probe.rtt, self._rtt_floor.get(probe.peer, math.inf))
-        bw = nbytes / max(took, 1e-9) if nbytes else 0.0
-        self._feed(p.ProbeResult(probe.peer, rtt, bw))
+        self._feed(p.ProbeResult(probe.peer, rtt, _download_rate(probe)))
 
     def _expire_probes(self) -> None:
         now = time.monotonic()
@@ -1598,7 +1612,7 @@ class Group:
                 continue
             elif not probe.fetch_started:
                 self._ping(probe.peer, token)
-            elif not probe.chunks:
+            elif not probe.arrived:
                 self._fetch(token)
             else:  # a chunk lost: the rate of those that came
-                self._probe_done(token, probe.got, probe.took)
+                self._probe_done(token)
