@@ -1218,6 +1218,32 @@ def test_a_joiner_in_another_lan_than_its_sponsor_measures_for_itself() -> None:
             assert (q, 21) in log
 
 
+def test_a_member_measures_a_process_that_joined_since_it_settled_by_pings() -> None:
+    """Joins (module doc, (3)): a joiner with no Near (it is not in its sponsor's LAN)
+    gives the members no figures for it; a member that had settled measures it by
+    pings, and a peer it holds at a like RTT (the joiner's LAN) lends the rate: no
+    member downloads from it."""
+    net = _converged(8, seed=0)
+    log: list[tuple[int, int, int]] = []
+    apply = net.apply
+
+    def recording(pid, actions):
+        actions = list(actions)
+        log.extend((pid, a.peer, a.nbytes) for a in actions if isinstance(a, Probe))
+        apply(pid, actions)
+
+    net.apply = recording
+    net.processes[21] = Process(21, rng=random.Random(0))  # odd: not 2's LAN
+    net.feed(21, JoinRequested(contact=2))
+    net.run()
+    of_21 = [(pid, n) for pid, peer, n in log if peer == 21]
+    assert of_21 and all(n == 0 for _, n in of_21), of_21
+    for q, p in net.processes.items():  # the rate of an odd peer measured before
+        if q != 21 and 21 in p.measured:
+            odd = [m.bw_Bps for r, m in p.measured.items() if r % 2 and r != 21]
+            assert p.measured[21].bw_Bps in odd
+
+
 def test_a_joiner_borrows_once_a_faster_round_trip_shows_its_sponsor_near() -> None:
     """Joins (module doc): on a busy machine the joiner's first ping-pongs with its
     sponsor can take longer than a wide-area round trip; the offer stands until a
