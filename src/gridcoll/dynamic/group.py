@@ -268,7 +268,7 @@ class GroupStats:
     pings: int = 0
     """Ping-pongs answered (``probe_pings`` per probe)."""
     kernel_stamped: int = 0
-    """Ping datagrams whose arrival the kernel timed (module doc, "Probes and round
+    """Probe datagrams whose arrival the kernel timed (module doc, "Probes and round
     trips"); the others are timed when read."""
     downloads: int = 0
     """Probe downloads made (a probe of a climbed-to ancestor may ping only)."""
@@ -1412,7 +1412,7 @@ class Group:
 
     def _sample_rtt(self, pid: int, rtt: float) -> None:
         """A round trip to ``pid`` timed by a heartbeat and its echo: the fastest seen is
-        kept (:meth:`_on_probe_reply` takes it if faster), and the core is told when it
+        kept (:meth:`_probe_done` takes it if faster), and the core is told when it
         beats by ``RTT_GAIN`` what the core holds (``Remeasured``)."""
         if not rtt > 0:
             return
