@@ -506,6 +506,29 @@ def test_iterator_pickle_opt_in_and_array_reduction() -> None:
         assert a.wait_until(lambda g: len(g.vnodes) == 4 and len(g.members) == 1, 10)
 
 
+def _probed_over_magpie(tmp_path: Path, wrap: Any) -> tuple[Any, Any, Any]:
+    """Found at rank 0 and join at rank 2 of ``magpie:2,2`` (ranks 0, 1 | 2, 3; 10 ms
+    and about 1 MB/s between), the founder's answers to probes passed through
+    ``wrap(founder, answer)``; returns the grid, the joiner's figures for the founder
+    and the joiner's stats."""
+    from gridcoll.network import get_grid
+    from gridcoll.runtime.emulation import create_link_state
+
+    grid = get_grid("magpie:2,2")
+    path = create_link_state(grid, tmp_path / "links")
+    emu = ("magpie:2,2", str(path))
+    try:
+        with Group.start(NV, seed=2, rank=0, emulator=_emulator(emu)) as founder:
+            founder._answer = wrap(founder, founder._answer)  # type: ignore[method-assign]
+            with Group.join(
+                founder.address, founder.secret, rank=2, emulator=_emulator(emu)
+            ) as joiner:
+                assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
+                return grid, joiner.core.measured[founder.pid], joiner.stats
+    finally:
+        path.unlink(missing_ok=True)
+
+
 @pytest.mark.timeout(60)
 def test_a_probe_never_measures_an_emulated_link_faster_than_it_is(tmp_path: Path) -> None:
     """A probe's rate is its download's bytes over the time from the request, so no
@@ -514,33 +537,20 @@ def test_a_probe_never_measures_an_emulated_link_faster_than_it_is(tmp_path: Pat
     half the pings' RTT taken off the download's time, as before, the 128 KiB download
     over the 1 MB/s emulated link measured about 1.4 MB/s, and the RTT was over 0.1 s;
     with the waits counted, the download would measure under 0.6 MB/s."""
-    from gridcoll.network import get_grid
-    from gridcoll.runtime.emulation import create_link_state
 
-    grid = get_grid("magpie:2,2")  # ranks 0, 1 | 2, 3; 10 ms and about 1 MB/s between
-    path = create_link_state(grid, tmp_path / "links")
-    emu = ("magpie:2,2", str(path))
-    try:
-        with Group.start(NV, seed=2, rank=0, emulator=_emulator(emu)) as founder:
-            answer = founder._answer
+    def slow(founder: Group, answer: Any) -> Any:
+        def slow_answer(*args: Any) -> None:  # to pings and the download's request
+            time.sleep(0.1)
+            answer(*args)
 
-            def slow_answer(*args: Any) -> None:  # to pings and the download's request
-                time.sleep(0.1)
-                answer(*args)
+        return slow_answer
 
-            founder._answer = slow_answer  # type: ignore[method-assign]
-            with Group.join(
-                founder.address, founder.secret, rank=2, emulator=_emulator(emu)
-            ) as joiner:
-                assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
-                got = joiner.core.measured[founder.pid]
-                link = PROBE_BYTES / grid.plogp(0, 2).g(PROBE_BYTES)  # the link's rate
-                assert joiner.stats.downloads >= 1 and joiner.stats.pings >= 3
-                assert 0.8 * link < got.bw_Bps <= link
-                wan = grid.plogp(0, 2).L + grid.plogp(2, 0).L  # 20 ms
-                assert wan <= got.rtt_s < wan + 0.05
-    finally:
-        path.unlink(missing_ok=True)
+    grid, got, stats = _probed_over_magpie(tmp_path, slow)
+    link = PROBE_BYTES / grid.plogp(0, 2).g(PROBE_BYTES)  # the link's rate
+    assert stats.downloads >= 1 and stats.pings >= 3
+    assert 0.8 * link < got.bw_Bps <= link
+    wan = grid.plogp(0, 2).L + grid.plogp(2, 0).L  # 20 ms
+    assert wan <= got.rtt_s < wan + 0.05
 
 
 @pytest.mark.timeout(60)
@@ -654,30 +664,16 @@ def test_a_download_measures_the_link_not_the_queue_ahead(tmp_path: Path) -> Non
     the emulated link just before the peer answers the fetch: timed to the last chunk,
     the 128 KiB download would measure about a fifth of the link's rate."""
     from gridcoll.dynamic import group as group_module
-    from gridcoll.network import get_grid
-    from gridcoll.runtime.emulation import create_link_state
 
-    grid = get_grid("magpie:2,2")  # ranks 0, 1 | 2, 3; 10 ms and about 1 MB/s between
-    path = create_link_state(grid, tmp_path / "links")
-    emu = ("magpie:2,2", str(path))
-    try:
-        with Group.start(NV, seed=2, rank=0, emulator=_emulator(emu)) as founder:
-            answer = founder._answer
-            busy = grid.plogp(0, 2).g(PROBE_BYTES) * 500_000 / PROBE_BYTES  # 0.5 s
+    def queue_ahead(founder: Group, answer: Any) -> Any:
+        def answer_later(kind: int, *args: Any) -> None:
+            if kind == group_module._FETCH:  # someone else's 500 kB first
+                founder.emulator.reserve(0, 2, 500_000, time.monotonic())
+            answer(kind, *args)
 
-            def queue_ahead(kind: int, *args: Any) -> None:
-                if kind == group_module._FETCH:  # someone else's 500 kB first
-                    founder.emulator.reserve(0, 2, 500_000, time.monotonic())
-                answer(kind, *args)
+        return answer_later
 
-            founder._answer = queue_ahead  # type: ignore[method-assign]
-            with Group.join(
-                founder.address, founder.secret, rank=2, emulator=_emulator(emu)
-            ) as joiner:
-                assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
-                got = joiner.core.measured[founder.pid]
-                link = PROBE_BYTES / grid.plogp(0, 2).g(PROBE_BYTES)
-                assert busy > 0.4 and joiner.stats.downloads == 1
-                assert 0.8 * link < got.bw_Bps <= link
-    finally:
-        path.unlink(missing_ok=True)
+    grid, got, stats = _probed_over_magpie(tmp_path, queue_ahead)
+    link = PROBE_BYTES / grid.plogp(0, 2).g(PROBE_BYTES)
+    assert grid.plogp(0, 2).g(500_000) > 0.4 and stats.downloads == 1
+    assert 0.8 * link < got.bw_Bps <= link
