@@ -1532,7 +1532,7 @@ class Group:
         elif token in self._probes:  # to our probe
             on = self._on_pong if kind == _PONG else self._on_chunk
             peer = self._probes[token].peer
-            answer = functools.partial(on, token, *fields, len(body) - layout.size)
+            answer = functools.partial(on, token, *fields)
         else:
             return  # an expired probe's
         entry = self._directory.get(peer)
@@ -1557,7 +1557,7 @@ class Group:
             head = _DATA_HEAD.pack(token, sent, waited, i, count)
             self._datagram(address, rank, _DATA, head + bytes(size))
 
-    def _on_pong(self, token: int, sent: float, waited: float, _: int, arrival: float) -> None:
+    def _on_pong(self, token: int, sent: float, waited: float, arrival: float) -> None:
         """A ping's answer: its round trip is the time from its sending to the pong's
         arrival, less how long it waited at the peer (module doc)."""
         probe = self._probes.get(token)
@@ -1582,7 +1582,7 @@ class Group:
         self._datagram(address, rank, _FETCH, body)
 
     def _on_chunk(
-        self, token: int, sent: float, waited: float, i: int, count: int, size: int, at: float
+        self, token: int, sent: float, waited: float, i: int, count: int, at: float
     ) -> None:
         """A chunk of a download (its rate: :func:`_download_rate`)."""
         probe = self._probes.get(token)

@@ -339,7 +339,7 @@ joiner's new trees and then makes its extra probes, every joiner its own, each r
     (Fig. 9 measured on real processes, half the processes rejoining at once: in a
     diagnostic run, the processes that had not borrowed made 39 downloads after the
     rejoin, most over the wide area under the broadcasts, and the broadcasts were back
-    5.2 s after it; with this rule, back 2.2-4.8 s after it in three runs.)
+    5.2 s after it; with this rule, back 2.2-11.4 s after it in five runs, median 4.8.)
 (4) The sponsor keeps the vnodes it hands a joiner in its reach set until the joiner
     attaches (``_lent``; the joiner's first probe is its sponsor, so it attaches below
     it in every tree at once; a timer of ``stall_s`` ends the loan otherwise): a target
@@ -1890,8 +1890,8 @@ class Process:
         if peer not in self.members or peer == self.pid:
             sweep = self._sweep()
             peer = self.rng.choice(sorted(sweep) or self._probe_candidates())
-            # a joiner that borrowed, or a member that had settled, measures a new peer
-            # by pings if it can ("Joins" (3))
+            # a joiner that borrowed, or a member probing a process that joined since it
+            # settled, measures a new peer by pings if it can ("Joins" (3))
             ping = (
                 (self._lan_only or peer in self._newcomers)
                 and peer not in self.measured
