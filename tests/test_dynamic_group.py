@@ -580,6 +580,21 @@ def test_a_ping_times_the_network_not_the_peers_scheduling() -> None:
                 assert rtt >= 0.05
 
 
+def test_no_round_trip_below_the_resolution_reaches_the_core() -> None:
+    """A round trip faster than ``rtt_resolution_s`` is reported as it, so that two
+    timings of one LAN differ by no more than the core's ``NEAR_RATIO`` allows (module
+    doc, "Probes and round trips"): here every loopback ping is far below 0.25 s."""
+    coarse = {"heartbeat_s": None, "rtt_resolution_s": 0.25}
+    with (
+        Group.start(NV, seed=2, **coarse) as founder,
+        Group.join(founder.address, founder.secret, **coarse) as joiner,
+    ):
+        assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
+        assert joiner.core.measured[founder.pid].rtt_s == 0.25
+    with pytest.raises(ParameterError, match="rtt_resolution_s"):
+        Group.start(NV, rtt_resolution_s=-1.0)
+
+
 @pytest.mark.timeout(60)
 def test_forged_and_malformed_ping_datagrams_are_dropped() -> None:
     """Security rule 2 for the ping socket: a datagram too short, of a wrong kind, with

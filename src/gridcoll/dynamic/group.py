@@ -51,7 +51,10 @@ frames through libzmq must be, the LAN pings of fig. 9's measured run on 32 proc
 and 2 cores took 9-18 ms at the median, above the 3-8 ms wide-area round trips, and LAN
 downloads 0.6-9 MB/s, below the 3.2 MB/s of the fastest wide-area link: LAN neighbours
 looked remote.) The fastest of the ``probe_pings`` round trips is the RTT, or a
-heartbeat's faster one ("Heartbeats and failures"); the download's rate is its bytes
+heartbeat's faster one ("Heartbeats and failures"), but never less than
+``rtt_resolution_s`` (:data:`RTT_RESOLUTION_S`, 0.1 ms): below it, timings of one link
+differ by more than the core's ``NEAR_RATIO`` of 2, and a LAN neighbour would look remote
+by chance. The download's rate is its bytes
 over half the RTT plus its chunks' passage, timed by their spacing on arrival
 (:func:`_download_rate`): the link's rate with latency, as the simulator's probe
 measures, not what queued ahead. Each datagram ends with an HMAC-SHA256 of it under the
@@ -205,6 +208,14 @@ _BEAT_BODY = struct.Struct("<Qddd")  # your messages taken, sent at, your last b
 RTT_GAIN = 2.0
 """A heartbeat round trip this many times faster than the core's measurement is given
 to the core (``Remeasured``)."""
+RTT_RESOLUTION_S = 1e-4
+"""The smallest round trip a probe or heartbeat reports to the core (``rtt_resolution_s``).
+The core tells a LAN neighbour from a remote peer by ratios of RTTs (``NEAR_RATIO``), and
+below about a tenth of a millisecond two timings of one loopback link differ by that
+much: in fig. 9's measured run on 32 processes and 2 cores, sponsors' fastest LAN round
+trips were 24-51 us and their joiners' 45-72 us, so 5 of 16 joiners found their own
+LAN's sponsor remote and probed every member over the wide area. Real LANs are above
+it or near it; wide-area links far above."""
 _HEAD = struct.Struct("<2sBBd")  # magic, version, kind, emulation stamp (NaN: none)
 _HELLO, _CHALLENGE, _AUTH, _ACK, _REFUSED = 1, 2, 3, 4, 5
 _DIR, _MSG, _PING, _PONG, _FETCH, _DATA, _SEGS, _BEAT = 6, 7, 8, 9, 10, 11, 12, 13
@@ -452,6 +463,8 @@ class Group:
         max_message: the largest frame accepted (bytes).
         probe_timeout_s: a probe unanswered this long measures ``rtt = inf``.
         probe_pings: ping-pongs per probe; the fastest is its RTT (module doc).
+        rtt_resolution_s: the smallest round trip reported to the core; a faster one
+            is reported as this (module doc, "Probes and round trips").
         min_give_up_s: the root of a reduction waits at least this long before it
             reports missing vnodes (module doc, "Timers").
         heartbeat_s: send every member a heartbeat this often (None: never).
@@ -479,6 +492,7 @@ class Group:
         max_message: int = MAX_MESSAGE,
         probe_timeout_s: float = 5.0,
         probe_pings: int = 3,
+        rtt_resolution_s: float = RTT_RESOLUTION_S,
         min_give_up_s: float = 10.0,
         heartbeat_s: float | None = 1.0,
         heartbeat_timeout_s: float = 5.0,
@@ -505,6 +519,9 @@ class Group:
         if probe_pings < 1:
             raise ParameterError(f"probe_pings must be at least 1, got {probe_pings!r}")
         self.probe_pings = probe_pings
+        if not rtt_resolution_s >= 0:
+            raise ParameterError(f"rtt_resolution_s must be >= 0, got {rtt_resolution_s!r}")
+        self.rtt_resolution_s = rtt_resolution_s
         self.min_give_up_s = min_give_up_s
         if heartbeat_s is not None and not 0 < heartbeat_s < heartbeat_timeout_s:
             raise ParameterError(
@@ -1416,6 +1433,7 @@ class Group:
         beats by ``RTT_GAIN`` what the core holds (``Remeasured``)."""
         if not rtt > 0:
             return
+        rtt = max(rtt, self.rtt_resolution_s)
         self.stats.rtt_samples += 1
         best = self._rtt_floor[pid] = min(rtt, self._rtt_floor.get(pid, math.inf))
         held = self.core.measured.get(pid)
@@ -1563,7 +1581,7 @@ class Group:
         probe = self._probes.get(token)
         if probe is None or probe.fetch_started:
             return  # expired, or an answer to a ping sent again
-        probe.rtt = min(probe.rtt, max(arrival - sent - waited, 1e-9))
+        probe.rtt = min(probe.rtt, max(arrival - sent - waited, self.rtt_resolution_s, 1e-9))
         probe.pings += 1
         self.stats.pings += 1
         if probe.pings < self.probe_pings:  # again: the fastest is the RTT

@@ -154,8 +154,10 @@ class _Member:
     """A worker's state: its group, and a lock for the pipe two threads write to."""
 
     def __init__(self, rank: int, conn: Connection, grid: Grid, links: str) -> None:
+        from gridcoll.dynamic.group import Group  # imported before "up": start-up cost
         from gridcoll.runtime.emulation import Emulator, LinkState
 
+        self.group_type = Group
         self.rank, self.conn = rank, conn
         self.lock = threading.Lock()
         self.emulator = Emulator(grid, LinkState(links, grid))
@@ -174,17 +176,15 @@ class _Member:
 
     def handle(self, cmd: tuple) -> bool:
         """Run one command; False once told to stop."""
-        from gridcoll.dynamic.group import Group
-
         name, args = cmd[0], cmd[1:]
         g = self.group
         if name == "start":
             t = time.monotonic()
-            self.group = Group.start(args[0], **self.options(args[1]))
+            self.group = self.group_type.start(args[0], **self.options(args[1]))
             self.put("member", self.rank, self.group.pid, self.group.address, time.monotonic() - t)
         elif name == "join":
             t = time.monotonic()
-            self.group = Group.join(args[0], args[1], **self.options(args[2]))
+            self.group = self.group_type.join(args[0], args[1], **self.options(args[2]))
             self.put("member", self.rank, self.group.pid, self.group.address, time.monotonic() - t)
         elif name == "secret":
             self.put("secret", self.rank, g.secret)
