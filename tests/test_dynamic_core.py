@@ -18,6 +18,7 @@ from gridcoll.dynamic.protocol import (
     HEADER_BYTES,
     KINDS,
     PROBE_BYTES,
+    SITE_SHIFT,
     WANTS,
     Abandoned,
     Adopt,
@@ -1519,6 +1520,33 @@ def test_the_next_member_id_takes_a_dead_process_vnodes_over() -> None:
         assert net.processes[p].table.route[2] == (2, 1)
         assert 1 not in net.processes[p].members and 1 in net.processes[p].failed
     assert not any(1 in t.children for p in (0, 2, 3) for t in net.processes[p].trees.values())
+
+
+def test_a_dead_process_vnodes_stay_in_its_site_while_one_of_it_lives() -> None:
+    """Ids carry their site in the bits from ``SITE_SHIFT`` up: two LANs (the low bit,
+    as ``_two_lans``) of three, sites 0 and 1. The last id of each site dies: by id
+    order alone its heir would be in the other site; the rule wraps round its own."""
+    for dead_k, heir_k in ((5, 1), (4, 0)):
+        ids = {k: (k % 2) << SITE_SHIFT | k for k in range(6)}
+        mapping = {pid: range(k, k + 1) for k, pid in ids.items()}
+        procs = {
+            pid: Process(pid, rng=random.Random(k), founder_vnodes=mapping)
+            for k, pid in ids.items()
+        }
+        net = _started(procs, _two_lans, 0)
+        lost = _kill(net, ids[dead_k])
+        net.run()
+        assert {(r.pid, r.heir) for r in lost} == {(ids[dead_k], ids[heir_k])}
+        assert net.processes[ids[heir_k]].owned == {heir_k, dead_k}
+    only = {0: 0, 1: 1 << SITE_SHIFT | 1, 2: 2}  # the dead's site has nobody left:
+    procs = {
+        pid: Process(
+            pid, rng=random.Random(k), founder_vnodes={q: range(j, j + 1) for j, q in only.items()}
+        )
+        for k, pid in only.items()
+    }
+    net = _started(procs, _two_lans, 0)
+    assert {(r.pid, r.heir) for r in _kill(net, only[1])} == {(only[1], 0)}  # the next id
 
 
 def test_a_broadcast_sent_to_a_dead_process_is_sent_again() -> None:

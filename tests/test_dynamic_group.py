@@ -24,7 +24,7 @@ import zmq
 
 from gridcoll.dynamic.group import Group, GroupError
 from gridcoll.dynamic.nodesets import NodeSet
-from gridcoll.dynamic.protocol import PROBE_BYTES, Bcast
+from gridcoll.dynamic.protocol import PROBE_BYTES, SITE_SHIFT, Bcast
 from gridcoll.dynamic.wire import encode
 from gridcoll.errors import ParameterError
 
@@ -328,6 +328,8 @@ def test_emulated_wan_delays_cross_cluster_delivery(cluster: Any, tmp_path: Path
         joined = c.expect("joined", 3)
         assert c.founder.wait_until(lambda g: len(g.members) == 4, 30)
         far_pids = {j[1] for j in joined if grid.cluster_of[j[2]] != grid.cluster_of[0]}
+        sites = {pid >> SITE_SHIFT for pid in far_pids}  # an id names its cluster
+        assert sites == {grid.cluster_of[2]} != {c.founder.pid >> SITE_SHIFT} == {0}
         start = time.monotonic()
         op = c.founder.bcast(b"w" * 1024, root=0, kind="latency")
         c.wait_delivered(op)
@@ -351,6 +353,10 @@ def test_parameters_are_checked() -> None:
         g.bcast(b"x", root=5)
     with pytest.raises(ParameterError, match="probe_pings"):
         Group.start(2, probe_pings=0)
+    with pytest.raises(ParameterError, match="site"):
+        Group.start(2, site=1 << 10)
+    with Group.start(2, site=7) as g:
+        assert g.pid >> SITE_SHIFT == 7
 
 
 def test_a_probe_pings_several_times_and_the_trees_can_be_asked() -> None:

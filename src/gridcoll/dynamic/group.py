@@ -111,9 +111,15 @@ a core message, which its sender preceded by the entries it knew, so every membe
 to the core has a known endpoint.
 
 *Joining and ids.* :meth:`Group.start` founds a computation with every vnode in this
-process; :meth:`Group.join` asks a member at an endpoint. A process id is drawn at
-random (62 bits; the core's rule 2 never reuses ids, and a collision among a few
-thousand processes has probability below 1e-12).
+process; :meth:`Group.join` asks a member at an endpoint. A process id is its *site*
+(``site``: its cluster or LAN, 0 to 1023; with an emulator, the rank's cluster) in the
+core's :data:`~gridcoll.dynamic.protocol.SITE_SHIFT` top bits, then 52 random bits
+(the core's rule 2 never reuses ids, and a collision among a few thousand processes of
+one site has probability below 1e-8). The core gives a dead process's vnodes to a
+member of its site while one lives: on fig. 9's measured crash, a random heir was in
+another cluster for most of the dead, and the broadcast under way then crossed the
+slowest wide-area link again for it (module doc of :mod:`gridcoll.dynamic.protocol`,
+"Failures").
 
 Security rules
 --------------
@@ -216,6 +222,8 @@ much: in fig. 9's measured run on 32 processes and 2 cores, sponsors' fastest LA
 trips were 24-51 us and their joiners' 45-72 us, so 5 of 16 joiners found their own
 LAN's sponsor remote and probed every member over the wide area. Real LANs are above
 it or near it; wide-area links far above."""
+_SITES = 1 << (62 - p.SITE_SHIFT)
+"""How many sites a process id can name (module doc, "Joining and ids")."""
 _HEAD = struct.Struct("<2sBBd")  # magic, version, kind, emulation stamp (NaN: none)
 _HELLO, _CHALLENGE, _AUTH, _ACK, _REFUSED = 1, 2, 3, 4, 5
 _DIR, _MSG, _PING, _PONG, _FETCH, _DATA, _SEGS, _BEAT = 6, 7, 8, 9, 10, 11, 12, 13
@@ -250,6 +258,8 @@ class Emulation(Protocol):
     """What :class:`Group` needs of :class:`gridcoll.runtime.emulation.Emulator`."""
 
     def crosses(self, a: int, b: int) -> bool: ...
+
+    def site(self, rank: int) -> int: ...
 
     def reserve(self, a: int, b: int, nbytes: int, now: float) -> float: ...
 
@@ -475,6 +485,8 @@ class Group:
             "Heartbeats and failures"), on the I/O thread.
         fail_suspects: report a suspect to the core as dead (module doc); False: only
             suspect it.
+        site: this process's site, 0 to 1023 (its cluster or LAN: module doc, "Joining
+            and ids"); None: the emulator's cluster of ``rank``, or 0 without one.
         seed: the core's random numbers (None: from the OS).
         core_options: passed to :class:`~gridcoll.dynamic.protocol.Process`.
     """
@@ -499,6 +511,7 @@ class Group:
         ack_s: float | None = None,
         on_suspect: Callable[[int], None] | None = None,
         fail_suspects: bool = True,
+        site: int | None = None,
         seed: int | None = None,
         founder_vnodes: int | None = None,
         core_options: Mapping[str, Any] | None = None,
@@ -511,7 +524,11 @@ class Group:
             raise ParameterError(f"max_message must be >= 1024, got {max_message!r}")
         self.secret = secret
         self.rank = rank
-        self.pid = _secrets.randbits(62)
+        if site is None:
+            site = 0 if emulator is None else emulator.site(rank) % _SITES  # type: ignore[arg-type]
+        if not 0 <= site < _SITES:
+            raise ParameterError(f"site must be in [0, {_SITES}), got {site!r}")
+        self.pid = site << p.SITE_SHIFT | _secrets.randbits(p.SITE_SHIFT)
         self.emulator = emulator
         self.trusted_pickle = trusted_pickle
         self.max_message = max_message

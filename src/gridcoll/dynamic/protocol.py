@@ -86,11 +86,12 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   table gives to a third process, once a failure is known, claims it (that one may
   have taken it over); a process told it owns a vnode that its table gives to a dead
   process takes it over (the handover died with its sender).
-- *Its vnodes.* Its heir is the next member id after it, cyclically (a LEAVING or
-  LEFT process counts itself out); the heir takes every vnode its table gives the
-  dead process at the next epoch, with a fresh *recovered* state, and claims them to
-  every member (``Update``); every other survivor sends the heir the entries its
-  table gives the dead process, since the heir's table may be older. A message for a
+- *Its vnodes.* Its heir is the next member id after it, cyclically, among the members
+  of its site if one is left, else among all (a LEAVING or LEFT process counts itself
+  out; an id's top bits name its site, :data:`SITE_SHIFT`); the heir takes every vnode
+  its table gives the dead process at the next epoch, with a fresh *recovered* state,
+  and claims them to every member (``Update``); every other survivor sends the heir
+  the entries its table gives the dead process, since the heir's table may be older. A message for a
   vnode whose owner is dead goes to the heir as the sender sees it; a process that
   finds itself the heir takes the vnodes over then. Disagreements (different member
   lists, stale pointers, a handover that died with its sender: its receiver says it
@@ -449,6 +450,7 @@ __all__ = [
     "KINDS",
     "PROBE_BYTES",
     "SEGMENT_COST_S",
+    "SITE_SHIFT",
     "TRANSITIONS",
     "WANTS",
     "Abandoned",
@@ -478,6 +480,13 @@ __all__ = [
     "State",
     "TimerExpired",
 ]
+
+SITE_SHIFT = 52
+"""A process id's bits from this one up name its *site* (a cluster, a LAN; 0 if unsaid):
+a dead process's heir is taken in its site while one of it lives (``_successor``), so
+its vnodes, and the broadcasts sent again to them, stay off the wide area. The driver
+draws ids (rule 2) with the site in these bits; the simulator's small ids are all of
+site 0."""
 
 PROBE_BYTES = 128 * 1024
 """The bandwidth probe: a 128-kilobyte download (sec. IV-A)."""
@@ -1073,10 +1082,12 @@ def _replace_targets(m: Bcast, targets: NodeSet, via_tree: bool) -> Bcast:
 
 
 def _successor(dead: int, members: Iterable[int]) -> int | None:
-    """The heir of a dead process's vnodes: the next member id after ``dead``, cyclically
-    (one rule every survivor applies alike; module doc, "Failures")."""
+    """The heir of a dead process's vnodes: the next member id after ``dead``, cyclically,
+    among the members of its site (:data:`SITE_SHIFT`) if any, else among all (one rule
+    every survivor applies alike; module doc, "Failures")."""
     ids = sorted(members)
-    return next((m for m in ids if m > dead), ids[0] if ids else None)
+    pool = [m for m in ids if m >> SITE_SHIFT == dead >> SITE_SHIFT] or ids
+    return next((m for m in pool if m > dead), pool[0] if pool else None)
 
 
 def _combine(op: Callable, a: object, a_cov: NodeSet, b: object, b_cov: NodeSet) -> object:
@@ -1747,7 +1758,8 @@ class Process:
 
     def _heir(self, dead: int) -> int | None:
         """Who takes over a dead process's vnodes, as far as we know: the next member id
-        after it (an active member: a leaver does not take vnodes)."""
+        after it, in its site if any is left (an active member: a leaver does not take
+        vnodes)."""
         return _successor(
             dead, self.members if self.state is State.ACTIVE else self.members - {self.pid}
         )

@@ -412,6 +412,10 @@ class Emulator:
         cluster = self.grid.cluster_of
         return cluster[a] != cluster[b]
 
+    def site(self, rank: int) -> int:
+        """The cluster of ``rank``: the site of a dynamic group's process there."""
+        return self.grid.cluster_of[rank]
+
     def _route(self, a: int, b: int) -> _Route:
         key = (self.grid.cluster_of[a], self.grid.cluster_of[b])
         route = self._routes.get(key)
