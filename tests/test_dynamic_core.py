@@ -1302,6 +1302,11 @@ def test_a_faster_round_trip_makes_a_process_probe_that_peer_again() -> None:
     net.run()
     assert not p2.probing() and p2.state is State.ACTIVE
     assert p2.handle(Remeasured(99, 1e-6)) == []  # not a member: nothing
+    rtt, bw = p2.measured[0].rtt_s, p2.measured[0].bw_Bps
+    p2.handle(Remeasured(0, rtt / 2, bw / 2))  # a rate recomputed lower: the held stays
+    assert p2.measured[0] == ProbeResult(0, rtt / 2, bw)
+    p2.handle(Remeasured(0, rtt / 4, bw * 3))  # higher: taken
+    assert p2.measured[0] == ProbeResult(0, rtt / 4, bw * 3)
 
 
 def test_a_probe_asks_its_peer_to_leave_out_the_positions_it_could_not_take() -> None:

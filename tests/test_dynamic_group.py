@@ -387,6 +387,29 @@ def test_heartbeats_time_round_trips() -> None:
         assert _eventually(lambda: a.stats.rtt_samples > 2 and b.stats.rtt_samples > 2, 10)
 
 
+def test_a_faster_round_trip_recomputes_the_peer_s_download_rate() -> None:
+    """A download's rate counts half the RTT (``_download_rate``); a round trip timed
+    faster later (``Remeasured``) comes with the rate recomputed with it, the chunks'
+    passage kept, so a ping that queued behind data no longer lowers the rate."""
+    options = {"heartbeat_s": None, "rtt_resolution_s": 0.0}
+    with (
+        Group.start(2, seed=1, **options) as a,
+        Group.join(a.address, a.secret, **options) as b,
+    ):
+        assert b.wait_until(lambda g: a.pid in g.core.measured, 30)
+        assert b.stats.downloads >= 1
+        held = b._call(lambda: b.core.measured[a.pid])
+        nbytes, passage = b._call(lambda: b._passage[a.pid])
+        assert nbytes == PROBE_BYTES and held.bw_Bps == pytest.approx(
+            nbytes / (held.rtt_s / 2 + passage)
+        )
+        best = held.rtt_s / 4
+        b._call(lambda: b._sample_rtt(a.pid, best))
+        now = b._call(lambda: b.core.measured[a.pid])
+        assert now.rtt_s == best and now.bw_Bps == pytest.approx(nbytes / (best / 2 + passage))
+        assert now.bw_Bps > held.bw_Bps
+
+
 def test_a_member_acks_the_messages_it_took_between_beats() -> None:
     """Between beats (30 s apart here), a member tells each member it took core
     messages from how many, every ``ack_s``: a broadcast's sender holds the count within

@@ -185,7 +185,8 @@ copy, "Joins") renews none, nor does probing after a loss (the Adopt renews the 
 probes, see "Repair"). *Better measurements.* A driver that measures a peer's RTT again
 and finds it lower than what the process holds (a real ping-pong is slowed by whatever
 else the two machines do; heartbeats give more samples over time) feeds
-:class:`Remeasured`: the process keeps the lower RTT and probes that peer once more (an
+:class:`Remeasured`: the process keeps the lower RTT (and the rate recomputed with it,
+if the driver can) and probes that peer once more (an
 InfoRequest: it is measured), so each tree is judged again with it, even after probing
 had ended.
 
@@ -854,10 +855,13 @@ class PeerFailed:
 @dataclass(frozen=True, slots=True)
 class Remeasured:
     """The driver measured ``peer``'s round trip again (module doc, "Trees"): ``rtt_s``,
-    lower than the process holds, replaces it and the trees are judged again."""
+    lower than the process holds, replaces it and the trees are judged again.
+    ``bw_Bps``: the rate of the peer's download recomputed with it (a rate counts half
+    the RTT), if higher than the process holds; None: the held rate stays."""
 
     peer: int
     rtt_s: float
+    bw_Bps: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -1309,7 +1313,7 @@ class Process:
         elif isinstance(event, PeerFailed):
             self._on_peer_failed(event.pid, event.received, event.delivered)
         elif isinstance(event, Remeasured):
-            self._on_remeasured(event.peer, event.rtt_s)
+            self._on_remeasured(event.peer, event.rtt_s, event.bw_Bps)
 
     def _receive(self, src: int, m: Message) -> None:
         if self.state is State.JOINING and isinstance(m, JoinRefused):
@@ -2033,13 +2037,15 @@ class Process:
         self._misses += 1
         return known if self._misses <= len(known) else others
 
-    def _on_remeasured(self, peer: int, rtt: float) -> None:
-        """A lower RTT for a measured member (module doc, "Trees"): keep it, and probe
-        the peer again (its Info only) so the trees are judged with it."""
+    def _on_remeasured(self, peer: int, rtt: float, bw: float | None) -> None:
+        """A lower RTT for a measured member (module doc, "Trees"): keep it (and a
+        higher rate recomputed with it), and probe the peer again (its Info only) so the
+        trees are judged with them."""
         old = self.measured.get(peer)
         if old is None or peer not in self.members or not 0 < rtt < old.rtt_s:
             return
-        self.measured[peer] = ProbeResult(peer, rtt, old.bw_Bps)
+        bw = old.bw_Bps if bw is None else max(bw, old.bw_Bps)
+        self.measured[peer] = ProbeResult(peer, rtt, bw)
         self._lan_rtt = min(self._lan_rtt, rtt)
         self._recheck.add(peer)
         self._borrow_from_sponsor(peer, rtt)
