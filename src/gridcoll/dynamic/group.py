@@ -53,16 +53,15 @@ downloads 0.6-9 MB/s, below the 3.2 MB/s of the fastest wide-area link: LAN neig
 looked remote.) The fastest of the ``probe_pings`` round trips is the RTT, or a
 heartbeat's faster one ("Heartbeats and failures"), but never less than
 ``rtt_resolution_s`` (:data:`RTT_RESOLUTION_S`, 0.1 ms): below it, timings of one link
-differ by more than the core's ``NEAR_RATIO`` of 2, and a LAN neighbour would look remote
-by chance. The download's rate is its bytes
-over half the RTT plus its chunks' passage, timed by their spacing on arrival
-(:func:`_download_rate`): the link's rate with latency, as the simulator's probe
-measures, not what queued ahead. Each datagram ends with an HMAC-SHA256 of it under the
-group secret, truncated to 16 bytes, and is answered only for a process in the
-directory. A datagram may be lost: a ping unanswered for ``_PING_AGAIN_S`` is sent again
-(its answer echoes its sending time, so an answer to either copy times right), a fetch
-that brought no chunk in ``_FETCH_AGAIN_S`` likewise, and a download missing chunks that
-long ends with the rate of those that came.
+differ by more than the core's ``NEAR_RATIO`` of 2, and a LAN neighbour would look
+remote by chance. The download's rate is its bytes over half the RTT plus its chunks'
+passage, timed by their spacing on arrival (:func:`_download_rate`): the link's rate
+with latency, as the simulator's probe measures, not what queued ahead. Each datagram
+ends with an HMAC-SHA256 of it under the group secret, truncated to 16 bytes, and is
+answered only for a process in the directory. A datagram may be lost: a ping unanswered
+for ``_PING_AGAIN_S`` is sent again (its answer echoes its sending time, so an answer to
+either copy times right), a fetch that brought no chunk in ``_FETCH_AGAIN_S`` likewise,
+and a download missing chunks that long ends with the rate of those that came.
 
 *Timers.* The core sizes a reduction's waits from measured distances (sec. IV-E):
 tens of microseconds on loopback, where a real process is often descheduled for

@@ -91,9 +91,9 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   out; an id's top bits name its site, :data:`SITE_SHIFT`); the heir takes every vnode
   its table gives the dead process at the next epoch, with a fresh *recovered* state,
   and claims them to every member (``Update``); every other survivor sends the heir
-  the entries its table gives the dead process, since the heir's table may be older. A message for a
-  vnode whose owner is dead goes to the heir as the sender sees it; a process that
-  finds itself the heir takes the vnodes over then. Disagreements (different member
+  the entries its table gives the dead process, since the heir's table may be older.
+  A message for a vnode whose owner is dead goes to the heir as the sender sees it; a
+  process that finds itself the heir takes the vnodes over then. Disagreements (different member
   lists, stale pointers, a handover that died with its sender: its receiver says it
   had the vnode at the dead process) are settled by the epochs of
   :mod:`~gridcoll.dynamic.vnodes` ("Failover"); an owner of a recovered vnode claims
@@ -186,9 +186,8 @@ probes, see "Repair"). *Better measurements.* A driver that measures a peer's RT
 and finds it lower than what the process holds (a real ping-pong is slowed by whatever
 else the two machines do; heartbeats give more samples over time) feeds
 :class:`Remeasured`: the process keeps the lower RTT (and the rate recomputed with it,
-if the driver can) and probes that peer once more (an
-InfoRequest: it is measured), so each tree is judged again with it, even after probing
-had ended.
+if the driver can) and probes that peer once more (an InfoRequest: it is measured), so
+each tree is judged again with it, even after probing had ended.
 
 *Repair (sec. IV-A, made faster).* The paper repairs a tree by probing: a process whose
 parent left probes random peers until it has a parent again, then 10 more. Each probe
