@@ -25,6 +25,7 @@ from __future__ import annotations
 import random
 from collections import Counter
 from dataclasses import dataclass, field
+from itertools import pairwise
 from operator import add
 
 from hypothesis import example, given, settings
@@ -33,10 +34,12 @@ from hypothesis import strategies as st
 from gridcoll.dynamic.protocol import (
     Abandoned,
     BcastRequested,
+    ChildUpdates,
     Deliver,
     JoinRequested,
     LeaveRequested,
     MigrateRequested,
+    ParentUpdates,
     PeerFailed,
     Process,
     ReduceRequested,
@@ -61,6 +64,14 @@ class _Net(Network):
     """Vnodes ever taken over from a dead owner (their history was lost)."""
     abandoned: set[tuple[object, int]] = field(default_factory=set)
     """``(op, vnode)`` reported :class:`Abandoned`: not delivered, but not silently."""
+    runs: int = 0
+    """Batches fed with tree updates in a row (whose updates the core sends once)."""
+
+    def feed_all(self, pid, events) -> None:
+        kinds = [type(getattr(e, "message", e)) for e in events]
+        updates = (ChildUpdates, ParentUpdates)
+        self.runs += any(a in updates and b in updates for a, b in pairwise(kinds))
+        super().feed_all(pid, events)
 
     def apply(self, pid, actions) -> None:
         actions = list(actions)
@@ -154,11 +165,14 @@ def _steps(net: Network, rng: random.Random, n: int) -> None:
 
 
 def _churn_run(
-    seed: int, nfounders: int, nops: int, crashes: bool = False
-) -> tuple[Network, dict, dict, int]:
+    seed: int, nfounders: int, nops: int, crashes: bool = False, batched: bool = False
+) -> tuple[_Net, dict, dict, int]:
+    """One scenario; ``batched``: half the deliveries feed a process several messages
+    together (``Process.handle_all``, as the real transport feeds a backlog)."""
     rng = random.Random(seed)
     procs = founders(nfounders, seed=seed, extra_probes=3, **_PARAMS)
     net = _Net(procs, _measure, random.Random(seed + 1), timer_chance=0.02, early=_early)
+    net.batch_chance = 0.5 if batched else 0.0
     for p in list(procs):
         net.feed(p, Start())
     _steps(net, rng, rng.randrange(0, 400))
@@ -255,19 +269,25 @@ def _check_members(net: Network) -> None:
 
 
 @settings(max_examples=300, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), nfounders=st.integers(2, 8), nops=st.integers(1, 20))
-@example(seed=626353120, nfounders=2, nops=18)  # a joiner probing only its LAN livelocked
-def test_exactly_once_under_churn(seed: int, nfounders: int, nops: int) -> None:
-    _check(*_churn_run(seed, nfounders, nops))
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    nfounders=st.integers(2, 8),
+    nops=st.integers(1, 20),
+    batched=st.booleans(),
+)
+@example(seed=626353120, nfounders=2, nops=18, batched=False)  # a LAN-only joiner livelocked
+def test_exactly_once_under_churn(seed: int, nfounders: int, nops: int, batched: bool) -> None:
+    _check(*_churn_run(seed, nfounders, nops, batched=batched))
 
 
 def test_a_churn_run_really_churns() -> None:
     """The scenario generator does join, leave and migrate during collectives (so the
     property test above is not vacuous)."""
-    states, moved, ops, pipelined = Counter(), 0, 0, 0
+    states, moved, ops, pipelined, runs = Counter(), 0, 0, 0, 0
     for seed in range(30):
-        net, bcasts, reduces, size = _churn_run(seed, 4, 10)
+        net, bcasts, reduces, size = _churn_run(seed, 4, 10, batched=seed % 2 == 1)
         _check(net, bcasts, reduces, size)
+        runs += net.runs
         states.update(p.state for p in net.processes.values())
         moved += sum(
             1
@@ -280,6 +300,7 @@ def test_a_churn_run_really_churns() -> None:
     assert states[State.LEFT] > 5 and len(states) == 2
     assert moved > 20 and ops > 100
     assert pipelined > 10  # long broadcasts were cut into segments under churn
+    assert runs > 100  # batched runs fed tree updates together
 
 
 def _check_crashes(net: _Net, bcasts: dict, reduces: dict, size: int) -> None:
@@ -314,8 +335,15 @@ def _check_crashes(net: _Net, bcasts: dict, reduces: dict, size: int) -> None:
 
 
 @settings(max_examples=200, deadline=None)
-@given(seed=st.integers(0, 2**32 - 1), nfounders=st.integers(3, 8), nops=st.integers(1, 20))
-@example(seed=5367, nfounders=3, nops=19)  # a leaver whose every known member died: reported
-def test_crashes_lose_nothing_among_the_living(seed: int, nfounders: int, nops: int) -> None:
-    net, bcasts, reduces, size = _churn_run(seed, nfounders, nops, crashes=True)
+@given(
+    seed=st.integers(0, 2**32 - 1),
+    nfounders=st.integers(3, 8),
+    nops=st.integers(1, 20),
+    batched=st.booleans(),
+)
+@example(seed=5367, nfounders=3, nops=19, batched=False)  # every member a leaver knew died
+def test_crashes_lose_nothing_among_the_living(
+    seed: int, nfounders: int, nops: int, batched: bool
+) -> None:
+    net, bcasts, reduces, size = _churn_run(seed, nfounders, nops, crashes=True, batched=batched)
     _check_crashes(net, bcasts, reduces, size)

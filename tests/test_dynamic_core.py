@@ -1760,3 +1760,52 @@ def test_failover_epochs_settle_disagreements() -> None:
     assert table.learn(1, 9, HANDOVER_STEP)  # handed on before 7 died: a third party says
     assert not table.learn(2, 9, HANDOVER_STEP)  # our own, with its history: only a claim
     assert table.learn(2, 9, HANDOVER_STEP, claimed=True) and table.owned.keys() == set()
+
+
+def _attaches_to_a_middle_process() -> tuple[Process, int, tuple[str, int], list[Received]]:
+    """A converged process with a parent in some tree, and attaches to it there from two
+    processes its subtree did not reach: each moves its reach set."""
+    net = _converged(8)
+    for key in sorted(net.processes[0].trees):
+        for pid, proc in net.processes.items():
+            tree = proc.trees[key]
+            reach = proc._reach(tree)
+            outside = [q for q in net.processes if q not in (*tree.path, pid) and q not in reach]
+            if tree.parent is not None and len(outside) >= 2:
+                attaches = [
+                    Received(q, ChildUpdates((ChildItem(*key, True, NodeSet.of([q])),)))
+                    for q in outside[:2]
+                ]
+                return proc, tree.parent, key, attaches
+    raise AssertionError("no process with two processes outside its subtree")
+
+
+def _ups(out, parent: int, key: tuple[str, int]) -> list[NodeSet]:
+    return [
+        i.reach
+        for s in _sends(out, ChildUpdates)
+        if s.dst == parent
+        for i in s.message.items
+        if (i.kind, i.root) == key
+    ]
+
+
+def test_a_run_of_tree_updates_fed_together_sends_its_updates_once() -> None:
+    proc, parent, key, attaches = _attaches_to_a_middle_process()
+    one_by_one = copy.deepcopy(proc)
+    ups = [_ups(one_by_one.handle(a), parent, key) for a in attaches]
+    assert [len(u) for u in ups] == [1, 1]  # an update per attach
+    together = _ups(proc.handle_all(attaches), parent, key)
+    assert together == ups[-1]  # one, the latest state
+    assert proc.trees[key].children.keys() == one_by_one.trees[key].children.keys()
+    assert proc._reach(proc.trees[key]) == one_by_one._reach(one_by_one.trees[key])
+
+
+def test_an_event_that_is_no_tree_update_flushes_the_run_before_it() -> None:
+    proc, parent, key, attaches = _attaches_to_a_middle_process()
+    (vnode,) = proc.owned
+    out = proc.handle_all([attaches[0], BcastRequested("b", vnode, 10), attaches[1]])
+    sends = _sends(out)
+    first_bcast = next(i for i, s in enumerate(sends) if isinstance(s.message, Bcast))
+    ups = [i for i, s in enumerate(sends) if s.dst == parent and _ups([s], parent, key)]
+    assert len(ups) == 2 and ups[0] < first_bcast < ups[1]  # the run before it went out first

@@ -97,7 +97,7 @@ about ``ack_s``: the core's "Failures".) Any frame on a peer's authenticated
 connection counts as a sign of life. A member silent for more than
 ``heartbeat_timeout_s`` (counted from when it was first known; time this process's own
 I/O thread was held up, e.g. by a long emulated transfer, does not count) is suspected,
-checked on every turn of the I/O loop (not only at the next beat): added to
+checked on every turn of the I/O loop once it may be (not only at the next beat): added to
 :attr:`Group.suspects`, given to ``on_suspect`` and, with ``fail_suspects`` (the
 default), reported to the core as dead (``PeerFailed``): its vnodes go to an heir and
 the broadcasts sent to it are sent again (the core's "Failures"). Each such failure is
@@ -565,6 +565,8 @@ class Group:
         self._abandoned: list[p.Abandoned] = []
         self._beat_at: float | None = None
         self._fed_from: dict[int, int] = {}  # peer -> its core messages fed to our core
+        self._inbox: list[p.Event] = []  # messages read, fed to the core after the drain
+        self._fed = False  # the core was fed this step: publish its view
         self._acked: dict[int, tuple[int, int]] = {}  # peer -> how many of ours it took,
         # by its beat before the last and by its last
         self._last_seen: dict[int, float] = {}
@@ -575,6 +577,8 @@ class Group:
         # bytes and their time less half the RTT: the chunks' passage (_download_rate)
         self._suspects: set[int] = set()
         self._next_beat = self._next_ack = 0.0
+        self._watched: frozenset[int] = frozenset()  # the members at the last watch
+        self._watch_at = 0.0  # when one of them may time out (_heartbeat)
         self._told: dict[int, int] = {}  # peer -> the count of its messages we last sent it
         self._on_deliver, self._on_reduce = on_deliver, on_reduce
         self._codec = Codec(trusted_pickle=trusted_pickle, max_size=max_message)
@@ -895,34 +899,29 @@ class Group:
         for sock in [s for s in ready if s in self._by_sock]:
             self._drain_peer(self._by_sock[sock])
         self._release_held()
+        self._feed_inbox()
         self._fire_timers()
         self._expire_probes()
         self._heartbeat()
         self._run_commands()
-        if ready:
-            self._publish()  # counters may have moved: wake wait_until
+        if ready or self._fed:
+            self._fed = False
+            self._publish()  # the core or the counters may have moved: wake the waiters
 
     def _poll_ms(self) -> int:
         deadlines = [h[0][0] for h in (self._timers, self._held_heap) if h]
         deadlines += [pr.deadline for pr in self._probes.values()]
         deadlines += [pr.asked + _again(pr) for pr in self._probes.values()]
         if self._beating():  # the next beat or ack, and the next member to time out
-            deadlines.append(min(self._next_beat, self._next_ack))
-            watched = self.core.members - self._suspects - {self.pid}
-            seen = [self._last_seen[pid] for pid in watched if pid in self._last_seen]
-            if seen:
-                deadlines.append(min(seen) + self.heartbeat_timeout_s)
+            deadlines.append(min(self._next_beat, self._next_ack, self._watch_at))
         if not deadlines:
             return int(_POLL_CAP_S * 1000)
         left = min(deadlines) - time.monotonic()
         return max(0, min(int(_POLL_CAP_S * 1000), math.ceil(left * 1000)))
 
     def _run_commands(self, closing: bool = False) -> None:
-        while True:
-            try:
-                fn, future = self._commands.get_nowait()
-            except queue.Empty:
-                return
+        while not self._commands.empty():  # (the one reader: this thread)
+            fn, future = self._commands.get_nowait()
             if closing:
                 future.set_exception(GroupError("the group is closed"))
                 continue
@@ -946,20 +945,28 @@ class Group:
 
     # -- the core -----------------------------------------------------------------------------
     def _feed(self, event: p.Event) -> None:
-        if self.core.state is p.State.ERROR:
+        """Feed ``event`` to the core now, after the messages read before it."""
+        self._inbox.append(event)
+        self._feed_inbox()
+
+    def _feed_inbox(self) -> None:
+        """Feed the core the events read since it was last fed, together (its rule 5: a
+        backlog of tree updates sends one update per neighbour, not one per update)."""
+        events, self._inbox = self._inbox, []
+        if not events or self.core.state is p.State.ERROR:
             return
         try:
-            actions = self.core.handle(event)
+            actions = self.core.handle_all(events)
         except Exception as err:  # the core is now in ERROR (its rule 4)
             self.error = f"{type(err).__name__}: {err}"
             self._publish()
-            if isinstance(event, p.BcastRequested | p.ReduceRequested | p.MigrateRequested):
+            if isinstance(events[-1], p.BcastRequested | p.ReduceRequested | p.MigrateRequested):
                 raise GroupError(self.error) from err
             return
         for action in actions:
             self._act(action)
         self._gc_segments()
-        self._publish()
+        self._fed = True  # published at the end of the step
 
     def _act(self, action: p.Action) -> None:
         if isinstance(action, p.Send):
@@ -1304,7 +1311,7 @@ class Group:
                         for op, got in state.partial.items():
                             self._got.setdefault(op, {})[v] = set(got)
                 self._fed_from[conn.pid] = self._fed_from.get(conn.pid, 0) + 1
-                self._feed(p.Received(conn.pid, m))
+                self._inbox.append(p.Received(conn.pid, m))  # fed after the drain
             elif kind == _DIR:
                 self._on_directory(body)
             elif kind == _SEGS:
@@ -1392,7 +1399,8 @@ class Group:
     # -- heartbeats ---------------------------------------------------------------------------
     def _heartbeat(self) -> None:
         """Beat every member every ``heartbeat_s``; suspect the members silent too long
-        (checked on every turn of the loop, so a death is found when the timeout
+        (checked on every turn of the loop once the least recently heard member may
+        have timed out, or the members changed: a death is found when the timeout
         passes, not at the next beat)."""
         if not self._beating():
             return
@@ -1401,8 +1409,11 @@ class Group:
             self._beat(now, self.heartbeat_s)
         elif now >= self._next_ack:
             self._ack(now)
+        members = self.core.members
+        if now < self._watch_at and not self._suspects and members == self._watched:
+            return  # no one can have timed out yet (last sights only move later)
         dead, known = [], len(self._suspects)
-        for pid in self.core.members - {self.pid}:
+        for pid in members - {self.pid}:
             seen = self._last_seen.setdefault(pid, now)  # silence counts from first sight
             if now - seen <= self.heartbeat_timeout_s:
                 self._suspects.discard(pid)
@@ -1411,6 +1422,8 @@ class Group:
                 dead.append(pid)
                 if self._on_suspect is not None:
                     self._callback(self._on_suspect, pid)
+        self._watched = frozenset(members)
+        self._watch_at = self._silence_deadline()
         for pid in dead if self.fail_suspects else ():
             # the beat before the last: what it had passed on; the last: what it took in
             acked = self._acked.get(pid)
@@ -1418,6 +1431,12 @@ class Group:
         self._suspects &= self.core.members
         if dead or len(self._suspects) != known:
             self._publish()
+
+    def _silence_deadline(self) -> float:
+        """When the member heard from least recently (suspects aside) times out."""
+        watched = self.core.members - self._suspects - {self.pid}
+        seen = [self._last_seen[pid] for pid in watched if pid in self._last_seen]
+        return min(seen, default=math.inf) + self.heartbeat_timeout_s
 
     def _beating(self) -> bool:
         """Whether this process beats and watches its members: only a member (ACTIVE or

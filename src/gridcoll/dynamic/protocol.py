@@ -26,6 +26,9 @@ Rules
    processes start IDLE and are fed :class:`JoinRequested`.
 4. Any exception inside :meth:`Process.handle` puts the process in ``ERROR`` with the
    reason in ``error``; every later event raises :class:`LocalProtocolError`.
+5. A driver that has several events at hand (a busy process's backlog) may feed them
+   together (:meth:`Process.handle_all`): a run of tree updates (ChildUpdates,
+   ParentUpdates) in a row then sends the updates it causes once, after the run.
 
 States and transitions (``TRANSITIONS`` is the table)
 -----------------------------------------------------
@@ -418,7 +421,7 @@ from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable, Hashable, Iterable, Mapping
+from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
@@ -1005,6 +1008,11 @@ _ACCEPTS: dict[State, tuple[type, ...]] = {
 """Events each state takes; anything else raises LocalProtocolError (and so ERROR)."""
 
 
+def _tree_update(event: Event) -> bool:
+    """A tree update from a neighbour: what :meth:`Process.handle_all` runs together."""
+    return type(event) is Received and isinstance(event.message, ChildUpdates | ParentUpdates)
+
+
 # -- per-process bookkeeping -------------------------------------------------------------
 @dataclass
 class _Child:
@@ -1252,16 +1260,37 @@ class Process:
             LocalProtocolError: if the process is in ERROR, or the event is not one its
                 state takes (the process then goes to ERROR).
         """
+        return self.handle_all((event,))
+
+    def handle_all(self, events: Sequence[Event]) -> list[Action]:
+        """Feed events in order; return the actions they cause, in order (rule 5).
+
+        The same as :meth:`handle` on each in turn, but that the tree updates a run of
+        ChildUpdates and ParentUpdates in a row causes go out once, after the run: per
+        tree, the latest reach set, summary and position, which supersede the ones an
+        update per event would have sent in between. Each event's other actions, and
+        every event that is not such an update, keep their order (the updates before
+        it are sent first). On fig. 9's measured rejoin, 16 processes joining at once
+        set off some 9,000 such updates in a second; a process with a backlog of them
+        sends one per neighbour instead of one per update it took in.
+
+        Raises:
+            LocalProtocolError: as :meth:`handle`; the actions of the events before the
+                failing one are lost with it (the process is in ERROR).
+        """
         if self.state is State.ERROR:
             raise LocalProtocolError(f"process {self.pid} is in ERROR: {self.error}")
         self._out = []
         try:
-            if not isinstance(event, _ACCEPTS[self.state]):
-                raise LocalProtocolError(
-                    f"process {self.pid} in state {self.state.name} cannot take {event!r}"
-                )
-            self._dispatch(event)
-            self._flush()
+            for i, event in enumerate(events):
+                if not isinstance(event, _ACCEPTS[self.state]):
+                    raise LocalProtocolError(
+                        f"process {self.pid} in state {self.state.name} cannot take {event!r}"
+                    )
+                self._dispatch(event)
+                run_goes_on = i + 1 < len(events) and _tree_update(events[i + 1])
+                if not (run_goes_on and _tree_update(event)):
+                    self._flush()
         except Exception as err:
             self.state = State.ERROR
             self.error = f"{type(err).__name__}: {err}"

@@ -6,7 +6,10 @@ objects as if the network took no time: each step delivers the head of one non-e
 probe, drawn from one seeded ``random.Random``. A virtual clock ``now`` only moves
 when nothing else is pending: then the timer due first fires (with ``timer_chance``,
 a timer that ``early`` accepts may also fire early at random, to exercise the
-timeouts).
+timeouts). With ``batch_chance``, a step may instead take, after the head it drew, more
+heads of the channels into the same process, and feed them together
+(:meth:`~gridcoll.dynamic.protocol.Process.handle_all`, as a busy driver feeds its
+backlog).
 Probe results come from a ``measure(p, q) -> (rtt_s, bw_Bps)`` callback.
 :meth:`Network.crash` kills a process as SIGKILL does: messages to it vanish (and,
 unless told otherwise, what it sent that was not delivered yet), probes of it time out
@@ -64,6 +67,7 @@ class Network:
     rng: random.Random
     timer_chance: float = 0.0
     early: Callable[[Hashable], bool] = lambda timer: True
+    batch_chance: float = 0.0
     channels: dict[tuple[int, int], deque] = field(default_factory=dict)
     probes: list[tuple[int, int]] = field(default_factory=list)
     timers: dict[tuple[int, Hashable], float] = field(default_factory=dict)
@@ -81,6 +85,10 @@ class Network:
     def feed(self, pid: int, event: Event) -> None:
         """Feed one event to process ``pid`` and carry out its actions."""
         self.apply(pid, self.processes[pid].handle(event))
+
+    def feed_all(self, pid: int, events: list[Event]) -> None:
+        """Feed events to process ``pid`` together and carry out their actions."""
+        self.apply(pid, self.processes[pid].handle_all(events))
 
     def apply(self, pid: int, actions: Iterable[Action]) -> None:
         for a in actions:
@@ -117,18 +125,30 @@ class Network:
         pick = self.rng.randrange(len(busy) + len(self.probes))
         if pick < len(busy):
             src, dst = busy[pick]
-            queue = self.channels[src, dst]
-            message = queue.popleft()
-            if not queue:
-                self._idle((src, dst))
-            self.messages += 1
-            self.taken[src, dst] = self.taken.get((src, dst), 0) + 1
-            self.feed(dst, Received(src, message))
+            events = [self._take(src, dst)]
+            if self.batch_chance and self.rng.random() < self.batch_chance:
+                for key in [k for k in busy if k[1] == dst]:  # (a copy: _take edits busy)
+                    while key in self._busy_at and self.rng.random() < 0.75:
+                        events.append(self._take(*key))
+            if len(events) == 1:
+                self.feed(dst, events[0])
+            else:
+                self.feed_all(dst, events)
         else:
             pid, peer = self.probes.pop(pick - len(busy))
             rtt, bw = self.measure(pid, peer) if peer not in self.dead else (float("inf"), 0.0)
             self.feed(pid, ProbeResult(peer, rtt, bw))
         return True
+
+    def _take(self, src: int, dst: int) -> Received:
+        """The head of channel ``(src, dst)``, as ``dst`` receives it."""
+        queue = self.channels[src, dst]
+        message = queue.popleft()
+        if not queue:
+            self._idle((src, dst))
+        self.messages += 1
+        self.taken[src, dst] = self.taken.get((src, dst), 0) + 1
+        return Received(src, message)
 
     def crash(self, pid: int, lose_sent: bool = True) -> None:
         """Kill ``pid`` (module doc): messages to it are lost, and, with ``lose_sent``,
