@@ -176,6 +176,15 @@ def test_chained_sees_property_one_broken_locally() -> None:
     assert not chained(rtt_parent=LAN, dist=7e-3, lan_rtt=LAN)
 
 
+def test_a_parent_as_near_as_a_known_lan_is_not_remote() -> None:
+    """A root a few LAN hops away through the nearest peer: with nothing to say that
+    peer is in our LAN it may be a remote one (chained); a joiner that took its LAN's
+    figures knows it is, and a LAN tree is not chained. A remote parent still is."""
+    assert chained(rtt_parent=LAN, dist=3 * LAN, lan_rtt=LAN)
+    assert not chained(rtt_parent=LAN, dist=3 * LAN, lan_rtt=LAN, lan_known=True)
+    assert chained(rtt_parent=4e-3, dist=7e-3, lan_rtt=LAN, lan_known=True)
+
+
 def test_bandwidth_rule() -> None:
     assert bandwidth_offer(math.inf, 100.0, 1) == 100.0
     assert bandwidth_offer(30.0, 100.0, 2) == 30.0
@@ -469,19 +478,38 @@ def test_join_receives_vnodes_and_broadcasts_reach_it() -> None:
     ]
 
 
-def test_a_joiner_tells_the_members_of_its_welcome_that_it_joined() -> None:
+def _welcomed(joiner: Process, sponsor: int, welcome: Welcome, rtt: float = LAN) -> list[Send]:
+    """What ``joiner`` sends once welcomed and its first probe (its sponsor) returned."""
+    if joiner.state is State.IDLE:
+        joiner.handle(JoinRequested(contact=sponsor))
+    out = joiner.handle(Received(sponsor, welcome))
+    if welcome.measured:  # it tells the members once it knows if it is near its sponsor
+        assert not _sends(out, Update) and _sends(out, InfoRequest)[0].dst == sponsor
+        out = joiner.handle(ProbeResult(sponsor, rtt, 1e8))
+    return _sends(out)
+
+
+@pytest.mark.parametrize("near", [True, False])
+def test_a_joiner_tells_the_members_of_its_welcome_that_it_joined(near) -> None:
     """The Welcome carries the sponsor's members; the joiner, not the sponsor, tells each
-    of them that it joined, naming only itself (module doc, "Membership")."""
+    of them that it joined, naming only itself (module doc, "Membership"), once its
+    probe of the sponsor said whether it is near it, and then with its Near (module doc,
+    "Joins"): the sponsor, which knows it, is sent the Near alone."""
     net = _converged(3)
     sponsor = net.processes[1]
     out = sponsor.handle(Received(9, JoinRequest()))
     (welcome,) = [s.message for s in _sends(out, Welcome)]
     assert welcome.members == {0, 1, 2, 9}
     assert all(not s.message.members for s in _sends(out, Update))  # routes only
-    joiner = Process(9, rng=random.Random(9))
-    joiner.handle(JoinRequested(contact=1))
-    hello = _sends(joiner.handle(Received(1, welcome)), Update)
-    assert sorted((s.dst, s.message.members) for s in hello) == [(0, {9}), (2, {9})]
+    sent = _welcomed(Process(9, rng=random.Random(9)), 1, welcome, LAN if near else 1.0)
+    hello = [
+        (s.dst, s.message.members, s.message.near) for s in sent if isinstance(s.message, Update)
+    ]
+    said = Near(1, LAN, 1e8) if near else None
+    assert sorted(hello) == [(0, {9}, said), (2, {9}, said)]
+    assert [(s.dst, s.message) for s in sent if isinstance(s.message, Near)] == (
+        [(1, said)] if near else []
+    )
 
 
 def test_a_sponsor_introduces_its_joiner_to_members_it_learns_of_later() -> None:
@@ -495,10 +523,8 @@ def test_a_sponsor_introduces_its_joiner_to_members_it_learns_of_later() -> None
     (w9,) = [s.message for s in _sends(s2.handle(Received(9, JoinRequest())), Welcome)]
     assert 9 not in w8.members and 8 not in w9.members
     j8, j9 = Process(8, rng=random.Random(8)), Process(9, rng=random.Random(9))
-    j8.handle(JoinRequested(contact=0))
-    j9.handle(JoinRequested(contact=2))
-    j8.handle(Received(0, w8))
-    hello9 = [s for s in _sends(j9.handle(Received(2, w9)), Update) if s.dst == 0]
+    _welcomed(j8, 0, w8)
+    hello9 = [s for s in _welcomed(j9, 2, w9, WAN) if isinstance(s.message, Update) and s.dst == 0]
     assert [s.message.members for s in hello9] == [{9}]
     intro = [s for s in _sends(s0.handle(Received(9, hello9[0].message)), Update) if s.dst == 8]
     assert [s.message.members for s in intro] == [{9}]
@@ -1120,7 +1146,8 @@ def test_a_joiner_near_its_sponsor_starts_with_copies_of_the_sponsors_trees() ->
     joiner = net.processes[20] = Process(20, rng=random.Random(0))
     (req,) = _sends(joiner.handle(JoinRequested(2)))
     (welcome,) = _sends(net.processes[2].handle(Received(20, req.message)), Welcome)
-    hello = {s.dst: s.message for s in _sends(joiner.handle(Received(2, welcome.message)), Update)}
+    sent = _welcomed(joiner, 2, welcome.message, 1.0)  # not near yet: a Near comes later
+    hello = {s.dst: s.message for s in sent if isinstance(s.message, Update)}
     for pid in (2, 4, 5):  # the sponsor, a LAN member, a member across the wide area
         member = net.processes[pid]
         if pid != 2:
@@ -1143,6 +1170,25 @@ def test_a_joiner_near_its_sponsor_starts_with_copies_of_the_sponsors_trees() ->
         assert not [a for a in out if isinstance(a, Probe)]
 
 
+def test_a_joiner_near_its_sponsor_says_so_in_its_update_and_no_member_probes_for_it() -> None:
+    """A joiner tells the members it joined once its probe of its sponsor returned, so
+    its Near comes in the same Update: a member copies the sponsor's trees before it
+    would probe for the joiner's (module doc, "Joins")."""
+    net = _converged(8, seed=0)
+    joiner = net.processes[20] = Process(20, rng=random.Random(0))
+    (req,) = _sends(joiner.handle(JoinRequested(2)))
+    (welcome,) = _sends(net.processes[2].handle(Received(20, req.message)), Welcome)
+    hello = {s.dst: s.message for s in _welcomed(joiner, 2, welcome.message) if s.dst != 2}
+    assert {type(m) for m in hello.values()} == {Update} and len(hello) == 7
+    for pid in (4, 5):  # a LAN member, a member across the wide area
+        member = net.processes[pid]
+        assert hello[pid].near == Near(2, LAN, 1e8)
+        out = member.handle(Received(20, hello[pid]))
+        assert all(member.parent(k, 20) == member.parent(k, 2) is not None for k in KINDS)
+        assert member._complete()  # no tree without a parent: nothing to probe for
+        assert not [a for a in out if isinstance(a, Probe)]
+
+
 @pytest.mark.parametrize("near", [True, False])
 def test_a_member_renews_its_extra_probes_only_if_it_probed_for_a_new_tree(near) -> None:
     """Sec. IV-A: a join makes a member probe until it has a parent in every tree, then
@@ -1153,8 +1199,8 @@ def test_a_member_renews_its_extra_probes_only_if_it_probed_for_a_new_tree(near)
     joiner = net.processes[20] = Process(20, rng=random.Random(0))
     (req,) = _sends(joiner.handle(JoinRequested(2)))
     (welcome,) = _sends(net.processes[2].handle(Received(20, req.message)), Welcome)
-    out = joiner.handle(Received(2, welcome.message))
-    (hello,) = [s.message for s in _sends(out, Update) if s.dst == 4]
+    sent = _welcomed(joiner, 2, welcome.message, 1.0)  # not near yet: the Near comes later
+    (hello,) = [s.message for s in sent if isinstance(s.message, Update) and s.dst == 4]
     assert member._extra_left == 0  # converged: the extra probes are spent
     out = member.handle(Received(20, hello))
     (ask,) = _sends(out, InfoRequest)  # the new trees have no parent: probe, for them only

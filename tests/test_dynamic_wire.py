@@ -129,7 +129,9 @@ messages = st.one_of(
         st.booleans(),
         st.lists(st.tuples(op_ids, u32, ops, u32, values, u32), max_size=2).map(tuple),
     ),
-    st.builds(p.Update, st.frozensets(pids), entries),
+    st.builds(
+        p.Update, st.frozensets(pids), entries, st.none() | st.builds(p.Near, pids, floats, floats)
+    ),
     st.builds(p.Leaving, entries, u32),
     st.builds(p.LeaveAck, st.frozensets(pids), u32),
     st.builds(p.Near, pids, floats, floats),

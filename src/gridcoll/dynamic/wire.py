@@ -106,7 +106,7 @@ __all__ = [
 ]
 
 MAGIC = b"GW"
-VERSION = 5
+VERSION = 6
 MAX_MESSAGE = 64 * 1024 * 1024
 """Default largest encoded message (bytes)."""
 MAX_DEPTH = 8
@@ -609,6 +609,11 @@ def _w_message(w: Writer, m: Message) -> None:
     elif isinstance(m, Update):
         w.pids(m.members)
         _w_entries(w, m.entries)
+        w.u8(m.near is not None)
+        if m.near is not None:
+            w.u64(m.near.sponsor)
+            w.f64(m.near.rtt_s)
+            w.f64(m.near.bw_Bps)
     elif isinstance(m, Leaving):
         _w_entries(w, m.entries)
         w.u32(m.round)
@@ -691,7 +696,8 @@ def _r_message(r: Reader, t: type) -> Message:
             values.append((op_id, r.u32(), r.op(), r.u32(), r.value(), r.u64()))
         return Handover(states, sums, from_leaving, tuple(values))
     if t is Update:
-        return Update(frozenset(r.pids()), _r_entries(r))
+        members, entries = frozenset(r.pids()), _r_entries(r)
+        return Update(members, entries, Near(r.u64(), r.f64(), r.f64()) if r.flag() else None)
     if t is Leaving:
         return Leaving(_r_entries(r), r.u32())
     if t is LeaveAck:
