@@ -332,13 +332,7 @@ def _headline_text(result: dict) -> str:
         )
     if exp == "bandwidth":
         return f"ours / List at the largest size: {result['ratio_to_list']:.3f} (goal >= 0.95)"
-
-    def times(values: list[float | None]) -> str:
-        return ", ".join("never" if r is None else f"{r:.2f} s" for r in values)
-
-    rec = times(result["recovery_s"])
-    if "recovery_within_spread_s" in result:  # measured: noise of the stable state aside
-        rec += f" (within the stable state's spread: {times(result['recovery_within_spread_s'])})"
+    rec = ", ".join("never" if r is None else f"{r:.2f} s" for r in result["recovery_s"])
     if result["stable_s"] is None:
         return f"no stable time: {result['note']}"
     return (

@@ -99,7 +99,6 @@ __all__ = [
     "churn_steps",
     "default_grid",
     "latency",
-    "recovery_measured",
     "reduction",
     "transition",
 ]
@@ -868,8 +867,7 @@ def transition(
     simulation does, while the trees are still being built). A broadcast not complete
     within ``op_timeout_s`` is given up (``incomplete``) and the next one starts. Returns the
     simulation's fields (``broadcasts``, ``stable_s``, ``recovery_s``, ``delivered``,
-    ``lost``, ``duplicated``, ``incomplete``) and the measured extras (among them
-    ``recovery_within_spread_s``: :func:`recovery_measured`)."""
+    ``lost``, ``duplicated``, ``incomplete``) and the measured extras."""
     if not 0 < leave_s < rejoin_s < until_s:
         raise ParameterError(
             f"need 0 < leave < rejoin < until, got {leave_s!r}, {rejoin_s!r}, {until_s!r}"
@@ -904,7 +902,14 @@ def transition(
     )
     ops: list[_Op] = got.pop("ops")
     killed, detected = got.pop("killed"), set(got.pop("detected"))
-    stable, recovery, within_spread = recovery_measured(ops, leave_s, rejoin_s)
+    done = [op for op in ops if op.end_s is not None]
+    before = sorted(op.time_s for op in done if leave_s / 2 <= op.start_s and op.end_s <= leave_s)
+    stable = before[len(before) // 2] if before else None
+    recovery = (
+        sim.recovery_times(done, [leave_s, rejoin_s], stable)  # type: ignore[arg-type]
+        if stable is not None
+        else [None, None]
+    )
     return {
         "experiment": "transition",
         "grid": grid.name,
@@ -919,7 +924,6 @@ def transition(
         "stable_s": stable,
         "note": None if stable is not None else "no broadcast completed in [leave/2, leave]",
         "recovery_s": recovery,
-        "recovery_within_spread_s": within_spread,
         **_checked(ops, n),
         "killed": len(killed) if crash else 0,
         "killed_detected_by_root": len(detected & set(killed)) if crash else 0,
@@ -929,31 +933,6 @@ def transition(
         "op_timeout_s": op_timeout_s,
         **got,
     }
-
-
-def recovery_measured(
-    ops: Sequence[_Op], leave_s: float, rejoin_s: float
-) -> tuple[float | None, list[float | None], list[float | None]]:
-    """Fig. 9's stable time and recovery times, measured (``stable_s``, ``recovery_s``,
-    ``recovery_within_spread_s``).
-
-    The stable time is the median broadcast of ``[leave/2, leave]``; ``recovery_s`` is
-    the simulation's rule (:func:`gridcoll.simulate.phoenix_experiments.recovery_times`:
-    back within 10% of it, and every later broadcast too). ``recovery_within_spread_s``
-    counts a broadcast as back also when it is no slower than the 90th percentile of
-    that stable window: 32 processes share 2 cores, and a single broadcast 13 s after
-    the rejoin took 0.422 s against a line of 0.420 s (a stable 0.382 s), which made
-    ``recovery_s`` 13.6 s for broadcasts back at 0.38 s 2 s after it."""
-    done = [op for op in ops if op.end_s is not None]
-    before = sorted(op.time_s for op in done if leave_s / 2 <= op.start_s and op.end_s <= leave_s)
-    if not before:
-        return None, [None, None], [None, None]
-    stable = before[len(before) // 2]
-    spread = before[(9 * (len(before) - 1)) // 10]
-    changes = [leave_s, rejoin_s]
-    strict = sim.recovery_times(done, changes, stable)  # type: ignore[arg-type]
-    loose = max(stable, spread / (1 + sim.RECOVERY_TOLERANCE))
-    return stable, strict, sim.recovery_times(done, changes, loose)  # type: ignore[arg-type]
 
 
 def churn_steps(
