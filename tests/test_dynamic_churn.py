@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from operator import add
 
-import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
@@ -350,15 +349,11 @@ def test_crashes_lose_nothing_among_the_living(
     _check_crashes(net, bcasts, reduces, size)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known bug, open: a dead process's heir that dies too before re-mapping the "
-    "vnodes it inherited leaves them unowned (found by the property test above in "
-    "session 31's CI; the previous code fails on this example too)",
-)
 def test_an_heir_that_dies_passes_on_what_it_inherited() -> None:
-    """Process 3 dies and its heir 0 takes vnode 3 over; then 1 and 0 die: the
-    survivors re-map 0's and 1's own vnodes but not vnode 3 (seed 11, 4 founders, 8
-    operations: survivors 2, 4 and 5 own vnodes 0, 1 and 2 only)."""
+    """Process 3 dies and two survivors with different member lists both take vnode 3
+    over at epoch 1: 0 and 4. 4 gives it up to 0's claim (the lower id wins), but 2
+    heard 4's claim first; then 0 dies, and 2, its heir, must re-map vnode 3 to itself:
+    its table names 0 for it, the winner, not 4 (seed 11, 4 founders, 8 operations;
+    found by the property test above; vnode 3 ended unowned until session 32)."""
     net, bcasts, reduces, size = _churn_run(11, 4, 8, crashes=True, batched=False)
     _check_crashes(net, bcasts, reduces, size)

@@ -1823,7 +1823,7 @@ def test_a_broadcast_asked_for_in_vain_is_abandoned_and_reported() -> None:
 
 def test_failover_epochs_settle_disagreements() -> None:
     """A handover (+2) beats a failover from the same epoch (+1); two failovers at one
-    epoch go to the lower id; a vnode with its history is given up only to the
+    epoch go to the lower id, in every table; a vnode with its history is given up only to the
     claimant's own claim, one taken over also to a third party's entry."""
     table = VNodeTable.founded(5, {7: [0, 1], 5: [2]})
     table.take_over(table.routed_to(7))  # 7 died: we (5) take vnodes 0, 1 at epoch 1
@@ -1834,6 +1834,12 @@ def test_failover_epochs_settle_disagreements() -> None:
     assert table.learn(1, 9, HANDOVER_STEP)  # handed on before 7 died: a third party says
     assert not table.learn(2, 9, HANDOVER_STEP)  # our own, with its history: only a claim
     assert table.learn(2, 9, HANDOVER_STEP, claimed=True) and table.owned.keys() == set()
+    # A table that only routes takes the same winner whichever claim it hears first.
+    for first, second in ((9, 3), (3, 9)):
+        router = VNodeTable.founded(4, {7: [0], 4: [1]})
+        router.learn(0, first, 1)
+        router.learn(0, second, 1)
+        assert router.route[0] == (3, 1), (first, second)
 
 
 def _attaches_to_a_middle_process() -> tuple[Process, int, tuple[str, int], list[Received]]:

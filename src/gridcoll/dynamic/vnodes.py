@@ -37,9 +37,11 @@ it), which takes them at the next epoch with a fresh state
 process had handed the vnode on; or different member lists, so different heirs). The
 epochs settle them (with the protocol's help: its "Failures"): a handover's epoch (+2)
 beats a failover from the pointer before it (+1), and of two failover claims at one
-epoch the lower process id wins (:meth:`VNodeTable.learn` makes an owner give its
-vnode up to a newer or winning entry: one it took over to any, one with its history
-only to the claimant's own; :meth:`VNodeTable.take` merges two take-overs' states).
+epoch the lower process id wins, in every table whichever claim it heard first
+(:meth:`VNodeTable.learn`; it makes an owner give its vnode up to a newer or winning
+entry: one it took over to any, one with its history only to the claimant's own;
+:meth:`VNodeTable.take` merges two take-overs' states). So when the winner dies too,
+every survivor's table gives its heir the vnode.
 """
 
 from __future__ import annotations
@@ -132,7 +134,9 @@ class VNodeTable:
         return self.route[v][0]
 
     def learn(self, v: int, pid: int, epoch: int, claimed: bool = False) -> bool:
-        """Take ``v -> pid`` at ``epoch`` if newer than what we know; True if taken.
+        """Take ``v -> pid`` at ``epoch`` if newer than what we know, or as new with a
+        lower process id (of two failover claims at one epoch the lower wins, here as
+        for an owned vnode, so every table ends naming the same winner); True if taken.
 
         An owned vnode is given up (its state dropped) to a newer epoch, or to the same
         epoch with a lower process id: both happen only after a failover (module doc),
@@ -151,7 +155,7 @@ class VNodeTable:
             self.route[v] = (pid, epoch)
             return True
         old = self.route.get(v)
-        if old is None or epoch > old[1]:
+        if old is None or (epoch, -pid) > (old[1], -old[0]):
             self.route[v] = (pid, epoch)
             return True
         return False
