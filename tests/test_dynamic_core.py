@@ -993,6 +993,37 @@ def _three_lans(p: int, q: int) -> tuple[float, float]:
     return rtt, {frozenset((0, 1)): 0.6e6, frozenset((1, 2)): 0.75e6}.get(link, 3e6)
 
 
+def test_crossing_moves_make_no_endless_cycle() -> None:
+    """A group formed as the measured experiments form it (a founder; one process per
+    other LAN joins through it; the rest join through their LAN's first process, all
+    at once) goes quiet with a parent in every tree. With seed 1, two LAN peers below
+    one remote parent moved below each other (crossing probes), both dropped their
+    parent, and the next round's sweep made the cycle again, for ever (80,000
+    ParentUpdates in 150,000 steps); now only the cycle's highest id leaves it (module
+    doc, "Probing")."""
+    for seed in range(4):
+        procs = {0: Process(0, rng=random.Random(0), founder_vnodes={0: range(4)})}
+        net = Network(procs, _three_lans, random.Random(seed))
+        net.feed(0, Start())
+        net.run()
+        for first in (1, 2):
+            procs[first] = Process(first, rng=random.Random(first))
+            net.feed(first, JoinRequested(0))
+        while procs[1].state is not State.ACTIVE or procs[2].state is not State.ACTIVE:
+            assert net.step()
+        for p in range(3, 12):
+            procs[p] = Process(p, rng=random.Random(p))
+            net.feed(p, JoinRequested(p % 3))
+        net.run(max_steps=200_000)  # quiet in about 2,000 steps
+        assert all(proc.state is State.ACTIVE for proc in procs.values())
+        for root in procs:
+            for kind in KINDS:
+                orphans = [
+                    p for p in procs if p != root and procs[p].trees[kind, root].parent is None
+                ]
+                assert not orphans, (seed, kind, root, orphans)
+
+
 def test_a_loss_that_leaves_a_bandwidth_tree_on_a_slower_link_asks_the_faster_peers() -> None:
     """LAN 1's gateway hangs below LAN 2 (0.75 MB/s); its ancestors in LAN 2 leave, and
     the repair puts it below LAN 0 (0.6 MB/s). With no extra probes at all, it still

@@ -181,13 +181,17 @@ subtree in one of the two parents' reach sets instead of falling back to one
 point-to-point message per vnode; Invariant B does not need reach sets disjoint).
 Positions flow down (a parent's distance, rate, child count and ancestors), reach sets
 and summaries flow up. A process that finds itself among its own ancestors (two crossing
-moves made a cycle) drops its parent and probes again. A new member (a new tree) or a
-lost parent restarts the probing; probing that found a parent in a joiner's new trees
-renews the extra and chain probes (sec. IV-A); a tree given a parent without probing (a
-copy, "Joins") renews none, nor does probing after a loss (the Adopt renews the extra
-probes, see "Repair"). *Better measurements.* A driver that measures a peer's RTT again
-and finds it lower than what the process holds (a real ping-pong is slowed by whatever
-else the two machines do; heartbeats give more samples over time) feeds
+moves made a cycle) drops its parent and probes again if it has the highest id in the
+cycle; the others keep theirs and pass the positions on, so the highest id hears of the
+cycle and ends it alone (when each dropped its parent, two LAN peers below one remote
+parent could each move below the other again at the end of the next round, for ever).
+A new member (a new tree) or a lost parent restarts the probing; probing that found a
+parent in a joiner's new trees renews the extra and chain probes (sec. IV-A); a tree
+given a parent without probing (a copy, "Joins") renews none, nor does probing after a
+loss (the Adopt renews the extra probes, see "Repair"). *Better measurements.* A
+driver that measures a peer's RTT again and finds it lower than what the process holds
+(a real ping-pong is slowed by whatever else the two machines do; heartbeats give more
+samples over time) feeds
 :class:`Remeasured`: the process keeps the lower RTT (and the rate recomputed with it,
 if the driver can) and probes that peer once more (an InfoRequest: it is measured), so
 each tree is judged again with it, even after probing had ended.
@@ -2473,7 +2477,8 @@ class Process:
                 continue  # stale: we moved away meanwhile
             self._detach_old(tree)  # the new parent has taken us
             path = (*pos.path, src)
-            if self.pid in path:  # crossing moves made a cycle: leave it (sec. IV-B repair)
+            if self.pid in path and self.pid == max(path[path.index(self.pid) :]):
+                # crossing moves made a cycle: its highest id leaves it (sec. IV-B repair)
                 self._batch_child(src, ChildItem(pos.kind, pos.root, attach=False))
                 self._detach_old(tree)
                 tree.disconnect()
