@@ -276,6 +276,7 @@ def _check_members(net: Network) -> None:
     batched=st.booleans(),
 )
 @example(seed=626353120, nfounders=2, nops=18, batched=False)  # a LAN-only joiner livelocked
+@example(seed=4085356926, nfounders=8, nops=13, batched=True)  # a cycle no one left (stale path)
 def test_exactly_once_under_churn(seed: int, nfounders: int, nops: int, batched: bool) -> None:
     _check(*_churn_run(seed, nfounders, nops, batched=batched))
 
@@ -356,4 +357,15 @@ def test_an_heir_that_dies_passes_on_what_it_inherited() -> None:
     its table names 0 for it, the winner, not 4 (seed 11, 4 founders, 8 operations;
     found by the property test above; vnode 3 ended unowned until session 32)."""
     net, bcasts, reduces, size = _churn_run(11, 4, 8, crashes=True, batched=False)
+    _check_crashes(net, bcasts, reduces, size)
+
+
+def test_an_owner_tells_a_claimant_it_did_not_know_yet() -> None:
+    """Process 6 hands vnode 3 to 4 (epoch 4) and dies before the others hear of it;
+    joiners 8 and 9 take vnode 3 over from 6 at epoch 3 and claim it to every member.
+    4 gets the claims before it knows 8 and 9 joined: it must tell them it owns vnode 3
+    at a newer epoch once it does, or 8 keeps it too (seed 11, 8 founders, 11
+    operations; found by the property test above; 4 and 8 both ended owning vnode 3
+    until session 32)."""
+    net, bcasts, reduces, size = _churn_run(11, 8, 11, crashes=True, batched=False)
     _check_crashes(net, bcasts, reduces, size)

@@ -102,7 +102,9 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   :mod:`~gridcoll.dynamic.vnodes` ("Failover"); an owner of a recovered vnode claims
   it again when it is handed to it, and to each member it learns of, so two claimants
   always hear of each other; an owner gives a vnode up only to its claimant's own
-  claim (a third party's entry may name a handover that died). A process that
+  claim (a third party's entry may name a handover that died), and tells a claimant
+  that lost to it so, once it knows the claimant as a member if the claim came first
+  (a joiner's claim can arrive before the news that it joined). A process that
   becomes the heir later (the heir left or died) takes the orphans over then. A
   point-to-point message past ``2 P + 2`` hops is going round tables that disagree
   about a dead owner: the active process holding it takes that owner's vnodes over.
@@ -241,7 +243,13 @@ across the wide area.
 *Probes after a loss.* The extra probes a loss renews go only to peers already measured,
 whose probe costs one InfoRequest (``_probe_candidates``): a leave or a death brings no
 one new to measure, and 128 KiB downloads over the wide area slow the very broadcasts
-the repair is for. With a parent in every tree they ask only about the trees they are
+the repair is for. So do those after a join, but only once a process has made
+``extra_probes`` probes among every member: a cluster's first process, whose LAN joins
+through it right after it joined, has measured little more than its sponsor, and would
+never measure anyone else (the group formed as the measured experiments form it, 12
+processes on three LANs in the in-memory driver, seeds 0-9: the LAN whose links are
+0.6 and 0.75 MB/s entered from the 0.6 MB/s side in 21 of the 40 bandwidth trees
+rooted in the third LAN, now 7). With a parent in every tree they ask only about the trees they are
 for (``InfoRequest.roots``, :meth:`Process._wanted`; probes under way for every tree,
 settling or after a join or a cycle, go on so): an extra probe about the trees repaired
 since the probes last ran out (a loss's, and any tree that moved since: a tree left
@@ -320,9 +328,15 @@ the sponsor (:class:`Near`); a member that measured the sponsor takes the sponso
 figures for the joiner, and the sponsor the joiner's figures for their link (``Near``
 carries them: a sponsor its LAN joined through has measured none of it otherwise). A
 sponsor that has measured no one offers nothing: its ``lan_rtt`` would be infinite, and
-every joiner would look near it. The offer stands until a round trip shows the sponsor
-near: on a busy machine the first ping-pongs can take longer than a wide-area round
-trip, and a faster one timed later (:class:`Remeasured`, from heartbeats) settles it.
+every joiner would look near it; such a joiner sends no ``Near``, so the sponsor's next
+probes go to the joiners it lent nothing (``_lent_nothing``), which measures its LAN if
+the LAN joined through it. Without it, that sponsor, its smallest RTT a wide-area one,
+took the other LAN's peers for its own LAN and its joiners for remote (the formation
+of "Probes after a loss", seeds 0-9: 48 wide-area edges beyond the fewest in the 216
+trees of the nine seeds that went quiet, now 2 in all 240, and none with the rule
+there). The offer stands until a round trip shows the sponsor near: on a busy machine
+the first ping-pongs can take longer than a wide-area round trip, and a faster one
+timed later (:class:`Remeasured`, from heartbeats) settles it.
 
 Borrowing ends the downloads, not the replies to the probes: every member probes for the
 joiner's new trees and then makes its extra probes, every joiner its own, each reply an
@@ -1238,6 +1252,7 @@ class Process:
         # tree's kind, its root process, its number of segments
         self._stalls: dict[Hashable, tuple[int, int]] = {}  # op -> segments held, asks made
         self._doubts: dict[int, list[tuple[int, int, int]]] = {}  # pid -> (v, epoch, src)
+        self._owed: dict[int, set[int]] = {}  # claimant not yet a member -> vnodes to correct
         self._told: dict[int, int] = {}  # dead process -> the heir we sent its entries
         self._lacking: dict[Hashable, NodeSet] = {}  # reduction -> vnodes whose owner died
         self._founders = founder_vnodes
@@ -1269,6 +1284,7 @@ class Process:
         self._unmeasured: set[int] = set()  # parents taken on bounds (climb): probe next
         self._recheck: set[int] = set()  # measured faster since (Remeasured): probe again
         self._revisit = False  # after a loss or a join, probe only peers already measured
+        self._explored = 0  # random probes among every member (before revisiting)
         self._focus: set[int] | None = None  # roots the probes ask about (None: all)
         self._swept: dict[int, set[int]] = {}  # root: peers asked about it since a loss
         self._moved: set[int] = set()  # roots whose trees moved since a loss
@@ -1280,6 +1296,7 @@ class Process:
         self._contact: int | None = None  # the member a JOINING process asked
         self._lent: dict[int, NodeSet] = {}  # joiner -> vnodes handed to it, in our reach
         self._sponsored: set[int] = set()  # joiners we welcomed ("Membership")
+        self._lent_nothing: set[int] = set()  # welcomed with nothing measured: probe ("Joins")
 
     # -- the API ----------------------------------------------------------------------
     def handle(self, event: Event) -> list[Action]:
@@ -1459,6 +1476,8 @@ class Process:
             self._joined.add(pid)
             self._newcomers.add(pid)
         self._revisit = bool(self.measured)  # measured peers only (module doc, "Joins")
+        if owed := self._owed.pop(pid, None):
+            self._correct(pid, owed)
         return True
 
     def _learn_members(self, src: int, members: frozenset[int]) -> None:
@@ -1499,6 +1518,8 @@ class Process:
         measured = tuple((q, r.rtt_s, r.bw_Bps) for q, r in sorted(self.measured.items()))
         welcome = Welcome(table.size, frozenset(self.members), route, measured, self._lan_rtt)
         self._send(src, welcome)
+        if not measured:  # it sends no Near: we measure it ourselves, first ("Joins")
+            self._lent_nothing.add(src)
         mine = sorted(table.owned)
         give = mine[len(mine) - len(mine) // 2 :] if self.state is State.ACTIVE else []
         self._hand_over(give, src)
@@ -1571,11 +1592,23 @@ class Process:
                 if owned:
                     self._mark_all_up()
             elif owned and pid == claimant:
-                corrections.append((v, self.pid, table.owned[v].epoch))
-        if corrections and claimant in self.members:
-            self._send(claimant, Update(frozenset(), tuple(corrections)))
+                corrections.append(v)
+        if claimant in self.members:
+            self._correct(claimant, corrections)
+        elif corrections and claimant is not None and claimant not in self.departed:
+            self._owed.setdefault(claimant, set()).update(corrections)  # when we know it
         for pid in sorted(dead):
             self._fail_over(pid)
+
+    def _correct(self, claimant: int, vnodes: Iterable[int]) -> None:
+        """Tell ``claimant``, which claimed these vnodes, that we own them at a newer or
+        winning epoch (one that claimed before we knew it is a member is told once we
+        do: else it keeps them too, module doc, "Failures")."""
+        table = self._table()
+        if entries := tuple(
+            (v, self.pid, table.owned[v].epoch) for v in sorted(vnodes) if v in table.owned
+        ):
+            self._send(claimant, Update(frozenset(), entries))
 
     def _on_leave(self, heir: int | None) -> None:
         others = [p for p in self._others()]
@@ -1745,6 +1778,7 @@ class Process:
         if self.state is State.JOINING and dead == self._contact:
             raise RemoteProtocolError(f"contact {dead} died before welcoming us: join again")
         self.failed.add(dead)
+        self._owed.pop(dead, None)
         self._remove_member(dead, crashed=True)
         self.measured.pop(dead, None)
         self._awaiting.discard(dead)
@@ -1979,6 +2013,10 @@ class Process:
         ping = False
         if peer is None and self._unmeasured:  # a parent known only by bounds: measure it
             peer, ping = self._unmeasured.pop(), bool(self.measured)
+        self._lent_nothing &= self.members - self.measured.keys()
+        if peer is None and self._lent_nothing:  # a joiner we lent nothing: our LAN?
+            peer = min(self._lent_nothing)
+            self._lent_nothing.discard(peer)
         recheck = peer is None and bool(self._recheck)
         if recheck:  # measured faster than we held: judge every tree again
             peer = self._recheck.pop()
@@ -2092,7 +2130,8 @@ class Process:
         have no parent in: their measured roots (a root is in its tree), else peers
         already measured (they may be in it by now), as many times as there are such
         peers, then anyone. With a parent in every tree: every other member, but after
-        a loss or a join only those already measured. A measured peer's probe costs one
+        a loss or a join only those already measured, once we have made ``extra_probes``
+        probes among every member ("Probes after a loss"). A measured peer's probe costs one
         InfoRequest; anyone else's a 128 KiB download. A joiner that borrowed its
         sponsor's measurements picks from its LAN among these, if any is there; after
         as many probes in a row as it has measured peers that gave no tree a parent
@@ -2112,7 +2151,10 @@ class Process:
         orphans = self._orphans()
         if not orphans:
             self._misses = 0
-            return (known if self._revisit else []) or others
+            if self._revisit and self._explored >= self.extra_probes:
+                return known or others
+            self._explored += 1  # the paper's random probes, once, before any revisit
+            return others
         roots = sorted(r for r in orphans if r in self.measured)
         if roots:
             return roots
@@ -2477,7 +2519,7 @@ class Process:
                 continue  # stale: we moved away meanwhile
             self._detach_old(tree)  # the new parent has taken us
             path = (*pos.path, src)
-            if self.pid in path and self.pid == max(path[path.index(self.pid) :]):
+            if self.pid in path and self._breaks_cycle(path):
                 # crossing moves made a cycle: its highest id leaves it (sec. IV-B repair)
                 self._batch_child(src, ChildItem(pos.kind, pos.root, attach=False))
                 self._detach_old(tree)
@@ -2487,6 +2529,14 @@ class Process:
             else:
                 self._position_from(tree, pos.dist, pos.est, pos.nchildren, path)
             self._down.add(key)
+
+    def _breaks_cycle(self, path: tuple[int, ...]) -> bool:
+        """True if we leave the cycle ``path`` shows us in: we have the highest id of
+        the ancestors since our last place on it (the cycle as it stands; earlier
+        places are older rounds or a stale prefix), or the path is longer than the
+        members (a cycle whose highest id does not act: anyone ends it then)."""
+        last = len(path) - 1 - path[::-1].index(self.pid)
+        return self.pid == max(path[last:]) or len(path) > len(self.members) + 1
 
     def _reach(self, tree: _Tree) -> NodeSet:
         ranges = [r for c in tree.children.values() for r in c.reach.ranges]

@@ -479,16 +479,21 @@ class _Run:
             self.pump(0.5)
         return time.monotonic() - started, False
 
-    def wan_edges(self) -> dict[str, int]:
-        """How many wide-area edges root 0's latency and bandwidth trees have (each
-        process asked for its parent; ``clusters - 1`` is the fewest that span)."""
+    def wan_edges(self) -> dict[str, list[str]]:
+        """The wide-area edges of root 0's latency and bandwidth trees, each as
+        ``"parent cluster->child cluster"`` (each process asked for its parent;
+        ``clusters - 1`` edges is the fewest that span)."""
         pid_rank = {p.pid: r for r, p in self.procs.items()}
         got = self.ask("parents", sorted(self.procs), "parents", self.procs[0].pid)
         cluster = self.grid.cluster_of
         out = {}
         for i, kind in enumerate(("latency", "bandwidth")):
             parents = ((r, pid_rank.get(m[2 + i])) for r, m in got.items())
-            out[kind] = sum(1 for r, q in parents if q is not None and cluster[q] != cluster[r])
+            out[kind] = sorted(
+                f"{cluster[q]}->{cluster[r]}"
+                for r, q in parents
+                if q is not None and cluster[q] != cluster[r]
+            )
         return out
 
     def nprobes(self) -> int:
@@ -602,7 +607,7 @@ def latency(
     ``last_arrival_ms["ours"]`` is the median over the repeats of the last arrival;
     ``arrivals_ms["ours"]`` the repeat with the median last arrival. The baselines and
     ``ours_simulated`` come from :func:`gridcoll.simulate.phoenix_experiments.latency`;
-    ``wan_edges`` counts the wide-area edges of root 0's trees (:meth:`_Run.wan_edges`).
+    ``wan_edges`` lists the wide-area edges of root 0's trees (:meth:`_Run.wan_edges`).
     """
     base = sim.latency(grid, seed=seed)
 
