@@ -1000,7 +1000,7 @@ def test_crossing_moves_make_no_endless_cycle() -> None:
     one remote parent moved below each other (crossing probes), both dropped their
     parent, and the next round's sweep made the cycle again, for ever (80,000
     ParentUpdates in 150,000 steps); now only the cycle's highest id leaves it (module
-    doc, "Probing")."""
+    doc, "Trees")."""
     for seed in range(4):
         procs = {0: Process(0, rng=random.Random(0), founder_vnodes={0: range(4)})}
         net = Network(procs, _three_lans, random.Random(seed))
@@ -1854,8 +1854,8 @@ def test_a_broadcast_asked_for_in_vain_is_abandoned_and_reported() -> None:
 
 def test_failover_epochs_settle_disagreements() -> None:
     """A handover (+2) beats a failover from the same epoch (+1); two failovers at one
-    epoch go to the lower id, in every table; a vnode with its history is given up only to the
-    claimant's own claim, one taken over also to a third party's entry."""
+    epoch go to the lower id, in every table; a vnode with its history is given up only
+    to the claimant's own claim, one taken over also to a third party's entry."""
     table = VNodeTable.founded(5, {7: [0, 1], 5: [2]})
     table.take_over(table.routed_to(7))  # 7 died: we (5) take vnodes 0, 1 at epoch 1
     assert table.owned[0].epoch == 1 and table.owned[0].recovered

@@ -249,15 +249,16 @@ through it right after it joined, has measured little more than its sponsor, and
 never measure anyone else (the group formed as the measured experiments form it, 12
 processes on three LANs in the in-memory driver, seeds 0-9: the LAN whose links are
 0.6 and 0.75 MB/s entered from the 0.6 MB/s side in 21 of the 40 bandwidth trees
-rooted in the third LAN, now 7). With a parent in every tree they ask only about the trees they are
-for (``InfoRequest.roots``, :meth:`Process._wanted`; probes under way for every tree,
-settling or after a join or a cycle, go on so): an extra probe about the trees repaired
-since the probes last ran out (a loss's, and any tree that moved since: a tree left
-without a route to its root takes the first connected peer a probe finds, often across a
-slower link), a probe of an ancestor climbed to about the trees hung on it, a chain
-probe about the chained trees (an Info carries a position per tree asked about). Every
-probe also names, in each tree asked about with a parent other than the peer, the worst
-distance and rate the rules could take there (``InfoRequest.bars``,
+rooted in the third LAN, now 7). With a parent in every tree they ask only about the
+trees they are for (``InfoRequest.roots``, :meth:`Process._wanted`; probes under way
+for every tree, settling or after a join or a cycle, go on so): an extra probe about
+the trees repaired since the probes last ran out (a loss's, and any tree that moved
+since: a tree left without a route to its root takes the first connected peer a probe
+finds, often across a slower link), a probe of an ancestor climbed to about the trees
+hung on it, a chain probe about the chained trees (an Info carries a position per tree
+asked about). Every probe also names, in each tree asked about with a parent other
+than the peer, the worst distance and rate the rules could take there
+(``InfoRequest.bars``,
 :func:`~gridcoll.dynamic.trees.latency_bar`,
 :func:`~gridcoll.dynamic.trees.bandwidth_bar`), through the link to that peer if we
 measured it (the probe judges with those figures: a distance less its RTT, a rate its
