@@ -1,18 +1,43 @@
 """mpi4py's buffer specs, parsed into byte views before any message is sent.
 
-The forms mpi4py accepts for a collective's buffer: ``buf``, ``[buf, datatype]``,
-``[buf, count]``, ``[buf, count, datatype]``, ``[buf, (count, displ), datatype]`` and
-``[buf, count, displ, datatype]``; for a per-rank row (mpi4py's ``BufSpecB``) an explicit
-count is per block. :func:`parse` returns the bytes the call moves as a ``uint8`` view
-of the caller's memory (no copy), or None for a datatype with holes, which only the MPI
-library's own collective can place. The errors are mpi4py's own.
+The parsing mirrors mpi4py 4.1.2's own (``src/mpi4py/MPI.src/msgbuffer.pxi``): the
+forms, the unpacking rules and the errors (their classes and messages) are mpi4py's, so
+a spec :class:`gridcoll.Comm` takes is one mpi4py takes, and a spec mpi4py refuses is
+refused with mpi4py's error before any message is sent.
 
-The vector forms of the v-variants (mpi4py's ``BufSpecV``): ``buf`` (equal blocks),
-``[buf, counts]``, ``[buf, counts, displs]``, ``[buf, (counts, displs)]``, each with a
-datatype last; ``counts`` a sequence (or one integer for every block, or None: equal
-blocks), ``displs`` a sequence (or None: packed in order). :func:`parse_vector`
-returns a :class:`VectorSpec` (byte view of the whole buffer, counts and
-displacements in items).
+A block collective's buffer (mpi4py's ``message_simple``): ``buf``, ``[buf, datatype]``,
+``[buf, count]``, ``[buf, count, datatype]``, ``[buf, (count, displ)]``,
+``[buf, (count, displ), datatype]`` (a list or a tuple) and ``[buf, count, displ,
+datatype]``; ``count`` None: inferred, ``displ`` None: 0. For a per-rank row
+(mpi4py's ``BufSpecB``) an explicit count is per block. :func:`parse` returns the bytes
+the call moves as a ``uint8`` view of the caller's memory (no copy), or None for what
+only the MPI library can place: a datatype with holes, or a nonzero count from
+``MPI.BOTTOM`` (absolute addresses). A ``None`` or ``MPI.BOTTOM`` buffer needs a
+datatype (mpi4py's ``message_basic``); with a zero count it gives an empty spec that
+keeps the datatype (its extent is the item size), and ``None`` with a nonzero count is
+mpi4py's ``ValueError``.
+
+The vector forms of the v-variants (mpi4py's ``message_vector``, ``BufSpecV``):
+``buf``, ``[buf, counts]``, ``[buf, datatype]``, ``[buf, counts, datatype]``,
+``[buf, counts, displs, datatype]``, and ``[buf, (counts, displs)]``,
+``[buf, (counts, displs), datatype]``. A *tuple* in the second place of the 2- and
+3-item forms is always ``(counts, displs)`` (any other length is Cython's unpacking
+``ValueError``); a list (or any other sequence) is the counts. ``counts``: a sequence
+of ``blocks`` integers (else ``ValueError: expecting {n} items, got {size}``), one
+integer for every block, or None: the buffer's items spread over the blocks, the first
+``items % blocks`` blocks one item longer. ``displs``: a sequence, one integer (a
+stride: block ``i`` at ``i * displ``) or None (packed in order). A ``None`` or
+``MPI.BOTTOM`` buffer takes an explicit datatype: every count zero gives an empty
+:class:`VectorSpec`, any other count None (MPI's own call, which places or refuses
+it). mpi4py checks no block against the buffer; here a negative count, and a block with
+items outside the buffer, raise ``MPI.Exception(ERR_COUNT)`` (MPI's class for a bad
+count) before any message. :func:`parse_vector` returns a :class:`VectorSpec` (byte
+view of the whole buffer, counts and displacements in items).
+
+A datatype given as a string is looked up as mpi4py looks it up (``MPI._typedict``:
+``'i'``, ``'f8'``, ``'Zd'``...; ``KeyError: cannot map ... to MPI datatype``); a bare
+buffer's datatype is the one mpi4py maps its format to (``KeyError`` for a format it
+cannot map, such as a numpy structured type).
 
 The buffer objects are mpi4py's too (``mpi4py.MPI.buffer``, tried in its order): the
 buffer protocol (numpy, ``array.array``, ``bytearray``, ``memoryview``...), then DLPack
@@ -22,17 +47,25 @@ through mpi4py's own conversion (:func:`host_array`: its checks of contiguity an
 writability, its errors; its element type, which a bare buffer's datatype follows), and
 refused with :class:`~gridcoll.errors.DeviceBufferError` when its memory is not
 CPU-accessible (a CUDA array interface, a DLPack tensor on a GPU), where mpi4py would
-hand a device pointer to a CUDA-aware MPI. An object with only ``__array_interface__``
-is refused as mpi4py refuses it (``TypeError``).
+hand a device pointer to a CUDA-aware MPI. A DLPack tensor's element type is read from
+its ``DLTensor`` as mpi4py reads it (``dlpack_get_format`` in ``asdlpack.pxi``): bool,
+the C integer types, float16, float, double, long double and their complex types; any
+other type (complex32, bfloat16, vector lanes) is bytes, as mpi4py then uses
+``MPI.BYTE``. An object with only ``__array_interface__`` is refused as mpi4py refuses
+it (``TypeError``).
 
 Where this sits in :mod:`gridcoll.runtime`: below :mod:`~gridcoll.runtime.collectives`
 (which parses every argument here first); it imports nothing of the runtime. Every
-function is O(1) besides mpi4py's own check of an unusual spec.
+function is O(1) besides mpi4py's own check of an unusual spec and the O(blocks)
+counts and displacements of a vector spec.
 """
 
 from __future__ import annotations
 
+import ctypes
+import operator
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any
 
 import numpy as _np
@@ -75,55 +108,67 @@ class Spec:
 
 
 def parse(buf: Any, readonly: bool, blocks: int = 0) -> Spec | None:
-    """Parse an mpi4py buffer spec; None: a datatype with holes (use native MPI).
+    """Parse an mpi4py buffer spec (mpi4py's ``message_simple``); None: what only the
+    MPI library can place (a datatype with holes, a nonzero count from ``MPI.BOTTOM``).
 
     With ``blocks >= 2`` (a collective's per-rank row, mpi4py's ``BufSpecB``) an
     explicit count is per block and an inferred one the entries divided by ``blocks``.
     Errors are mpi4py's own: an unusual spec first goes through ``MPI.COMM_SELF.Bcast``,
     a no-op on one process that raises exactly what mpi4py raises for a bad buffer.
+    A count reaching past the buffer raises ``MPI.Exception(ERR_COUNT)``.
     """
     if (
         type(buf) is _np.ndarray  # the common case, first: a plain contiguous array
         and buf.flags.c_contiguous
         and (readonly or buf.flags.writeable)
-        and not buf.dtype.hasobject
+        and _mapped_dtype(buf.dtype)
     ):
         itemsize = max(buf.itemsize, 1)
         count = per_block(buf.size, blocks)
         return Spec(buf.reshape(-1).view(_np.uint8), itemsize, count, None, buf)
     head = buf[0] if isinstance(buf, list | tuple) and buf else buf
     host_array(head, True)  # device memory: refused before mpi4py sees it
-    MPI.COMM_SELF.Bcast(buf, 0)
-    data, count, displ, dtype = buf, None, 0, None
-    if isinstance(buf, list | tuple):
-        data, rest = buf[0], list(buf[1:])
-        if rest and (isinstance(rest[-1], MPI.Datatype | str)):
-            dtype = rest.pop()
-        if len(rest) == 2:
-            count, displ = rest
-        elif len(rest) == 1:
-            count = rest[0]
-            if isinstance(count, list | tuple):
-                count, displ = count
-    if isinstance(dtype, str):
-        from mpi4py.util.dtlib import from_numpy_dtype
-
-        dtype = from_numpy_dtype(dtype)
-    if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
+    MPI.COMM_SELF.Bcast(buf, 0)  # mpi4py's checks and errors (readonly, one block)
+    data, o_count, o_displ, o_type = _unpack_simple(buf)
+    dtype = None if o_type is None else _asdatatype(o_type)
+    count = None if o_count is None else operator.index(o_count)
+    displ = 0 if o_displ is None else operator.index(o_displ)
+    if _is_bottom(data) or data is MPI.IN_PLACE:
         if count:
-            return None
-        return Spec(_np.empty(0, _np.uint8), 1, 0, dtype, data)
+            return None  # absolute addresses from MPI_BOTTOM: MPI's own call
+        extent = 1 if dtype is None else max(dtype.Get_extent()[1], 1)
+        return Spec(_np.empty(0, _np.uint8), extent, 0, dtype, data)
     data = host_array(data, readonly)
-    view = bytes_of(data)
     itemsize = _itemsize(data, dtype)
     if itemsize is None:
         return None  # a datatype with holes: MPI's own collective handles it
+    view = bytes_of(data)
     if count is None:
-        count = per_block(view.size // itemsize - displ, blocks)
+        count = per_block(view.size // itemsize - displ, blocks) if itemsize else 0
     start, nbytes = displ * itemsize, count * itemsize * max(blocks, 1)
     if start < 0 or start + nbytes > view.size:
         raise MPI.Exception(MPI.ERR_COUNT)
     return Spec(view[start : start + nbytes], itemsize, count, dtype, data)
+
+
+def _unpack_simple(msg: Any) -> tuple[Any, Any, Any, Any]:
+    """mpi4py's ``message_simple`` unpacking of a spec it has accepted: (buffer, count,
+    displacement, datatype), None where left out. A list or tuple in the second place
+    of the 2- and 3-item forms is ``(count, displ)``."""
+    if not isinstance(msg, list | tuple) or _is_buffer(msg):
+        return msg, None, None, None
+    if len(msg) == 4:
+        o_buf, o_count, o_displ, o_type = msg
+        return o_buf, o_count, o_displ, o_type
+    o_buf, o_count, o_displ, o_type = msg[0], msg[1], None, None
+    if len(msg) == 2 and _is_datatype(o_count):
+        o_count, o_type = None, o_count
+    else:
+        if len(msg) == 3:
+            o_type = msg[2]
+        if isinstance(o_count, list | tuple):
+            o_count, o_displ = _unpack_two(o_count)
+    return o_buf, o_count, o_displ, o_type
 
 
 @dataclass(slots=True)
@@ -131,7 +176,7 @@ class VectorSpec:
     """A parsed mpi4py vector buffer spec (a v-variant's uneven blocks)."""
 
     view: _np.ndarray
-    """The whole buffer's bytes."""
+    """The whole buffer's bytes (none for a ``None`` or ``MPI.BOTTOM`` buffer)."""
     itemsize: int
     """The datatype's extent."""
     counts: tuple[int, ...]
@@ -139,7 +184,9 @@ class VectorSpec:
     displs: tuple[int, ...]
     """Where every block starts, in elements from the buffer's start."""
     datatype: MPI.Datatype | None
+    """The spec's datatype; None: the buffer's own format."""
     data: Any
+    """The buffer object."""
 
     def block_spec(self) -> Spec:
         """A :class:`Spec` of the same datatype (for :func:`signature`)."""
@@ -152,9 +199,210 @@ class VectorSpec:
         return tuple(d * self.itemsize for d in self.displs)
 
 
+def parse_vector(buf: Any, readonly: bool, blocks: int) -> VectorSpec | None:
+    """Parse an mpi4py vector spec of ``blocks`` blocks (mpi4py's ``message_vector``;
+    the forms in the module notes); None: what only the MPI library can place (a
+    datatype with holes; a ``None`` or ``MPI.BOTTOM`` buffer with a nonzero count).
+
+    Raises mpi4py's errors (``TypeError``/``ValueError``/``KeyError``/``OverflowError``
+    with its messages, ``BufferError`` from its buffer conversion), and
+    ``MPI.Exception(ERR_COUNT)`` for a negative count or a block with items outside
+    the buffer. O(blocks).
+    """
+    o_buf, o_counts, o_displs, o_type = _unpack_vector(buf)
+    data, btype, nbytes = _message_basic(o_buf, o_type, readonly)
+    counts, displs = _vector_counts(o_counts, o_displs, blocks, btype, nbytes)
+    if _is_bottom(data):
+        extent = _itemsize(None, btype)
+        if extent is None or any(counts):
+            return None  # absolute addresses from MPI_BOTTOM: MPI's own call
+        return VectorSpec(_np.empty(0, _np.uint8), max(extent, 1), counts, displs, btype, data)
+    dtype = None if o_type is None else btype
+    itemsize = _itemsize(data, dtype)
+    if itemsize is None:
+        return None  # a datatype with holes: MPI's own collective handles it
+    view = bytes_of(data)
+    for c, d in zip(counts, displs, strict=True):
+        if c < 0 or (c and (d < 0 or (d + c) * itemsize > view.size)):
+            raise MPI.Exception(MPI.ERR_COUNT)
+    return VectorSpec(view, itemsize, counts, displs, dtype, data)
+
+
+def _unpack_vector(msg: Any) -> tuple[Any, Any, Any, Any]:
+    """mpi4py's ``message_vector`` unpacking: (buffer, counts, displacements,
+    datatype), None where left out. Only a *tuple* in the second place of the 2- and
+    3-item forms is ``(counts, displs)``; a list there is the counts."""
+    if _is_buffer(msg):
+        return msg, None, None, None
+    if isinstance(msg, list | tuple):
+        nargs = len(msg)
+        o_displs = o_type = None
+        if nargs == 2:
+            o_buf, o_counts = msg
+            if _is_datatype(o_counts):
+                o_counts, o_type = None, o_counts
+            elif isinstance(o_counts, tuple):
+                o_counts, o_displs = _unpack_two(o_counts)
+        elif nargs == 3:
+            o_buf, o_counts, o_type = msg
+            if isinstance(o_counts, tuple):
+                o_counts, o_displs = _unpack_two(o_counts)
+        elif nargs == 4:
+            o_buf, o_counts, o_displs, o_type = msg
+        else:
+            raise ValueError("message: expecting 2 to 4 items")
+        return o_buf, o_counts, o_displs, o_type
+    if hasattr(msg, "__dlpack__") or hasattr(msg, "__cuda_array_interface__"):
+        return msg, None, None, None
+    raise TypeError("message: expecting buffer or list/tuple")
+
+
+def _unpack_two(pair: list | tuple) -> tuple[Any, Any]:
+    """Cython's unpacking of a pair, with its messages (``msgbuffer.pxi`` is Cython)."""
+    if len(pair) > 2:
+        raise ValueError("too many values to unpack (expected 2)")
+    if len(pair) < 2:
+        n = len(pair)
+        raise ValueError(f"need more than {n} value{'' if n == 1 else 's'} to unpack")
+    return pair[0], pair[1]
+
+
+def _message_basic(o_buf: Any, o_type: Any, readonly: bool) -> tuple[Any, MPI.Datatype, int]:
+    """mpi4py's ``message_basic``: (buffer, datatype, bytes); a ``None`` or
+    ``MPI.BOTTOM`` buffer has no bytes and needs a datatype. An unusual buffer first
+    goes through ``MPI.COMM_SELF.Bcast`` with a zero count, which runs mpi4py's own
+    ``message_basic`` on it (its conversion, checks and errors) and moves nothing."""
+    if _is_bottom(o_buf):
+        return o_buf, _asdatatype(o_type), 0
+    data = host_array(o_buf, readonly)  # device memory refused; mpi4py's writability
+    plain = (
+        type(o_buf) is _np.ndarray
+        and (o_buf.flags.c_contiguous or o_buf.flags.f_contiguous)
+        and not o_buf.dtype.hasobject
+        and (o_type is not None or _mapped_dtype(o_buf.dtype))
+    )
+    if not plain:  # a datatype object plays no part in the checks: MPI.BYTE stands in
+        MPI.COMM_SELF.Bcast([o_buf, 0] if o_type is None else [o_buf, 0, MPI.BYTE], 0)
+    btype = _asdatatype(o_type) if o_type is not None else _format_datatype(data)
+    return data, btype, memoryview(data).nbytes
+
+
+def _vector_counts(
+    o_counts: Any, o_displs: Any, blocks: int, btype: MPI.Datatype, nbytes: int
+) -> tuple[tuple[int, ...], tuple[int, ...]]:
+    """mpi4py's ``message_vector`` counts and displacements, with its errors (and
+    ``chkarray``'s, ``asarray.pxi``): counts inferred from the buffer's ``nbytes``
+    (remainder to the first blocks), one integer, or ``blocks`` of them; displacements
+    packed, a stride, or ``blocks`` of them."""
+    if o_counts is None:
+        csize = 0
+        if nbytes > 0:
+            lb, extent = _inference_extent(btype)
+            if nbytes % extent:
+                raise ValueError(
+                    f"message: cannot infer count, buffer length {nbytes} is not a "
+                    f"multiple of datatype extent {extent} (lb:{lb}, ub:{lb + extent})"
+                )
+            csize = nbytes // extent
+        counts = [csize // blocks + (csize % blocks > i) for i in range(blocks)]
+    elif _is_integral(o_counts):
+        counts = [_c_integer(o_counts)] * blocks
+    else:
+        counts = _chkarray(o_counts, blocks)
+    if o_displs is None:  # contiguous
+        displs, at = [], 0
+        for c in counts:
+            displs.append(at)
+            at += c
+    elif _is_integral(o_displs):  # strided
+        stride = _c_integer(o_displs)
+        displs = [stride * i for i in range(blocks)]
+    else:  # general
+        displs = _chkarray(o_displs, blocks)
+    return tuple(counts), tuple(displs)
+
+
+def _inference_extent(btype: MPI.Datatype) -> tuple[int, int]:
+    """(lb, extent) of the datatype a count is inferred with, or mpi4py's error."""
+    if btype == MPI.DATATYPE_NULL:
+        raise ValueError("message: cannot infer count, datatype is null")
+    lb, extent = btype.Get_extent()
+    if extent <= 0:
+        raise ValueError(
+            f"message: cannot infer count, datatype extent {extent} (lb:{lb}, ub:{lb + extent})"
+        )
+    return lb, extent
+
+
+def _chkarray(ob: Any, n: int) -> list[int]:
+    """mpi4py's ``chkarray``: ``len``, every item through ``__index__``, then the
+    length against ``n`` (``ValueError: expecting {n} items, got {size}``)."""
+    size = len(ob)
+    out = [_c_integer(ob[i]) for i in range(size)]
+    if size != n:
+        raise ValueError(f"expecting {n} items, got {size}")
+    return out
+
+
+def _c_integer(value: Any) -> int:
+    """``PyNumber_Index`` into a C ``MPI_Count``/``MPI_Aint`` (64 bits), as Cython
+    converts it."""
+    out = operator.index(value)
+    if not -(2**63) <= out < 2**63:
+        raise OverflowError("Python int too large to convert to C long")
+    return out
+
+
+def _asdatatype(o_type: Any) -> MPI.Datatype:
+    """mpi4py's ``asdatatype``: a datatype, or a key of ``MPI._typedict`` (a format
+    character such as ``'i'``, ``'f8'``, ``'Zd'``)."""
+    if isinstance(o_type, MPI.Datatype):
+        return o_type
+    try:
+        return MPI._typedict[o_type]
+    except KeyError:
+        raise KeyError(f"cannot map {o_type!r} to MPI datatype") from None
+
+
+def _format_datatype(data: Any) -> MPI.Datatype:
+    """mpi4py's ``getdatatype``: the datatype of a buffer's format (its byte order
+    already checked by mpi4py)."""
+    fmt = memoryview(data).format
+    if fmt[:1] in ("@", "<", ">"):
+        fmt = fmt[1:]
+    return _asdatatype(fmt)
+
+
+@lru_cache(maxsize=256)
+def _mapped_dtype(dtype: _np.dtype) -> bool:
+    """Whether mpi4py maps a numpy array's format to a datatype (not: structured and
+    object types, a non-native byte order...): only those take the fast paths."""
+    if dtype.hasobject:
+        return False
+    try:
+        MPI.COMM_SELF.Bcast(_np.empty(0, dtype), 0)
+    except (KeyError, BufferError, ValueError, TypeError):
+        return False
+    return True
+
+
+def _is_bottom(obj: Any) -> bool:
+    """mpi4py's ``is_BOTTOM`` (``constant.pxi``): ``None`` or ``MPI.BOTTOM``."""
+    return obj is None or obj is MPI.BOTTOM
+
+
+def _is_datatype(obj: Any) -> bool:
+    """mpi4py's ``is_datatype``: a datatype or a string naming one."""
+    return isinstance(obj, MPI.Datatype | str)
+
+
 def _itemsize(data: Any, dtype: MPI.Datatype | None) -> int | None:
     """The element's extent: the datatype's, or the buffer's format; None for a
-    datatype with holes (only the MPI library can place its bytes)."""
+    datatype with holes (only the MPI library can place its bytes) and for an array of
+    Python objects given a datatype (mpi4py hands its raw bytes to MPI; numpy gives no
+    byte view of it)."""
+    if isinstance(data, _np.ndarray) and data.dtype.hasobject:
+        return None
     if dtype is None:
         return max(memoryview(data).itemsize, 1)
     lb, extent = dtype.Get_extent()
@@ -164,64 +412,54 @@ def _itemsize(data: Any, dtype: MPI.Datatype | None) -> int | None:
     return extent
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int | _np.integer) and not isinstance(value, bool)
+# The C API mpi4py calls (through its own handle, so no other user of
+# ``ctypes.pythonapi`` sees these argument types).
+_capi = ctypes.PyDLL(None, handle=ctypes.pythonapi._handle)
 
 
-def _int_list(value: Any, blocks: int, what: str) -> list[int]:
-    """mpi4py's counts or displacements: a sequence of ``blocks`` integers, or one."""
-    if _is_int(value):
-        return [int(value)] * blocks
+def _c_function(name: str, restype: Any, *argtypes: Any) -> Any:
+    function = getattr(_capi, name)
+    function.restype, function.argtypes = restype, argtypes
+    return function
+
+
+_PyObject_CheckBuffer = _c_function("PyObject_CheckBuffer", ctypes.c_int, ctypes.py_object)
+_PyIndex_Check = _c_function("PyIndex_Check", ctypes.c_int, ctypes.py_object)
+_PySequence_Check = _c_function("PySequence_Check", ctypes.c_int, ctypes.py_object)
+_PySequence_Size = _c_function("PySequence_Size", ctypes.c_ssize_t, ctypes.py_object)
+_PyCapsule_IsValid = _c_function(
+    "PyCapsule_IsValid", ctypes.c_int, ctypes.py_object, ctypes.c_char_p
+)
+_PyCapsule_GetPointer = _c_function(
+    "PyCapsule_GetPointer", ctypes.c_void_p, ctypes.py_object, ctypes.c_char_p
+)
+
+
+def _is_buffer(obj: Any) -> bool:
+    """mpi4py's ``is_buffer``: the object has the buffer protocol."""
+    return bool(_PyObject_CheckBuffer(obj))
+
+
+def _is_integral(obj: Any) -> bool:
+    """mpi4py's ``is_integral`` (``asarray.pxi``): has ``__index__`` and is not a
+    sized sequence (a 0-d numpy array is integral, a 1-item array is not)."""
+    if type(obj) is int:
+        return True
+    if not _PyIndex_Check(obj):
+        return False
+    if not _PySequence_Check(obj):
+        return True
     try:
-        out = [int(v) for v in value]
-    except TypeError as err:
-        raise TypeError(f"message: {what} must be an integer or a sequence of them") from err
-    if len(out) != blocks:
-        raise ValueError(f"message: expecting {blocks} {what}, got {len(out)}")
-    return out
-
-
-def parse_vector(buf: Any, readonly: bool, blocks: int) -> VectorSpec | None:
-    """Parse an mpi4py vector spec of ``blocks`` blocks (module notes); None: a
-    datatype with holes (native MPI). Raises ``MPI.Exception(ERR_COUNT)`` for a block
-    outside the buffer, ``ValueError`` for counts that cannot be inferred or have the
-    wrong length, ``TypeError`` for a bad form, as mpi4py does."""
-    data, counts, displs, dtype = buf, None, None, None
-    if isinstance(buf, list | tuple):
-        if not 1 <= len(buf) <= 4:
-            raise ValueError("message: expecting 2 to 4 items")
-        data, rest = buf[0], list(buf[1:])
-        if rest and isinstance(rest[-1], MPI.Datatype | str):
-            dtype = rest.pop()
-        if len(rest) == 2:
-            counts, displs = rest
-        elif len(rest) == 1:
-            counts = rest[0]
-            if isinstance(counts, tuple) and len(counts) == 2 and not _is_int(counts[0]):
-                counts, displs = counts  # (counts, displs), not two counts
-    if isinstance(dtype, str):
-        from mpi4py.util.dtlib import from_numpy_dtype
-
-        dtype = from_numpy_dtype(dtype)
-    if data is None or data is MPI.BOTTOM:
-        raise TypeError("message: the buffer of a v-collective cannot be None or MPI.BOTTOM")
-    data = host_array(data, readonly)
-    view = bytes_of(data)
-    itemsize = _itemsize(data, dtype)
-    if itemsize is None:
-        return None
-    if counts is None:
-        counts = [per_block(view.size // itemsize, blocks)] * blocks
-    counts = _int_list(counts, blocks, "counts")
-    if displs is None:
-        displs = [sum(counts[:i]) for i in range(blocks)]
-    elif _is_int(displs):
-        displs = [i * int(displs) for i in range(blocks)]
-    displs = _int_list(displs, blocks, "displacements")
-    for c, d in zip(counts, displs, strict=True):
-        if c < 0 or d < 0 or (c and (d + c) * itemsize > view.size):
-            raise MPI.Exception(MPI.ERR_COUNT)
-    return VectorSpec(view, itemsize, tuple(counts), tuple(displs), dtype, data)
+        _PySequence_Size(obj)
+    except Exception:
+        pass
+    else:
+        return False
+    try:
+        operator.index(obj)
+    except Exception:
+        return False
+    return True
 
 
 def host_array(data: Any, readonly: bool) -> Any:
@@ -232,9 +470,10 @@ def host_array(data: Any, readonly: bool) -> Any:
     mpi4py's checks and errors apply (``BufferError``: not contiguous; not writable,
     unless ``readonly``); memory the CPU cannot read (mpi4py's ``buffer.cast`` refuses
     it) raises :class:`~gridcoll.errors.DeviceBufferError`. The element type is the
-    one mpi4py infers (DLPack's dtype; bytes where numpy has no such type, as mpi4py
-    then uses ``MPI.BYTE``). An object mpi4py does not take is returned unchanged, for
-    mpi4py's own error to be raised where it is used. O(1) besides the conversion.
+    one mpi4py infers (a DLPack tensor's dtype, read from the capsule mpi4py holds;
+    bytes where mpi4py formats it as bytes). An object mpi4py does not take is
+    returned unchanged, for mpi4py's own error to be raised where it is used. O(1)
+    besides the conversion.
     """
     if data is None or data is MPI.IN_PLACE or data is MPI.BOTTOM:
         return data
@@ -262,22 +501,115 @@ def host_array(data: Any, readonly: bool) -> Any:
             "(numpy.asarray, .get(), .cpu()) or call mpi4py's own collective on a "
             "CUDA-aware MPI"
         ) from err
+    element = _element_type(memory.obj, memory.nbytes)
     if not readonly:  # mpi4py's error if not writable; else a writable view
         raw = MPI.buffer.frombuffer(data, readonly=False)
-    out = _np.frombuffer(raw, dtype=_np.uint8)
-    return out.view(_element_type(data, out.size))
+    return _np.frombuffer(raw, dtype=_np.uint8).view(element)
 
 
-def _element_type(data: Any, nbytes: int) -> _np.dtype:
-    """The element type mpi4py infers for a DLPack buffer (its format), as a numpy
-    dtype; ``uint8`` (mpi4py: ``MPI.BYTE``) where numpy cannot say."""
-    try:
-        dtype = _np.from_dlpack(data).dtype
-    except (TypeError, ValueError, BufferError, RuntimeError, AttributeError):
-        return _np.dtype(_np.uint8)
-    if dtype.itemsize == 0 or nbytes % dtype.itemsize:
-        return _np.dtype(_np.uint8)
-    return dtype
+class _DLDataType(ctypes.Structure):
+    _fields_ = (("code", ctypes.c_uint8), ("bits", ctypes.c_uint8), ("lanes", ctypes.c_uint16))
+
+
+class _DLTensor(ctypes.Structure):
+    _fields_ = (
+        ("data", ctypes.c_void_p),
+        ("device_type", ctypes.c_int),  # DLDevice: an enum, then an int32 id
+        ("device_id", ctypes.c_int32),
+        ("ndim", ctypes.c_int32),
+        ("dtype", _DLDataType),
+        ("shape", ctypes.c_void_p),
+        ("strides", ctypes.c_void_p),
+        ("byte_offset", ctypes.c_uint64),
+    )
+
+
+class _DLManagedTensor(ctypes.Structure):  # DLPack v0: the tensor first
+    _fields_ = (
+        ("dl_tensor", _DLTensor),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+    )
+
+
+class _DLManagedTensorVersioned(ctypes.Structure):  # DLPack v1: the tensor last
+    _fields_ = (
+        ("version_major", ctypes.c_uint32),
+        ("version_minor", ctypes.c_uint32),
+        ("manager_ctx", ctypes.c_void_p),
+        ("deleter", ctypes.c_void_p),
+        ("flags", ctypes.c_uint64),
+        ("dl_tensor", _DLTensor),
+    )
+
+
+_CAPSULES = ((b"dltensor_versioned", _DLManagedTensorVersioned), (b"dltensor", _DLManagedTensor))
+_DL_INT, _DL_UINT, _DL_FLOAT, _DL_COMPLEX, _DL_BOOL = 0, 1, 2, 5, 6
+_C_BITS = {
+    fmt: 8 * ctypes.sizeof(ctype)
+    for fmt, ctype in (
+        ("b", ctypes.c_byte),
+        ("h", ctypes.c_short),
+        ("i", ctypes.c_int),
+        ("l", ctypes.c_long),
+        ("q", ctypes.c_longlong),
+        ("f", ctypes.c_float),
+        ("d", ctypes.c_double),
+        ("g", ctypes.c_longdouble),
+    )
+}
+_NUMPY_OF_FORMAT = {  # mpi4py's format -> numpy's type; others: bytes (MPI.BYTE)
+    **{fmt: _np.dtype(fmt) for fmt in "?bhilqBHILQefdg"},
+    "Zf": _np.dtype(_np.complex64),
+    "Zd": _np.dtype(_np.complex128),
+    "Zg": _np.dtype(_np.clongdouble),
+}
+
+
+def _dlpack_format(code: int, bits: int, lanes: int) -> str:
+    """mpi4py's ``dlpack_get_format`` (``asdlpack.pxi``), in its order of tests: the
+    buffer format of a DLPack element type; ``'B'`` (bytes) for one it does not name."""
+    if lanes != 1:
+        if code == _DL_FLOAT and lanes == 2:  # a complex number as two float lanes
+            for fmt in "fdg":
+                if bits == _C_BITS[fmt]:
+                    return "Z" + fmt
+        return "B"
+    if code == _DL_BOOL and bits == 8:
+        return "?"
+    if code in (_DL_INT, _DL_UINT):
+        for fmt in "bhilq":
+            if bits == _C_BITS[fmt]:
+                return fmt if code == _DL_INT else fmt.upper()
+    if code == _DL_FLOAT:
+        if bits == _C_BITS["f"] // 2:
+            return "e"
+        for fmt in "fdg":
+            if bits == _C_BITS[fmt]:
+                return fmt
+    if code == _DL_COMPLEX:
+        if bits == _C_BITS["f"]:
+            return "Ze"  # complex32: no numpy type, bytes here
+        for fmt in "fdg":
+            if bits == 2 * _C_BITS[fmt]:
+                return "Z" + fmt
+    return "B"
+
+
+def _element_type(capsule: Any, nbytes: int) -> _np.dtype:
+    """The element type mpi4py infers for a DLPack buffer, as a numpy dtype: read from
+    the ``DLTensor`` in ``capsule`` (the one mpi4py's ``buffer.obj`` holds, named
+    ``dltensor_versioned`` or ``dltensor`` by the protocol version; neither renamed
+    nor consumed: its destructor frees the tensor), mapped as ``dlpack_get_format``
+    does; ``uint8`` (mpi4py: ``MPI.BYTE``) for a type it does not name."""
+    for name, layout in _CAPSULES:
+        if _PyCapsule_IsValid(capsule, name):
+            pointer = _PyCapsule_GetPointer(capsule, name)
+            dtype = layout.from_address(pointer).dl_tensor.dtype
+            fmt = _dlpack_format(dtype.code, dtype.bits, dtype.lanes)
+            out = _NUMPY_OF_FORMAT.get(fmt, _np.dtype(_np.uint8))
+            return out if nbytes % out.itemsize == 0 else _np.dtype(_np.uint8)
+    return _np.dtype(_np.uint8)
 
 
 def message(buf: Any, root_side: bool) -> tuple[_np.ndarray | None, int]:
