@@ -22,13 +22,19 @@ from gridcoll.runtime.emulation import (  # noqa: E402
     subgrid,
 )
 from gridcoll.runtime.executor import (  # noqa: E402
+    FAILED_DRAINS,
     HEADER_BYTES,
     NOTICE_ERROR,
     NOTICE_MISMATCH,
+    NOTICE_WAITING,
     CallInfo,
     CollectiveError,
+    Ledger,
     MismatchError,
     compile_program,
+    drain,
+    empty_digest,
+    held_notice,
     pack_notice,
     take_notice,
 )
@@ -216,12 +222,12 @@ def test_notices_round_trip_and_ignore_another_epoch():
         return raw, comm.Isend([raw, MPI.BYTE], 0, tag)
 
     try:
-        sent = notice((epoch << 32) + 4, NOTICE_MISMATCH, "rank 0: boom")
+        sent = notice(now, NOTICE_MISMATCH, "rank 0: boom")
         err = take_notice(comm, tag, now)
         assert isinstance(err, MismatchError) and err.relayed and err.peer == 0
-        assert "call 4 failed there (rank 0: boom)" in str(err)
+        assert "call 5 failed there (rank 0: boom)" in str(err)
         sent[1].Wait()
-        sent = notice((epoch << 32) + 5, NOTICE_ERROR, "x" * 999)
+        sent = notice(now, NOTICE_ERROR, "x" * 999)
         err = take_notice(comm, tag, now)
         assert type(err) is CollectiveError and err.relayed
         sent[1].Wait()
@@ -234,29 +240,89 @@ def test_notices_round_trip_and_ignore_another_epoch():
         comm.Free()
 
 
+def test_a_notice_of_a_completed_call_is_dropped_and_its_strays_drained():
+    """This rank completed call 4 (its messages all passed their headers' check): a
+    peer's failure of call 4 does not fail call 5; call 4 is noted as failed, so its
+    strays are received and dropped by the next calls instead of taken for a mismatch."""
+    comm = MPI.COMM_SELF.Dup()
+    tag, epoch = 77, 123
+    ledger = Ledger()
+    try:
+        raw = pack_notice((epoch << 32) + 4, NOTICE_MISMATCH, "rank 0: boom")
+        sent = comm.Isend([raw, MPI.BYTE], 0, tag)
+        assert take_notice(comm, tag, (epoch << 32) + 5, ledger=ledger) is None
+        sent.Wait()
+        assert list(ledger.failed) == [(epoch << 32) + 4] and ledger.held == []
+        stray = comm.Isend([np.ones(100_000, np.uint8), MPI.BYTE], 0, 11)  # rendezvous
+        drain(comm, [10, 11])
+        stray.Wait()  # completes: the stray was taken
+        assert not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG)
+        ledger.forget_failed((epoch << 32) + 4 + FAILED_DRAINS + 1)
+        assert ledger.failed == {}
+    finally:
+        comm.Free()
+
+
 def test_a_notice_of_a_later_call_waits_until_this_rank_makes_it():
     """A peer that finished call 5 fails in call 6 while this rank still waits for
     call 5's last message: call 5 is not failed by it; call 6 is."""
     comm = MPI.COMM_SELF.Dup()
     tag, epoch = 77, 123
-    held: list = []
+    ledger = Ledger()
     try:
         raw = pack_notice((epoch << 32) + 6, NOTICE_ERROR, "rank 0: user op failed")
         sent = comm.Isend([raw, MPI.BYTE], 0, tag)  # to itself: complete once received
-        assert take_notice(comm, tag, (epoch << 32) + 5, held=held) is None
+        assert take_notice(comm, tag, (epoch << 32) + 5, ledger=ledger) is None
         sent.Wait()
-        assert len(held) == 1 and not comm.Iprobe(MPI.ANY_SOURCE, tag)
-        assert take_notice(comm, tag, (epoch << 32) + 5, held=held) is None  # still held
-        err = take_notice(comm, tag, (epoch << 32) + 6, held=held)
+        assert len(ledger.held) == 1 and not comm.Iprobe(MPI.ANY_SOURCE, tag)
+        assert held_notice(comm, (epoch << 32) + 5, ledger) is None  # still held
+        err = held_notice(comm, (epoch << 32) + 6, ledger)
         assert type(err) is CollectiveError and "call 6 failed there" in str(err)
-        assert held == []
-        # without ``held`` (the communicator's Free), any call's notice fails at once
+        assert ledger.held == []
+        # without a ledger (the communicator's Free), a later call's notice fails at once
         sent = comm.Isend([raw, MPI.BYTE], 0, tag)
-        err = take_notice(comm, tag, (epoch << 32) + 5)
+        err = take_notice(comm, tag, (epoch << 32) + 6)
         assert type(err) is CollectiveError and "call 6 failed there" in str(err)
         sent.Wait()
     finally:
         comm.Free()
+
+
+def test_a_peer_waiting_in_a_call_this_rank_ran_empty_is_told():
+    """A call that moves no byte here completes at once; a peer that waits for this
+    rank in it (it moves data in that call) gets a mismatch notice, this rank none."""
+    comm = MPI.COMM_SELF.Dup()
+    tag, epoch = 77, 123
+    ledger = Ledger()
+    seq = (epoch << 32) + 3
+    try:
+        mine = CallInfo(seq, 0, 0, 8, "", 0, 0, "bcast", "<f8")
+        ledger.note_empty(mine)
+        theirs = CallInfo(seq, 0, 800, 8, "binomial", 1, 0, "bcast", "<f8")
+        raw = pack_notice(seq, NOTICE_WAITING, theirs.pack(0, 0.0).tobytes())
+        sent = comm.Isend([raw, MPI.BYTE], 0, tag)
+        assert take_notice(comm, tag, seq + 1, ledger=ledger) is None  # not this rank's error
+        sent.Wait()
+        [([reply], replies)] = ledger.orphans  # the answer, to the waiting rank alone
+        MPI.Request.Waitall(replies)
+        text = reply.tobytes()
+        assert text[:4] == b"GCN1" and text[12] == NOTICE_MISMATCH
+        assert b"moving no byte" in text and b"size 800 vs 0" in text
+    finally:
+        comm.Free()
+
+
+def test_empty_calls_are_checked_in_the_next_header():
+    """The digest of the calls without a message differs when their arguments do, and
+    a header carrying another digest is a mismatch naming it."""
+    a = CallInfo(1, 0, 0, 8, "", 0, 0, "bcast", "<f8")
+    b = CallInfo(1, 1, 0, 8, "", 0, 0, "bcast", "<f8")
+    assert empty_digest(0, a) != empty_digest(0, b)
+    assert empty_digest(0, a) == empty_digest(0, a)
+    call = CallInfo(2, 0, 64, 1, "binomial", 7, 0, "bcast", "|u1")
+    mine, theirs = call.numbered(2, prior=empty_digest(0, a)), call.numbered(2, prior=0)
+    differ, detail, _ = mine._differences(theirs.pack(64, 0.0).tobytes(), 64)
+    assert differ == ["empty calls before"] and "empty calls before" in detail
 
 
 @pytest.mark.parametrize(
@@ -836,7 +902,6 @@ def test_every_vector_spec_form_mpi4py_takes():
         "counts, displs, type": [a, [3, 0, 4], [5, 9, 0], MPI.INT],
         "(counts, displs), type": [a, ([3, 0, 4], [5, 9, 0]), MPI.INT],
         "(counts, displs)": [a, ([3, 0, 4], [5, 9, 0])],
-        "counts, displs": [a, [3, 0, 4], [5, 9, 0]],
         "numpy counts": [a, (np.array([3, 0, 4]), np.array([5, 9, 0])), "i"],
     }
     for name, spec in forms.items():
@@ -845,7 +910,9 @@ def test_every_vector_spec_form_mpi4py_takes():
         assert v.byte_counts() == (12, 0, 16) and v.byte_displs() == (20, 36, 0), name
     packed = buffers.parse_vector([a, [3, 3, 4]], True, 3)
     assert packed.displs == (0, 3, 6)
-    assert buffers.parse_vector([a, (3, 3, 4)], True, 3).counts == (3, 3, 4)  # 3 counts
+    assert packed.counts == (3, 3, 4)  # a list: the counts
+    stride = buffers.parse_vector([a, (2, 3), MPI.INT], True, 3)  # a tuple: (count, stride)
+    assert stride.counts == (2, 2, 2) and stride.displs == (0, 3, 6)
     equal = buffers.parse_vector(np.arange(9.0), True, 3)
     assert equal.counts == (3, 3, 3) and equal.displs == (0, 3, 6) and equal.itemsize == 8
     strided = buffers.parse_vector([a, 2, 3, MPI.INT], True, 3)  # one count, a stride
@@ -856,13 +923,18 @@ def test_bad_vector_specs_raise_before_any_message():
     from mpi4py import MPI
 
     a = np.arange(10, dtype=np.int32)
-    with pytest.raises(ValueError, match="expecting 3 counts"):
+    with pytest.raises(ValueError, match="expecting 3 items, got 2"):
         buffers.parse_vector([a, [1, 2]], True, 3)
+    with pytest.raises(ValueError, match=r"too many values to unpack \(expected 2\)"):
+        buffers.parse_vector([a, (3, 3, 4)], True, 3)  # a tuple is (counts, displs)
+    with pytest.raises(TypeError, match="unhashable type: 'list'"):
+        buffers.parse_vector([a, [3, 0, 4], [5, 9, 0]], True, 3)  # 3 items: the last a type
     with pytest.raises(MPI.Exception):
-        buffers.parse_vector([a, [3, 3, 3], [0, 3, 8]], True, 3)  # past the end
+        buffers.parse_vector([a, [3, 3, 3], [0, 3, 8], MPI.INT], True, 3)  # past the end
+    assert buffers.parse_vector(a, True, 3).counts == (4, 3, 3)  # mpi4py: remainder first
     with pytest.raises(ValueError, match="cannot infer count"):
-        buffers.parse_vector(a, True, 3)  # 10 items in 3 equal blocks
-    with pytest.raises(TypeError):
+        buffers.parse_vector([a.view(np.uint8)[:7], MPI.INT], True, 3)
+    with pytest.raises(KeyError, match="cannot map 'x' to MPI datatype"):
         buffers.parse_vector([a, "x"], True, 3)
     holes = MPI.INT.Create_vector(2, 1, 2).Commit()
     try:

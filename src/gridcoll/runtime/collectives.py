@@ -83,9 +83,9 @@ from gridcoll.runtime.prepare import (
     prepare,
     refuse,
     run,
-    run_empty,
     run_native,
     serves_natively,
+    skip_empty,
 )
 from gridcoll.runtime.state import placement_note, ready, state_of
 from gridcoll.schedule.ir import Schedule
@@ -248,13 +248,14 @@ def _native_only(
 
 
 def _empty(comm: Any, op: str, root: int, itemsize: int, dtype: str, redop: str = "") -> None:
-    """A call that moves no byte on this rank: still a call (:func:`run_empty`), so a
-    rank whose buffer is empty while the others' are not fails with them, in that call
-    or by their notice, instead of returning while they wait; on one process, nothing."""
+    """A call that moves no byte on this rank completes here, without a message, as
+    MPI lets it (:func:`~gridcoll.runtime.prepare.skip_empty`: it takes its call
+    number, and its arguments are checked in the next call's headers); in order after
+    the non-blocking calls started before it. On one process, nothing."""
     if comm.Get_size() == 1:
         return
-    state, rank = ready(comm), comm.Get_rank()
-    _now_or_deferred(state, lambda: run_empty(state, rank, op, root, itemsize, dtype, redop))
+    state = ready(comm)
+    _now_or_deferred(state, lambda: skip_empty(state, op, root, itemsize, dtype, redop))
 
 
 def _copy_local(send: np.ndarray, recv: np.ndarray | None) -> None:

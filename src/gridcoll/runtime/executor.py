@@ -22,23 +22,28 @@ matches the k-th receive posted for that peer. The caller gives each call its ow
 failed call can never be taken for a message of a later one.
 
 Rule 4: every first message between two ranks in a call carries a 128-byte header: the
-call's sequence number, collective, root, size, item size, datatype signature,
-reduction operation, algorithm and grid, the message's byte count and its emulated
-delivery time. The receiver checks it against its own call, so mismatched arguments
-across ranks raise :class:`MismatchError` instead of corrupting data. On the LAN the
-header is a small message of its own on the header tag (the data stays zero-copy); an
-emulated WAN message carries the header in front of its data in one message (one copy
-each side, negligible beside the emulated link, and half the messages of a separate
-header). A rank that only sends never sees a header, so a rank
-that finds a mismatch (or whose reduction operation raised) sends a small *notice* to
-every other rank of the communicator on a tag of its own (:func:`send_notice`); the
-others find it while they wait (:func:`take_notice`, probed at most every
-:data:`PROBE_EVERY` seconds of waiting, with the call's own tags: a message there that
-no posted receive takes is a stray of a mismatched call), or after their call, at
-their next one, their ``Free`` or the program's exit. A notice of a call after the one
-a rank is in (a peer that already finished it failed in the next) is held until the
-rank reaches that call: it says nothing about this one. The call that matches costs
-nothing more.
+call's sequence number, collective, root, size, item size, datatype signature, reduction
+operation, algorithm and grid, the digest of the calls without a message before it (they
+complete on each rank alone, so their arguments are checked here), the message's byte
+count and its emulated delivery time. The receiver checks it against its own call, so
+mismatched arguments across ranks raise :class:`MismatchError` instead of corrupting
+data. On the LAN the header is a small message of its own on the header tag (the data
+stays zero-copy); an emulated WAN message carries the header in front of its data in one
+message (one copy each side, negligible beside the emulated link, and half the messages
+of a separate header). A rank that only sends never sees a header, so a rank that finds
+a mismatch (or whose reduction operation raised) sends a small *notice* to every other
+rank of the communicator on a tag of its own (:func:`send_notice`); the others find it
+while they wait (:func:`take_notice`, probed at most every :data:`PROBE_EVERY` seconds
+of waiting, with the call's own tags: a message there that no posted receive takes is a
+stray of a mismatched call), or right after it. A notice of a call after the one a rank
+is in (a peer that already finished it failed in the next) is held until the rank
+reaches that call, which then fails at once. A notice of a call the rank has completed
+is dropped: every message the rank took in that call passed its header's check, so its
+result stands (as in MPI, where a collective's completion is local; fault-tolerant MPI,
+ULFM, reports a failure likewise only where the call could not complete). A failed call
+leaves the communicator usable: every rank numbered the call, failed or not, so the next
+call's tags and headers agree, and the failed call's strays are drained
+(:class:`Ledger`). The call that matches costs nothing more.
 
 Rule 5: never spin. The machine may run 16-40 ranks on two cores, and MPICH's blocking
 waits poll, so every wait here is ``Request.Test`` with a sleep that starts at
@@ -98,6 +103,8 @@ __all__ = [
     "BACKOFF_MAX",
     "BACKOFF_START",
     "DEFAULT_TIMEOUT",
+    "EMPTY_KEPT",
+    "FAILED_DRAINS",
     "IDLE_NAP_MAX",
     "NOTICE_BYTES",
     "NOTICE_ERROR",
@@ -108,10 +115,14 @@ __all__ = [
     "CallInfo",
     "CollectiveError",
     "CollectiveTimeout",
+    "Ledger",
     "MismatchError",
     "Program",
     "compile_program",
+    "drain",
+    "empty_digest",
     "execute",
+    "held_notice",
     "send_notice",
     "sleep_until",
     "take_notice",
@@ -145,8 +156,8 @@ mismatch is seen within about this much, and a call that does not wait pays noth
 class CollectiveError(GridcollError):
     """A collective failed while running; ``rank`` is where, ``peer`` the rank involved.
 
-    After it, the communicator's gridcoll collectives refuse to run: messages of the
-    failed call may still be in flight.
+    The communicator stays usable: the next call runs as if the failed one had not
+    happened (its stray messages are drained, :class:`Ledger`).
     """
 
     def __init__(
@@ -232,9 +243,10 @@ def sleep_until(deadline: float, poke: Callable[[], object] | None = None) -> No
 
 # -- the call's identity, checked by every receiver ----------------------------------
 
-_HEADER = _struct.Struct("<4sIQqQIIQd24s12s16s16sI")
-_MAGIC = b"GCH2"
+_HEADER = _struct.Struct("<4sIQqQIIQd20s12s16s16sII")
+_MAGIC = b"GCH3"
 HEADER_BYTES = _HEADER.size  # 128
+_NAME = 20  # bytes of the algorithm's name in a header (its parameters' CRC follows)
 _DELIVER_AT = 48  # offset of deliver_at in the header; the algorithm name follows it
 _NAME_AT = 56
 _DOUBLE = _struct.Struct("<d")
@@ -259,6 +271,9 @@ class CallInfo:
     ``redop`` the reduction operation (``'SUM'``, ``'MAX'``..., ``'user:<crc>'`` for a
     user's, ``''`` for a collective that does not reduce). Headers carry the first 16
     bytes of ``dtype`` and its CRC-32 (a long structured signature is compared whole).
+    ``prior`` is the digest of the calls that moved no byte since the communicator's
+    last call that did (:func:`empty_digest`): they complete without a message, so
+    their arguments are checked in this call's headers.
     """
 
     seq: int
@@ -271,6 +286,7 @@ class CallInfo:
     op: str = ""
     dtype: str = ""
     redop: str = ""
+    prior: int = 0
     _expect: dict = field(default_factory=dict, compare=False, repr=False)
     """Per message size: the header bytes a matching message carries (fast check)."""
 
@@ -292,9 +308,12 @@ class CallInfo:
             schedule.op,
         )
 
-    def numbered(self, seq: int, dtype: str | None = None, redop: str | None = None) -> CallInfo:
+    def numbered(
+        self, seq: int, dtype: str | None = None, redop: str | None = None, prior: int = 0
+    ) -> CallInfo:
         """The same call with sequence number ``seq`` (and the caller's datatype
-        signature and reduction operation, which the cached program does not know)."""
+        signature, reduction operation and digest of the empty calls before it, which
+        the cached program does not know)."""
         return CallInfo(
             seq,
             self.root,
@@ -306,6 +325,7 @@ class CallInfo:
             self.op,
             self.dtype if dtype is None else dtype,
             self.redop if redop is None else redop,
+            prior,
         )
 
     def pack(self, msg_nbytes: int, deliver_at: float) -> np.ndarray:
@@ -320,11 +340,12 @@ class CallInfo:
             self.algo_id,
             msg_nbytes,
             deliver_at,
-            self.algorithm.encode()[:24],
+            self.algorithm.encode()[:_NAME],
             self.op.encode()[:12],
             self.dtype.encode()[:_TEXT],
             self.redop.encode()[:_TEXT],
             _crc(self.dtype),
+            self.prior,
         )
         return np.frombuffer(raw, dtype=np.uint8).copy()
 
@@ -353,7 +374,8 @@ class CallInfo:
             "itemsize": self.itemsize,
             "datatype": self.dtype[:_TEXT],
             "reduction operation": self.redop[:_TEXT],
-            "algorithm": self.algorithm[:24],
+            "algorithm": self.algorithm[:_NAME],
+            "empty calls before": self.prior,
         }
 
     def _check_fields(self, data: bytes, step: _Step, rank: int) -> float:
@@ -414,6 +436,7 @@ class CallInfo:
             dtype,
             redop,
             dtype_id,
+            prior,
         ) = _HEADER.unpack(data)
         if seq >> 32 != self.seq >> 32:
             return ["communicator"], "", deliver_at
@@ -426,6 +449,7 @@ class CallInfo:
             "datatype": _text(dtype),
             "reduction operation": _text(redop),
             "algorithm": _text(name),
+            "empty calls before": prior,
         }
         mine = self._fields()
         differ = [k for k in mine if mine[k] != theirs[k]]
@@ -506,30 +530,78 @@ def send_notice(
     return raw, reqs
 
 
+FAILED_DRAINS = 8
+"""Calls after a failed one that drain its strays (:class:`Ledger`): a stray is a
+message sent before its sender learnt of the failure, so it has arrived by then."""
+EMPTY_KEPT = 64
+"""Calls without a message a :class:`Ledger` remembers (a peer waiting in one is told)."""
+
+
+@dataclass
+class Ledger:
+    """What a communicator keeps between calls about calls that failed or moved nothing.
+
+    A failed call leaves messages behind (a peer's sends this rank no longer receives,
+    this rank's sends no peer will take), and notices may arrive after the call they
+    are about. The ledger lets the next calls run as if nothing happened: the calls'
+    numbers stay in step on every rank (every call, failed or empty, takes one), the
+    strays of a failed call are received and dropped (:func:`drain`) instead of being
+    taken for a mismatch, and the buffers of sends still in flight live until they
+    complete.
+    """
+
+    held: list[tuple[int, bytes]] = field(default_factory=list)
+    """``(source, notice)`` of failures of calls this rank has not reached yet."""
+    failed: dict[int, int] = field(default_factory=dict)
+    """Recent calls that failed here or elsewhere: number -> the last call number
+    that drains its strays (:data:`FAILED_DRAINS` calls later)."""
+    empty: dict[int, CallInfo] = field(default_factory=dict)
+    """Recent calls this rank completed without a message, by number (at most
+    :data:`EMPTY_KEPT`): a peer that waits in one ran it with other arguments."""
+    orphans: list = field(default_factory=list)
+    """``(buffers, requests)``: sends of failed calls and notices still in flight."""
+
+    def note_failed(self, seq: int) -> None:
+        self.failed[seq] = seq + FAILED_DRAINS
+
+    def forget_failed(self, seq: int) -> None:
+        """Forget the failed calls whose strays call ``seq`` no longer drains, and the
+        orphaned sends that have completed."""
+        for failed, until in list(self.failed.items()):
+            if until < seq:
+                del self.failed[failed]
+        self.orphans[:] = [o for o in self.orphans if not MPI.Request.Testall(o[1])]
+
+    def note_empty(self, call: CallInfo) -> None:
+        self.empty[call.seq] = call
+        while len(self.empty) > EMPTY_KEPT:
+            del self.empty[next(iter(self.empty))]
+
+
 def take_notice(
     comm: MPI.Comm,
     tag: int,
     seq: int,
     call: CallInfo | None = None,
-    held: list[tuple[int, bytes]] | None = None,
+    ledger: Ledger | None = None,
 ) -> CollectiveError | None:
-    """The error a waiting notice says this rank has (None if none is waiting).
+    """The error a waiting notice says this rank's call ``seq`` has (None if none).
 
     ``seq`` is the number (with the epoch) of the call this rank is in, or made last.
     A notice of another epoch (a freed communicator whose context MPI recycled) is
-    received and dropped; so is a :data:`NOTICE_WAITING` unless it is about ``call``,
-    the call this rank is running, with other arguments (then the
-    :class:`MismatchError` is this rank's own finding, not relayed). A failure of a
-    later call than ``seq`` (a peer that already finished this call failed in its
-    next one, while this rank still waits for this call's last message) says nothing
-    about this call: it is kept in ``held`` (``(source, notice)`` pairs) and returned
-    once ``seq`` reaches it. Cost without a notice: one ``Iprobe``.
+    received and dropped. A :data:`NOTICE_WAITING` is this rank's own
+    :class:`MismatchError` if it is about ``call``, the call this rank runs, with
+    other arguments; if it is about a call this rank completed without a message
+    (``ledger.empty``), the waiting peer is told (a mismatch notice to it alone:
+    this rank's own call is complete); else it is dropped. A failure of call ``seq``
+    is returned. A failure of an earlier call, one this rank completed, is dropped:
+    its result here stands, since every message it took passed its header's check
+    (the call is noted as failed, so its strays are drained). A failure of a later
+    call (a peer that already finished this one failed in its next) is kept in
+    ``ledger.held`` until ``seq`` reaches it (without a ledger it is returned). Cost
+    without a notice: one ``Iprobe``.
     """
     me = comm.Get_rank()
-    for i, (src, data) in enumerate(held or ()):
-        if _NOTICE.unpack_from(data)[1] <= seq:
-            del held[i]
-            return _notice_error(me, src, data)
     status = MPI.Status()
     while comm.Iprobe(MPI.ANY_SOURCE, tag, status):
         src = status.Get_source()
@@ -540,18 +612,73 @@ def take_notice(
         if magic != _NOTICE_MAGIC or their_seq >> 32 != seq >> 32:
             continue
         if kind == NOTICE_WAITING:
+            header = data[_NOTICE.size : _NOTICE.size + HEADER_BYTES]
             if call is not None and their_seq == call.seq:
-                header = data[_NOTICE.size : _NOTICE.size + HEADER_BYTES]
                 try:
                     call.compare_waiting(header, src, me)
                 except MismatchError as err:
                     return err
+            elif ledger is not None and their_seq in ledger.empty:
+                _answer_waiting(comm, tag, ledger, ledger.empty[their_seq], header, src)
             continue
-        if held is not None and their_seq > seq:
-            held.append((src, data))
+        if their_seq == seq or (ledger is None and their_seq > seq):
+            return _notice_error(me, src, data)
+        if ledger is None:
             continue
-        return _notice_error(me, src, data)
+        if their_seq > seq:
+            ledger.held.append((src, data))
+        else:
+            ledger.note_failed(their_seq)
     return None
+
+
+def held_notice(
+    comm: MPI.Comm, seq: int, ledger: Ledger, later: bool = False
+) -> CollectiveError | None:
+    """The error of call ``seq`` (with ``later``, of any call from ``seq`` on) that a
+    notice held in ``ledger`` says (it came while an earlier call ran), else None;
+    held notices of calls before ``seq`` are dropped."""
+    for src, data in list(ledger.held):
+        their_seq = _NOTICE.unpack_from(data)[1]
+        if their_seq == seq or (later and their_seq > seq):
+            ledger.held.remove((src, data))
+            return _notice_error(comm.Get_rank(), src, data)
+        if their_seq < seq:
+            ledger.held.remove((src, data))
+            ledger.note_failed(their_seq)
+    return None
+
+
+def _answer_waiting(
+    comm: MPI.Comm, tag: int, ledger: Ledger, mine: CallInfo, header: bytes, peer: int
+) -> None:
+    """Tell ``peer``, waiting for this rank in a call this rank ran without a message,
+    that the two ran it with other arguments (a mismatch notice to it alone)."""
+    _differ, detail, _ = mine._differences(header, None)
+    text = (
+        f"rank {comm.Get_rank()} ran call {mine.seq & 0xFFFFFFFF} moving no byte "
+        f"({detail or 'the same arguments'}, the waiting rank's vs that rank's)"
+    )
+    raw = pack_notice(mine.seq, NOTICE_MISMATCH, text)
+    ledger.orphans.append(([raw], [comm.Isend([raw, MPI.BYTE], peer, tag)]))
+
+
+def drain(comm: MPI.Comm, tags: Sequence[int]) -> None:
+    """Receive and drop every message waiting on ``tags`` (a failed call's data and
+    header tags): a peer's send this rank no longer receives completes, and nothing of
+    the call stays in the library's queue of unexpected messages."""
+    status = MPI.Status()
+    for tag in tags:
+        while comm.Iprobe(MPI.ANY_SOURCE, tag, status):
+            count = status.Get_count(MPI.BYTE)
+            comm.Recv([np.empty(max(count, 1), dtype=np.uint8), MPI.BYTE], status.Get_source(), tag)
+
+
+def empty_digest(prior: int, call: CallInfo) -> int:
+    """The digest of the empty calls so far (``prior``) extended by ``call``: CRC-32
+    of its collective, root, item size, datatype and reduction operation, chained."""
+    text = f"{call.op}|{call.root}|{call.itemsize}|{call.dtype}|{call.redop}"
+    return _zlib.crc32(text.encode(), prior)
 
 
 def _notice_error(me: int, src: int, data: bytes) -> CollectiveError:
@@ -726,8 +853,7 @@ def execute(
     doorbells: Doorbells | None = None,
     call: CallInfo | None = None,
     notice_tag: int | None = None,
-    orphans: list | None = None,
-    held: list | None = None,
+    ledger: Ledger | None = None,
 ) -> None:
     """Run this rank's program of ``schedule`` on ``buf`` over ``comm``.
 
@@ -760,13 +886,11 @@ def execute(
         The tag of notices (:func:`send_notice`): while it waits, at most every
         :data:`PROBE_EVERY` seconds, the rank looks for a notice (raising what it says)
         and for a stray on this call's tags (a message no posted receive takes).
-    orphans : list, optional
-        If the call fails, ``(buffers, requests)`` of its sends still in flight are
-        appended here: a peer may still be reading them (MPICH copies a large message
-        straight out of the sender's memory), so the caller keeps the buffers alive
-        until those sends complete or it gives up on them.
-    held : list, optional
-        Notices of calls after this one that arrive while it runs are kept here
+    ledger : Ledger, optional
+        The communicator's :class:`Ledger`: if the call fails, its sends still in flight
+        go with their buffers to ``ledger.orphans`` (a peer may still be reading them:
+        MPICH copies a large message straight out of the sender's memory), and
+        notices of later calls that arrive while it runs are held there
         (:func:`take_notice`); without it, any notice fails this call.
 
     Raises
@@ -793,7 +917,7 @@ def execute(
         raise GridcollError("the program was compiled for an emulator; pass it to execute()")
     limit = DEFAULT_TIMEOUT if timeout is None else timeout
     run = _Run(program, comm, view, emulator, limit, tag, reduce, doorbells, call, notice_tag)
-    run.orphans, run.held = orphans, held
+    run.ledger = ledger
     run.run()
 
 
@@ -831,8 +955,7 @@ class _Run:
         self.control = np.zeros(CONTROL_BYTES, dtype=np.uint8)
         self.notice_tag = notice_tag
         self.next_probe = 0.0  # when a wait may next probe for notices and strays
-        self.orphans: list | None = None
-        self.held: list | None = None  # notices of later calls (take_notice)
+        self.ledger: Ledger | None = None  # notices of later calls, orphaned sends
         self.at = 0  # the step running
         self.nudged = -1  # the step whose peer was sent a NOTICE_WAITING
         self.nudges: list[tuple[np.ndarray, MPI.Request]] = []
@@ -851,8 +974,10 @@ class _Run:
             self._finish_sends()
         except BaseException as err:
             self._abort(posted[done:])
-            if self.orphans is not None and self.oldest < len(self.sends):
-                self.orphans.append(((self.view, list(self.keep)), self.sends[self.oldest :]))
+            if self.ledger is not None and self.oldest < len(self.sends):
+                self.ledger.orphans.append(
+                    ((self.view, list(self.keep)), self.sends[self.oldest :])
+                )
             if isinstance(err, MPI.Exception):
                 told = self._told()
                 if told is not None:  # the peers gave up on this call: say why
@@ -873,10 +998,11 @@ class _Run:
         at once, unless the peer's queue is full) go with their buffers to
         ``orphans``, else they are given a second to leave."""
         reqs = [req for _raw, req in self.nudges]
-        if self.orphans is not None:
-            self.orphans[:] = [o for o in self.orphans if not MPI.Request.Testall(o[1])]
+        if self.ledger is not None:
+            orphans = self.ledger.orphans
+            orphans[:] = [o for o in orphans if not MPI.Request.Testall(o[1])]
             if not MPI.Request.Testall(reqs):
-                self.orphans.append(([raw for raw, _req in self.nudges], reqs))
+                orphans.append(([raw for raw, _req in self.nudges], reqs))
         else:
             until = _time.monotonic() + 1.0
             while not MPI.Request.Testall(reqs) and _time.monotonic() < until:
@@ -1069,7 +1195,7 @@ class _Run:
         if self.notice_tag is None:
             return None
         try:
-            return take_notice(self.comm, self.notice_tag, self.call.seq, held=self.held)
+            return take_notice(self.comm, self.notice_tag, self.call.seq, ledger=self.ledger)
         except MPI.Exception:
             return None
 
@@ -1093,7 +1219,7 @@ class _Run:
             return
         self.next_probe = now + PROBE_EVERY
         comm = self.comm
-        err = take_notice(comm, self.notice_tag, self.call.seq, self.call, self.held)
+        err = take_notice(comm, self.notice_tag, self.call.seq, self.call, self.ledger)
         if err is not None:
             raise err
         status = MPI.Status()

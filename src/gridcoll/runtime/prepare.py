@@ -46,7 +46,10 @@ from gridcoll.runtime.executor import (
     MismatchError,
     Program,
     compile_program,
+    drain,
+    empty_digest,
     execute,
+    held_notice,
     send_notice,
     take_notice,
     wait,
@@ -67,9 +70,9 @@ __all__ = [
     "prepare",
     "refuse",
     "run",
-    "run_empty",
     "run_native",
     "serves_natively",
+    "skip_empty",
 ]
 
 UNLAID = ("bcast", "barrier")
@@ -239,22 +242,31 @@ def run(
     reduce: Callable | None = None,
     dtype: str = "",
     redop: str = "",
-    call: CallInfo | None = None,
 ) -> None:
     """Run a compiled program on ``view`` as the communicator's next call (its own
     sequence number and tag), then look for strays and notices.
 
     ``dtype`` (the datatype's signature) and ``redop`` (the reduction operation's name)
-    go into every header with the program's own identity; ``call`` replaces that
-    identity (:func:`run_empty`). A failure marks the state broken; unless the error
-    came from another rank's notice, this rank then sends one to every other rank
-    (a :class:`MismatchError`, or any exception of the call itself, such as a user's
-    reduction operation that raised: that exception propagates unchanged here).
+    go into every header with the program's own identity and the digest of the empty
+    calls before this one. A notice that this call failed elsewhere, held since an
+    earlier call, fails it before it sends anything. A failure is noted in the ledger
+    (the call's strays are drained later); unless the error came from another rank's
+    notice, this rank then sends one to every other rank (a :class:`MismatchError`, or
+    any exception of the call itself, such as a user's reduction operation that
+    raised: that exception propagates unchanged here). The communicator stays usable.
     """
     state.seq += 1
-    call = (call or program.call).numbered(state.seq, dtype, redop)
+    call = program.call.numbered(state.seq, dtype, redop, state.prior)
+    state.prior = 0
     tag = _tag(state, state.seq)
+    ledger = state.ledger
     try:
+        if ledger.failed:
+            _drain_failed(state)
+        if ledger.held:
+            told = held_notice(state.private, state.seq, ledger)
+            if told is not None:
+                raise told
         execute(
             program,
             state.private,
@@ -266,42 +278,62 @@ def run(
             doorbells=state.bells,
             call=call,
             notice_tag=state.notice_tag,
-            orphans=state.notices,
-            held=state.held,
+            ledger=ledger,
         )
-        _check_strays(state)
+        stray = _check_strays(state)
     except CollectiveError as err:
-        state.broken = str(err)
-        if not err.relayed:
-            _notify(state, _notice_kind(err), str(err))
-        note_failure(state, err)
+        _failed(state, err, None if err.relayed else _notice_kind(err), str(err))
         raise
     except BaseException as err:
-        state.broken = f"{type(err).__name__}: {err}"
-        _notify(state, NOTICE_ERROR, f"rank {state.private.Get_rank()}: {state.broken}")
-        note_failure(state, CollectiveError(state.broken, rank=state.private.Get_rank()))
+        text = f"{type(err).__name__}: {err}"
+        rank = state.private.Get_rank()
+        _failed(state, CollectiveError(text, rank=rank), NOTICE_ERROR, f"rank {rank}: {text}")
         raise
+    if stray is not None:  # this call, or the one before, ran with other arguments
+        err, seq = stray
+        _failed(state, err, NOTICE_MISMATCH, str(err), seq)
+        raise err
 
 
-def run_empty(
-    state: State, rank: int, op: str, root: int, itemsize: int, dtype: str = "", redop: str = ""
+def skip_empty(
+    state: State, op: str, root: int, itemsize: int, dtype: str = "", redop: str = ""
 ) -> None:
-    """A call of ``op`` that moves no byte on this rank (a zero-length buffer,
-    ``Scatter(None)`` at the root): the communicator's barrier program, its headers
-    saying ``op``, ``root``, size 0, ``dtype`` and ``redop``.
+    """A call of ``op`` that moves no byte on this rank (a zero-length buffer): it
+    completes here without a message, as MPI lets it, and takes its call number, so
+    the ranks' numbers stay in step. Its arguments go into the digest the next call's
+    headers carry (:func:`~gridcoll.runtime.executor.empty_digest`), so ranks that
+    disagree on them fail there; a peer that waits for this rank in this call (it
+    moves data in it) is told by a notice (:func:`~gridcoll.runtime.executor.take_notice`)."""
+    state.seq += 1
+    call = CallInfo(state.seq, root, 0, itemsize, "", 0, state.grid_id, op, dtype, redop)
+    state.ledger.note_empty(call)
+    state.prior = empty_digest(state.prior, call)
+    if state.ledger.held:
+        told = held_notice(state.private, state.seq, state.ledger)
+        if told is not None:
+            raise told
 
-    If every rank calls with nothing to move, it is a barrier and passes; if another
-    rank moves data, the headers differ and some rank raises :class:`MismatchError`
-    (then the notices reach the others), where returning at once left the others
-    waiting until their timeout. A one-cluster communicator's native barrier cannot
-    carry a header: there the call returns at once, as MPI's own collectives do.
-    """
-    prepared = prepare(state, rank, "barrier", 0, 0, 1)
-    if prepared.program is None:
-        return
-    own = prepared.program.call
-    call = CallInfo(0, root, 0, itemsize, own.algorithm, own.algo_id, own.grid_id, op)
-    run(state, prepared.program, _np.empty(0, dtype=_np.uint8), None, dtype, redop, call)
+
+def _failed(
+    state: State, err: CollectiveError, kind: int | None, text: str, seq: int | None = None
+) -> None:
+    """Call ``seq`` (default: the last, ``state.seq``) failed here with ``err``: note it
+    (its strays are drained later) and, with a notice ``kind``, tell every other rank."""
+    seq = state.seq if seq is None else seq
+    state.ledger.note_failed(seq)
+    if kind is not None:
+        _notify(state, kind, text, seq)
+    note_failure(state, err)
+
+
+def _drain_failed(state: State) -> None:
+    """Drop the strays of the recent failed calls (:func:`~gridcoll.runtime.executor.drain`)."""
+    tags = []
+    for seq in state.ledger.failed:
+        tag = _tag(state, seq)
+        tags += [tag, tag + 1]
+    drain(state.private, tags)
+    state.ledger.forget_failed(state.seq)
 
 
 def _notice_kind(err: CollectiveError) -> int:
@@ -313,25 +345,25 @@ def _notice_kind(err: CollectiveError) -> int:
 
 
 def refuse(state: State, err: CollectiveError) -> None:
-    """Fail this rank's call before its program runs (a v-variant whose own buffer
-    disagrees with the counts the ranks agreed on): the communicator is marked broken
-    and every other rank gets a notice, as when a program fails (:func:`run`), so they
-    raise too instead of waiting for this rank. Raises ``err``."""
-    state.broken = str(err)
-    _notify(state, _notice_kind(err), str(err))
-    note_failure(state, err)
+    """Fail this rank's next call before its program runs (a v-variant whose own buffer
+    disagrees with the counts the ranks agreed on): the call takes its number, as the
+    others' does, and every other rank gets a notice, as when a program fails
+    (:func:`run`), so they raise too instead of waiting for this rank. Raises ``err``."""
+    state.seq += 1
+    state.prior = 0
+    _failed(state, err, _notice_kind(err), str(err))
     raise err
 
 
-def _notify(state: State, kind: int, text: str) -> None:
-    """Tell every other rank that this call failed here (kept in ``state.notices``
+def _notify(state: State, kind: int, text: str, seq: int) -> None:
+    """Tell every other rank that this call failed here (kept in the ledger's orphans
     until sent: :meth:`~gridcoll.runtime.state.State.close` completes them)."""
     comm = state.private
     if comm is None or comm.Get_size() < 2:
         return
     with suppress(MPI.Exception):  # best effort: else the others time out
-        state.notices.append(
-            send_notice(comm, state.notice_tag, state.seq, kind, text, state.bells)
+        state.ledger.orphans.append(
+            send_notice(comm, state.notice_tag, seq, kind, text, state.bells)
         )
 
 
@@ -339,40 +371,51 @@ def _tag(state: State, seq: int) -> int:
     return 2 * ((seq + state.tag_offset) % state.ntags)
 
 
-def _check_strays(state: State) -> None:
+def _check_strays(state: State) -> tuple[MismatchError, int] | None:
     """After a call, no message of it (or of the one before) may still be waiting here:
     all this rank expected has been received, so another rank ran a different schedule
     (a root, size or datatype that does not match, or a call this rank did not make).
+    Returns the :class:`MismatchError` and the number of the call it is about; raises
+    what a notice of this call says.
 
     Fast path: one probe for any message; usually nothing is waiting. Otherwise the
     first waiting message proves nothing (a message of a later call from a rank that is
     already ahead is fine, and so is a stale one of an earlier communicator whose
     context MPI recycled: its tags differ), and it may hide a stray behind it, so the
-    tags of this call and the one before are probed by name. A stray from a peer this
-    rank received from in this call was sent before that peer's message of this call,
-    and the library delivers one pair's messages in order (MPICH's queues do), so it is
+    tags of this call and the one before are probed by name (not those of a failed
+    call: its strays are expected, and drained). A stray from a peer this rank
+    received from in this call was sent before that peer's message of this call, and
+    the library delivers one pair's messages in order (MPICH's queues do), so it is
     waiting here and found without fail; one from a rank that only sent to others may
-    still be on its way, and is found by a later call's probe or header check.
+    still be on its way, and is found after the next call (the ranks all completed
+    that call, so this one is reported as the previous call's: the ranks that
+    completed it drop the notice and drain its strays).
     """
     comm = state.private
-    if not state.held and not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG):
-        return
-    err = take_notice(comm, state.notice_tag, state.seq, held=state.held)
+    if not state.ledger.held and not comm.Iprobe(MPI.ANY_SOURCE, MPI.ANY_TAG):
+        return None
+    err = take_notice(comm, state.notice_tag, state.seq, ledger=state.ledger)
+    if err is None:
+        err = held_notice(comm, state.seq, state.ledger)
     if err is not None:
         raise err
     status = MPI.Status()
     for seq in (state.seq, state.seq - 1):
+        if seq in state.ledger.failed:
+            continue
         tag = _tag(state, seq)
         for t in (tag + 1, tag):  # a stray's header precedes its data
             if comm.Iprobe(MPI.ANY_SOURCE, t, status):
                 src, rank = status.Get_source(), comm.Get_rank()
-                raise MismatchError(
+                which = "" if seq == state.seq else " (the call before this one)"
+                return MismatchError(
                     f"rank {rank}: rank {src} sent a message this rank does not expect in "
-                    f"call {seq & 0xFFFFFFFF}: the ranks called the collective with "
+                    f"call {seq & 0xFFFFFFFF}{which}: the ranks called the collective with "
                     "mismatched arguments (roots, sizes, datatypes or call order)",
                     rank=rank,
                     peer=src,
-                )
+                ), seq
+    return None
 
 
 def run_native(
@@ -413,8 +456,7 @@ def check_agreement(state: State, fields: dict) -> None:
     comm = state.private
     wait(comm.Iallreduce(mine, out, MPI.MAX), state.timeout, what="checking the call")
     differ = [k for i, k in enumerate(names) if out[i] != -out[len(names) + i]]
-    if differ:
-        state.broken = f"the ranks disagree on {', '.join(differ)}"
+    if differ:  # every rank sees the same result: all raise, none calls the library
         raise MismatchError(
             f"rank {comm.Get_rank()}: the ranks called a native {fields.get('collective')} "
             f"with different {', '.join(differ)} (this rank: "

@@ -55,7 +55,9 @@ from gridcoll.runtime.executor import (
     DEFAULT_TIMEOUT,
     CollectiveError,
     CollectiveTimeout,
+    Ledger,
     Program,
+    held_notice,
     take_notice,
     wait,
 )
@@ -161,15 +163,17 @@ class State:
     last: Any = None
     """The last call's plan, or (nbytes, root, itemsize) of a hot-path native broadcast."""
     broken: str | None = None
-    """Why the collectives are unusable (a failed call), or None."""
+    """Why the collectives cannot run at all (the WAN emulation asked for on several
+    hosts: never run unemulated), or None. A failed call does not set it."""
     notice_tag: int = 0
     """The tag of notices (``2 * ntags``: above every call's two tags)."""
-    notices: list = field(default_factory=list)
-    """After a failed call: (buffers, requests) of the notices this rank sent and of
-    the call's sends still in flight, kept alive until sent (:meth:`close`)."""
-    held: list = field(default_factory=list)
-    """Notices of failures in calls this rank has not reached yet, received while an
-    earlier call ran (:func:`~gridcoll.runtime.executor.take_notice`)."""
+    ledger: Ledger = field(default_factory=Ledger)
+    """Failed calls, held notices, empty calls, orphaned sends
+    (:class:`~gridcoll.runtime.executor.Ledger`): how a failed call leaves the
+    communicator usable."""
+    prior: int = 0
+    """Digest of the calls that moved no byte since the last call that did
+    (:func:`~gridcoll.runtime.executor.empty_digest`); the next call's headers carry it."""
     progress: Any = None
     """The progress thread of the non-blocking calls
     (:class:`gridcoll.runtime.nonblocking.Progress`), from the first one."""
@@ -195,10 +199,10 @@ class State:
     def close(self) -> None:
         """Free the private communicator and the doorbells (a later call makes new ones).
 
-        Raises the :class:`~gridcoll.runtime.executor.MismatchError` (or
-        :class:`~gridcoll.runtime.executor.CollectiveError`) of a notice waiting here
-        (another rank found that a call this rank returned from went wrong), after
-        everything is freed; not if this rank's own calls already failed.
+        Raises the :class:`~gridcoll.runtime.executor.CollectiveError` of a notice
+        waiting here about a call this rank never made (the ranks made different
+        numbers of calls), after everything is freed. Notices of calls this rank
+        completed are dropped: its results stand.
         """
         if self.progress is not None:  # its outstanding calls end first
             self.progress.stop()
@@ -209,14 +213,15 @@ class State:
         err = None
         if self.private is not None and not MPI.Is_finalized():
             if self.broken is None:
-                with _contextlib.suppress(MPI.Exception):
-                    err = take_notice(  # any call's, a later one's too: it was never made here
-                        self.private, self.notice_tag, self.seq | 0xFFFFFFFF, held=self.held
-                    )
+                with _contextlib.suppress(MPI.Exception):  # a call never made here
+                    err = take_notice(self.private, self.notice_tag, self.seq + 1)
+                    if err is None:
+                        err = held_notice(self.private, self.seq + 1, self.ledger, later=True)
             self._flush_notices()
             with _contextlib.suppress(MPI.Exception):
                 self.private.Free()
         self.private = None
+        self.ledger, self.prior = Ledger(), 0
         if self.bells is not None:
             self.bells.close()
             self.bells = None
@@ -228,14 +233,14 @@ class State:
         """Let the notices of a failed call leave, and the sends it left in flight
         complete, for up to a second (a notice is small: MPI sends it at once; a send
         of a mismatched call may never be received), then drop their buffers."""
-        pending = [req for _buffers, reqs in self.notices for req in reqs]
+        pending = [req for _buffers, reqs in self.ledger.orphans for req in reqs]
         deadline = _time.monotonic() + min(self.timeout, 1.0)
         while pending and _time.monotonic() < deadline:
             with _contextlib.suppress(MPI.Exception):
                 pending = [req for req in pending if not req.Test()]
             if pending:
                 _time.sleep(1e-3)
-        self.notices.clear()
+        self.ledger.orphans.clear()
 
 
 @dataclass
@@ -527,8 +532,7 @@ def ready(comm: MPI.Intracomm) -> State:
         progress.drain()  # MPI's order: the outstanding non-blocking calls first
     if state.broken:
         raise CollectiveError(
-            f"this communicator's gridcoll collectives are unusable after a failed call "
-            f"({state.broken}); create a new gridcoll.Comm"
+            f"this communicator's gridcoll collectives cannot run: {state.broken}"
         )
     if state.private is None:
         try:
