@@ -576,3 +576,20 @@ def test_mpirun_checks_algo_text_and_log_before_launching(capsys):
         assert code == EXIT_ERROR and out == "" and message in err and err.count("\n") == 1, err
     code, out, err = run(capsys, "mpirun", "--grid", "lan:2", "--log", " ", "--", "true")
     assert code == EXIT_ERROR and out == "" and "empty" in err
+
+
+def test_mpirun_world_flag_and_environment_reach_the_launch(capsys, monkeypatch):
+    """``--world`` or ``GRIDCOLL_WORLD=1``: the launch adds gridcoll's sitecustomize
+    (``launch(world=True)``); neither: it does not. No job is started here."""
+    from gridcoll.runtime import launcher
+
+    seen = []
+    monkeypatch.setattr(launcher, "launch", lambda grid, command, **kw: seen.append(kw) or 0)
+    monkeypatch.delenv("GRIDCOLL_WORLD", raising=False)
+    assert run(capsys, "mpirun", "--grid", "lan:2", "--", "true")[0] == 0
+    assert run(capsys, "mpirun", "--grid", "lan:2", "--world", "--", "true")[0] == 0
+    monkeypatch.setenv("GRIDCOLL_WORLD", "1")
+    assert run(capsys, "mpirun", "--grid", "lan:2", "--", "true")[0] == 0
+    monkeypatch.setenv("GRIDCOLL_WORLD", "0")
+    assert run(capsys, "mpirun", "--grid", "lan:2", "--", "true")[0] == 0
+    assert [kw["world"] for kw in seen] == [False, True, True, False]

@@ -43,9 +43,11 @@ __all__ = [
     "COMMANDS",
     "EXIT_ERROR",
     "INTERRUPTS",
+    "PROGRAM_EPILOG",
     "Interrupted",
     "UsageError",
     "build_parser",
+    "command_names",
     "interrupts_raise",
     "main",
 ]
@@ -130,17 +132,35 @@ class _Parser(argparse.ArgumentParser):
         raise UsageError(message + where)
 
 
+PROGRAM_EPILOG = (
+    "python -m gridcoll also runs an unchanged mpi4py program with MPI.COMM_WORLD a "
+    "gridcoll.Comm, as python -m mpi4py runs one: python -m gridcoll app.py [args], "
+    "-m module [args], -c code [args], - [args] (a first argument that is -m, -c, -, or a "
+    "file that is no COMMAND). For every Python process of a job: gridcoll mpirun --world."
+)
+"""How ``python -m gridcoll`` tells a program from a command (``gridcoll.__main__``),
+at the end of ``gridcoll --help``."""
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser: ``gridcoll [--version] COMMAND ...``."""
     parser = _Parser(
         prog="gridcoll",
         description="Collective communication schedules for multi-cluster wide-area grids.",
+        epilog=PROGRAM_EPILOG,
     )
     parser.add_argument("--version", action="version", version=f"gridcoll {__version__}")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for module in COMMANDS:
         module.add_parser(subparsers)
     return parser
+
+
+def command_names() -> list[str]:
+    """The subcommands' names, in the order ``gridcoll --help`` lists them."""
+    parser = build_parser()
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return list(action.choices)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

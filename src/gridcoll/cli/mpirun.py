@@ -3,7 +3,11 @@
 ``gridcoll mpirun --grid magpie:4,2 -- python app.py`` starts ``mpiexec -n 8 python
 app.py`` with the environment set so that ``gridcoll.Comm(MPI.COMM_WORLD)`` inside the
 program finds the grid by itself and its broadcasts cross the emulated WAN links; the
-application changes no line. The exit status is mpiexec's. When the job fails, one line
+application changes no line. With ``--world`` (or ``GRIDCOLL_WORLD=1``) it need not even
+wrap ``COMM_WORLD``: every Python process of the job makes ``MPI.COMM_WORLD`` itself a
+``gridcoll.Comm`` when it imports ``mpi4py.MPI`` (:mod:`gridcoll.runtime.world`), so an
+unchanged mpi4py program, its libraries, or ``python -m pytest`` run on gridcoll's
+collectives. The exit status is mpiexec's. When the job fails, one line
 on stderr names the rank that died and how (``gridcoll mpirun: rank 1 died (exited with
 status 3); ...``), from the launcher's rank wrapper, not a PID.
 """
@@ -36,8 +40,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="launch any mpi4py program on a grid with the WAN emulation on",
         description=(
             "Start COMMAND under mpiexec with one rank per grid rank and the WAN emulated. "
-            "Inside, gridcoll.Comm(MPI.COMM_WORLD) finds the grid by itself. "
-            "Example: gridcoll mpirun --grid magpie:4,2 -- python app.py"
+            "Inside, gridcoll.Comm(MPI.COMM_WORLD) finds the grid by itself; with --world "
+            "MPI.COMM_WORLD itself is one, so an unchanged mpi4py program runs on gridcoll. "
+            "Example: gridcoll mpirun --grid magpie:4,2 --world -- python app.py"
         ),
     )
     parser.add_argument("--grid", required=True, metavar="GRID", help="a preset or a grid file")
@@ -82,6 +87,14 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="every gridcoll.Comm's broadcasts adapt to the network as it runs "
         "(GRIDCOLL_ADAPTIVE=1; seed 001)",
     )
+    parser.add_argument(
+        "--world",
+        action="store_true",
+        help="every Python process of the job makes MPI.COMM_WORLD a gridcoll.Comm when "
+        "it imports mpi4py.MPI, whatever the command (python app.py, python -m pytest, a "
+        "script with a shebang); processes that never import it are left alone "
+        "(GRIDCOLL_WORLD=1)",
+    )
     parser.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
     add_load_argument(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
@@ -94,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
 
     from gridcoll.runtime.choice import algo_table
     from gridcoll.runtime.launcher import launch
+    from gridcoll.runtime.world import requested
 
     command = list(args.command)
     if command and command[0] == "--":
@@ -126,6 +140,7 @@ def run(args: argparse.Namespace) -> int:
         mpiexec=args.mpiexec,
         on_failure=_report_failure,
         load=load,
+        world=args.world or requested(),
     )
 
 

@@ -390,6 +390,18 @@ class Comm(MPI.Intracomm):
             state.close()
         MPI.Intracomm.Free(self)
 
+    def free(self) -> None:
+        """Call ``Free`` if not null or predefined, as mpi4py does: the object that is
+        ``MPI.COMM_WORLD`` (or ``COMM_SELF``) after a swap is one of mpi4py's
+        constants and stays; another ``Comm`` around a predefined communicator's handle
+        becomes null, its private duplicate freed."""
+        if any(self is getattr(MPI, name) for name in ("COMM_WORLD", "COMM_SELF")):
+            return
+        state = _state.attached(self)
+        if state is not None and self.handle in (MPI.COMM_WORLD.handle, MPI.COMM_SELF.handle):
+            state.close()
+        MPI.Intracomm.free(self)
+
     # explanations and caches
     @property
     def grid(self) -> Grid:
@@ -425,7 +437,35 @@ class Comm(MPI.Intracomm):
         plans): the next call of each signature plans and compiles again."""
         _state.cache_clear(_state.state_of(self), plans)
 
+    def __reduce__(self) -> tuple:
+        """Pickle as mpi4py pickles communicators: by the name of a predefined one.
+
+        The object that is ``MPI.COMM_WORLD`` (a swapped world,
+        :mod:`gridcoll.runtime.world`) unpickles to ``MPI.COMM_WORLD`` of the unpickling
+        process, whatever that is there; another ``Comm`` around a predefined
+        communicator's handle to a new ``Comm`` around that communicator (the options
+        read from the environment, as ``Comm(comm)`` reads them); any other ``Comm``
+        raises ``ValueError`` (a communicator cannot leave its process), as mpi4py
+        does.
+        """
+        names = ("COMM_WORLD", "COMM_SELF", "COMM_NULL")
+        for name in names:
+            if self is getattr(MPI, name):
+                return (_predefined, (name,))
+        for name in names:
+            predefined = getattr(MPI, name)
+            if self == predefined:
+                return (type(self), (predefined,))
+        cls = type(self)
+        raise ValueError(f"cannot serialize '{cls.__module__}.{cls.__name__}' instance")
+
     def __repr__(self) -> str:
         state = _state.attached(self)
         where = f" on {state.grid.name!r}, algo={state.spec[0] or 'auto'!r}" if state else ""
         return f"<gridcoll.Comm of {self.Get_size()} ranks{where}>"
+
+
+def _predefined(name: str) -> MPI.Comm:
+    """``MPI.<name>`` of this process (a predefined communicator, swapped or not): what a
+    pickled ``MPI.COMM_WORLD`` becomes (:meth:`Comm.__reduce__`)."""
+    return getattr(MPI, name)

@@ -63,6 +63,7 @@ from gridcoll.network.gridfile import load_grid, save_grid
 from gridcoll.network.load import LoadTrace
 from gridcoll.runtime import emulation as _emu
 from gridcoll.runtime import watchdog as _watchdog
+from gridcoll.runtime import world as _world
 from gridcoll.runtime.host import ENV_HOST_OVERHEAD
 from gridcoll.runtime.worker import ENV_STATUS_DIR, ERROR_PREFIX, RESULT_PREFIX
 
@@ -656,6 +657,7 @@ def launch(
     host_overhead: float | None = None,
     on_failure: Callable[[str], None] | None = None,
     load: LoadTrace | None = None,
+    world: bool = False,
 ) -> int:
     """Run ``program`` under ``mpiexec`` on ``grid`` (output goes to this terminal).
 
@@ -665,6 +667,10 @@ def launch(
     how (:func:`describe_exits`). However the call ends, the job's processes and files
     are gone when it returns or raises (:class:`LaunchedJob`). ``load``: cross traffic
     on the emulated links (:mod:`gridcoll.network.load`), time 0 at the launch.
+    ``world``: every Python process of the job makes ``MPI.COMM_WORLD`` a
+    ``gridcoll.Comm`` when it imports ``mpi4py.MPI`` (``GRIDCOLL_WORLD=1`` and
+    gridcoll's ``sitecustomize`` first on ``PYTHONPATH``,
+    :func:`gridcoll.runtime.world.environment`).
     """
     n = grid.nranks if nprocs is None else nprocs
     if n != grid.nranks:
@@ -676,6 +682,7 @@ def launch(
         status=False,
         host_overhead=host_overhead,
         load=load,
+        extra_env=_world.environment() if world else None,
     ) as (workdir, env):
         cmd = mpiexec_command(n, wrap_ranks(program, workdir), mpiexec=mpiexec)
         with LaunchedJob(cmd, env, workdir) as job:
