@@ -5,7 +5,6 @@ application can catch them all, and each message names the bad value with ``!r``
 """
 
 __all__ = [
-    "DeviceBufferError",
     "GridError",
     "GridcollError",
     "LogError",
@@ -26,12 +25,6 @@ class GridError(GridcollError, ValueError):
 
 class ParameterError(GridcollError, ValueError):
     """A call argument is out of range: a root, a size, a segment size, a degree."""
-
-
-class DeviceBufferError(GridcollError, BufferError):
-    """A collective's buffer is device (GPU) memory, which gridcoll's schedules cannot
-    read or write: mpi4py would pass it to a CUDA-aware MPI; gridcoll refuses it before
-    any message is sent."""
 
 
 class LogError(GridcollError, ValueError):

@@ -42,17 +42,17 @@ cannot map, such as a numpy structured type).
 The buffer objects are mpi4py's too (``mpi4py.MPI.buffer``, tried in its order): the
 buffer protocol (numpy, ``array.array``, ``bytearray``, ``memoryview``...), then DLPack
 (``__dlpack__`` with ``__dlpack_device__``), then the CUDA array interface
-(``__cuda_array_interface__``). An object without the buffer protocol is viewed
-through mpi4py's own conversion (:func:`host_array`: its checks of contiguity and
-writability, its errors; its element type, which a bare buffer's datatype follows), and
-refused with :class:`~gridcoll.errors.DeviceBufferError` when its memory is not
-CPU-accessible (a CUDA array interface, a DLPack tensor on a GPU), where mpi4py would
-hand a device pointer to a CUDA-aware MPI. A DLPack tensor's element type is read from
-its ``DLTensor`` as mpi4py reads it (``dlpack_get_format`` in ``asdlpack.pxi``): bool,
-the C integer types, float16, float, double, long double and their complex types; any
-other type (complex32, bfloat16, vector lanes) is bytes, as mpi4py then uses
-``MPI.BYTE``. An object with only ``__array_interface__`` is refused as mpi4py refuses
-it (``TypeError``).
+(``__cuda_array_interface__``). An object without the buffer protocol is viewed through
+mpi4py's own conversion (:func:`host_array`: its checks of contiguity and writability,
+its errors; its element type, which a bare buffer's datatype follows). Memory the CPU
+cannot read (a CUDA array interface, a DLPack tensor on a GPU) has no host view: the
+call goes to the MPI library's own collective, which mpi4py hands the device pointer, as
+a plain mpi4py program does (a CUDA-aware MPI moves it). A DLPack tensor's element type
+is read from its ``DLTensor`` as mpi4py reads it (``dlpack_get_format`` in
+``asdlpack.pxi``): bool, the C integer types, float16, float, double, long double and
+their complex types; any other type (complex32, bfloat16, vector lanes) is bytes, as
+mpi4py then uses ``MPI.BYTE``. An object with only ``__array_interface__`` is refused as
+mpi4py refuses it (``TypeError``).
 
 Where this sits in :mod:`gridcoll.runtime`: below :mod:`~gridcoll.runtime.collectives`
 (which parses every argument here first); it imports nothing of the runtime. Every
@@ -70,8 +70,6 @@ from typing import Any
 
 import numpy as _np
 from mpi4py import MPI
-
-from gridcoll.errors import DeviceBufferError
 
 __all__ = [
     "Spec",
@@ -127,7 +125,8 @@ def parse(buf: Any, readonly: bool, blocks: int = 0) -> Spec | None:
         count = per_block(buf.size, blocks)
         return Spec(buf.reshape(-1).view(_np.uint8), itemsize, count, None, buf)
     head = buf[0] if isinstance(buf, list | tuple) and buf else buf
-    host_array(head, True)  # device memory: refused before mpi4py sees it
+    if head is not None and host_array(head, True) is None:
+        return None  # device memory: the MPI library's own collective
     MPI.COMM_SELF.Bcast(buf, 0)  # mpi4py's checks and errors (readonly, one block)
     data, o_count, o_displ, o_type = _unpack_simple(buf)
     dtype = None if o_type is None else _asdatatype(o_type)
@@ -139,9 +138,9 @@ def parse(buf: Any, readonly: bool, blocks: int = 0) -> Spec | None:
         extent = 1 if dtype is None else max(dtype.Get_extent()[1], 1)
         return Spec(_np.empty(0, _np.uint8), extent, 0, dtype, data)
     data = host_array(data, readonly)
-    itemsize = _itemsize(data, dtype)
+    itemsize = None if data is None else _itemsize(data, dtype)
     if itemsize is None:
-        return None  # a datatype with holes: MPI's own collective handles it
+        return None  # device memory, a datatype with holes: MPI's own collective
     view = bytes_of(data)
     if count is None:
         count = per_block(view.size // itemsize - displ, blocks) if itemsize else 0
@@ -211,6 +210,8 @@ def parse_vector(buf: Any, readonly: bool, blocks: int) -> VectorSpec | None:
     """
     o_buf, o_counts, o_displs, o_type = _unpack_vector(buf)
     data, btype, nbytes = _message_basic(o_buf, o_type, readonly)
+    if data is None and o_buf is not None:
+        return None  # device memory: the MPI library's own collective
     counts, displs = _vector_counts(o_counts, o_displs, blocks, btype, nbytes)
     if _is_bottom(data):
         extent = _itemsize(None, btype)
@@ -274,7 +275,9 @@ def _message_basic(o_buf: Any, o_type: Any, readonly: bool) -> tuple[Any, MPI.Da
     ``message_basic`` on it (its conversion, checks and errors) and moves nothing."""
     if _is_bottom(o_buf):
         return o_buf, _asdatatype(o_type), 0
-    data = host_array(o_buf, readonly)  # device memory refused; mpi4py's writability
+    data = host_array(o_buf, readonly)  # mpi4py's writability check
+    if data is None:
+        return None, _asdatatype(MPI.BYTE if o_type is None else o_type), 0  # device memory
     plain = (
         type(o_buf) is _np.ndarray
         and (o_buf.flags.c_contiguous or o_buf.flags.f_contiguous)
@@ -468,8 +471,9 @@ def host_array(data: Any, readonly: bool) -> Any:
     conversion (``MPI.buffer``: DLPack, then the CUDA array interface).
 
     mpi4py's checks and errors apply (``BufferError``: not contiguous; not writable,
-    unless ``readonly``); memory the CPU cannot read (mpi4py's ``buffer.cast`` refuses
-    it) raises :class:`~gridcoll.errors.DeviceBufferError`. The element type is the
+    unless ``readonly``); None for memory the CPU cannot read (mpi4py's
+    ``buffer.cast`` refuses it: device memory, which only the MPI library can move).
+    The element type is the
     one mpi4py infers (a DLPack tensor's dtype, read from the capsule mpi4py holds;
     bytes where mpi4py formats it as bytes). An object mpi4py does not take is
     returned unchanged, for mpi4py's own error to be raised where it is used. O(1)
@@ -494,13 +498,8 @@ def host_array(data: Any, readonly: bool) -> Any:
         return data  # not a buffer mpi4py takes: its error comes where it is used
     try:
         raw = memory.cast("B")
-    except BufferError as err:
-        raise DeviceBufferError(
-            f"a {type(data).__name__} buffer in device memory (mpi4py: {err}): gridcoll's "
-            "schedules read and write buffers from the CPU; copy it to host memory "
-            "(numpy.asarray, .get(), .cpu()) or call mpi4py's own collective on a "
-            "CUDA-aware MPI"
-        ) from err
+    except BufferError:
+        return None  # not CPU-accessible
     element = _element_type(memory.obj, memory.nbytes)
     if not readonly:  # mpi4py's error if not writable; else a writable view
         raw = MPI.buffer.frombuffer(data, readonly=False)

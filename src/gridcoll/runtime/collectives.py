@@ -17,7 +17,8 @@ ranks are caught by the headers every receiver checks
 A plan whose algorithm is ``native`` (``algo="native"``, or ``auto`` on a one-cluster
 communicator: no wide-area link to plan around) hands the call to the MPI library's own
 collective, called blocking under the watchdog (:mod:`gridcoll.runtime.watchdog`); so
-does a datatype with holes (no schedule can say where its bytes are). The broadcast of
+does a buffer in device memory or a datatype with holes (no schedule can read those
+bytes from the CPU, or say where they are). The broadcast of
 a one-cluster communicator has a hot path (:func:`bcast`): a type check, the call's
 record for ``explain()``, the watchdog's arm and disarm around ``MPI_Bcast`` (about
 1 us over mpi4py's own ``Bcast``, ``bench/native.py``).
@@ -224,15 +225,23 @@ def _record(comm: Any, state: Any, plan: Any, start: float, ran: float) -> None:
     state.log.write(plan, end - ran, ran - start, comm.Get_size(), state.grid.name)
 
 
+_NATIVE_ONLY = (
+    "its buffer is in device memory, or its datatype is not contiguous: only the MPI "
+    "library can move its bytes"
+)
+
+
 def _native_only(
     comm: Any, op: str, call: Callable[[MPI.Intracomm], object], buf: Any, root: int = 0
 ) -> None:
-    """A datatype with holes: the MPI library's own collective (no schedule can say
-    where its bytes are); ``buf`` sizes its plan (:func:`~gridcoll.runtime.buffers.data_bytes`)."""
+    """A buffer in device memory or a datatype with holes: the MPI library's own
+    collective (no schedule can read those bytes, or say where they are, from the
+    CPU), as a plain mpi4py program calls it; ``buf`` sizes its plan
+    (:func:`~gridcoll.runtime.buffers.data_bytes`)."""
     state = ready(comm)
     logged = state.log is not None
     start = _time.monotonic() if logged else 0.0
-    reason = "its datatype is not contiguous: only the MPI library can place its bytes"
+    reason = _NATIVE_ONLY
     state.last = native_plan(state, op, data_bytes(buf), root, reason)
     what = f"rank {comm.Get_rank()}: native {op}"
     plan = state.last
@@ -454,16 +463,16 @@ def _rootless(comm: Any, op: str, send: Any, recv: Any, inplace: bool, native: C
 
 
 def _native_v(comm: Any, op: str, call: Callable[[MPI.Intracomm], object], root: int) -> None:
-    """A v-variant served by the MPI library (one cluster, ``algo="native"``, a datatype
-    with holes); its plan (for ``explain()``) is sized by nothing (counts differ)."""
+    """A v-variant served by the MPI library (one cluster, ``algo="native"``, device
+    memory, a datatype with holes); its plan (for ``explain()``) is sized by nothing
+    (counts differ)."""
     state = ready(comm)
     logged = state.log is not None
     start = _time.monotonic() if logged else 0.0
     if serves_natively(state, op):
         plan = plan_call(state, op, 1, root, 1)  # its reason: one cluster, or algo=native
     else:
-        reason = "its datatype is not contiguous: only the MPI library can place its bytes"
-        plan = native_plan(state, op, 1, root, reason)
+        plan = native_plan(state, op, 1, root, _NATIVE_ONLY)
     state.last = plan
 
     def run_call() -> None:
@@ -1111,6 +1120,23 @@ def _items(sendobj: Any, size: int, what: str) -> list[Any]:
 _HEAD = 256  # bytes of bcast_obj's first broadcast: 8-byte length, then the first bytes
 
 
+def _locked(name: str) -> Callable:
+    """Run an object collective under mpi4py's own per-communicator lock of ``name``
+    (``MPI._comm_lock``, what mpi4py's ``comm.bcast``... take): its two or more calls
+    (a size, then the pickles) are not interleaved with another thread's same call."""
+
+    def wrap(helper: Callable) -> Callable:
+        def locked(comm: Any, *args: Any) -> Any:
+            with MPI._comm_lock(comm, name):
+                return helper(comm, *args)
+
+        locked.__name__, locked.__doc__ = helper.__name__, helper.__doc__
+        return locked
+
+    return wrap
+
+
+@_locked("bcast")
 def bcast_obj(comm: Any, obj: Any, root: int) -> Any:
     """``comm.bcast``: the root's object, pickled, to every rank (one 256-byte head
     with the length and the first bytes, then the rest if any)."""
@@ -1138,6 +1164,7 @@ def bcast_obj(comm: Any, obj: Any, root: int) -> Any:
     return MPI.pickle.loads(whole)
 
 
+@_locked("scatter")
 def scatter_obj(comm: Any, sendobj: Any, root: int) -> Any:
     """``comm.scatter``: item ``i`` of the root's sequence to rank ``i``."""
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -1155,6 +1182,7 @@ def scatter_obj(comm: Any, sendobj: Any, root: int) -> Any:
     return _unpack(recv, 1)[0]
 
 
+@_locked("gather")
 def gather_obj(comm: Any, sendobj: Any, root: int) -> list[Any] | None:
     """``comm.gather``: every rank's object, in rank order, at the root (None elsewhere)."""
     rank, size = comm.Get_rank(), comm.Get_size()
@@ -1166,6 +1194,7 @@ def gather_obj(comm: Any, sendobj: Any, root: int) -> list[Any] | None:
     return _unpack(recv, size) if rank == root else None
 
 
+@_locked("allgather")
 def allgather_obj(comm: Any, sendobj: Any) -> list[Any]:
     """``comm.allgather``: every rank's object, in rank order, on every rank."""
     size = comm.Get_size()
@@ -1176,6 +1205,7 @@ def allgather_obj(comm: Any, sendobj: Any) -> list[Any]:
     return _unpack(recv, size)
 
 
+@_locked("alltoall")
 def alltoall_obj(comm: Any, sendobj: Any) -> list[Any]:
     """``comm.alltoall``: item ``j`` of rank ``i``'s sequence is item ``i`` of rank ``j``'s
     result."""

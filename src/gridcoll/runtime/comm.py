@@ -95,32 +95,32 @@ class Comm(MPI.Intracomm):
     gridcoll's collectives, with mpi4py's signatures and results: ``Bcast``,
     ``Scatter``, ``Gather``, ``Allgather``, ``Alltoall``, ``Reduce``, ``Allreduce``
     (``op=``: predefined, ``MPI.Op.Create`` user ops, non-commutative ones combined in
-    rank order), ``Barrier``, and the object forms ``bcast``, ``scatter``, ``gather``,
-    ``allgather``, ``alltoall``, ``reduce``, ``allreduce``, ``barrier``; ``MPI.IN_PLACE``
-    where MPI allows it; every buffer form (``buf``, ``[buf, type]``, ``[buf, count,
-    type]``, ...) over every buffer object mpi4py takes (the buffer protocol: numpy,
-    ``array.array``, ``bytearray``, ``memoryview``; DLPack objects), with mpi4py's
-    errors; device memory (``__cuda_array_interface__``, a DLPack tensor on a GPU) is
-    refused with :class:`~gridcoll.errors.DeviceBufferError` before any message, and
-    an object with only ``__array_interface__`` with mpi4py's own ``TypeError``.
-    ``algo`` may also map collectives to builders (``{"allreduce":
-    "two-level"}``, with ``params={"allreduce": {...}}``). They never block inside MPI
-    (they test requests and sleep), raise bad arguments before any message is sent,
-    check arguments across ranks (mismatched sizes, datatypes or roots raise
-    :class:`~gridcoll.runtime.MismatchError` or time out with a message saying so), and
-    cross the emulated WAN when the launcher switched it on. ``explain()`` and
+    rank order), ``Reduce_scatter_block``, ``Reduce_scatter``, ``Scan``, ``Exscan``,
+    ``Barrier``, the v-forms ``Scatterv``, ``Gatherv``, ``Allgatherv``, ``Alltoallv``,
+    their non-blocking ``I...`` forms, and the object forms ``bcast``, ``scatter``,
+    ``gather``, ``allgather``, ``alltoall``, ``reduce``, ``allreduce``, ``scan``,
+    ``exscan``, ``barrier``; ``MPI.IN_PLACE`` where MPI allows it; every buffer spec
+    mpi4py takes over every buffer object it takes (:mod:`gridcoll.runtime.buffers`),
+    with mpi4py's errors; a buffer in device memory or a datatype with holes goes to the
+    MPI library's own collective. They never block inside MPI (they test requests and
+    sleep), raise bad arguments before any message is sent, check arguments across
+    ranks (mismatched sizes, datatypes or roots raise
+    :class:`~gridcoll.runtime.MismatchError`), complete a call that moves no data
+    without a message, and cross the emulated WAN when the launcher switched it on. A
+    failed call leaves the communicator usable: a program that catches the error and
+    carries on gets correct results from its next call. ``explain()`` and
     ``last_plan`` tell why the last call chose its algorithm; ``cache_info()`` and
     ``cache_clear()`` show and drop the plans and programs kept per call signature
     (at most ``CACHE_SIZE`` of each).
 
     Passed through to mpi4py on the wrapped communicator: everything else: ``Get_rank``,
     ``Get_size``, point-to-point (``Send``, ``Recv``, ``Isend``, ``send``...), the
-    vector and scan collectives (``Scatterv``, ``Gatherv``, ``Alltoallv``, ``Scan``,
-    ``Reduce_scatter``...), every non-blocking ``I...`` collective including
-    ``Ibcast``, attributes, groups and topologies. These do not cross the WAN
-    emulation. ``Dup``, ``Clone``, ``Idup``, ``Split``, ``Split_type``, ``Create`` and
-    ``Create_group`` return ``gridcoll.Comm`` objects on the matching sub-grid; ``Free``
-    also frees the private communicator.
+    persistent and neighbourhood collectives, attributes, groups and topologies. These
+    do not cross the WAN emulation. ``Dup``, ``Clone``, ``Idup``, ``Split``,
+    ``Split_type``, ``Create`` and ``Create_group`` return ``gridcoll.Comm`` objects on
+    the matching sub-grid; ``Free`` also frees the private communicator. Pickling and
+    ``free`` follow mpi4py's rules for predefined communicators
+    (:mod:`gridcoll.runtime.world`: ``MPI.COMM_WORLD`` itself may be a ``Comm``).
     """
 
     CACHE_SIZE = 64
@@ -138,6 +138,11 @@ class Comm(MPI.Intracomm):
         if comm is not None and comm != MPI.COMM_NULL and comm.Is_inter():
             raise TypeError("gridcoll.Comm wraps intracommunicators only")
         return MPI.Intracomm.__new__(cls, comm)
+
+    @classmethod
+    def fromhandle(cls, handle: int) -> Comm:
+        """A ``Comm`` around an MPI handle (mpi4py's ``fromhandle``)."""
+        return cls(MPI.Intracomm.fromhandle(handle))
 
     def __init__(
         self,
