@@ -2,8 +2,9 @@
 # Run every benchmark; JSON goes to bench/results/<name>.json.
 # Usage: bench/run_all.sh [--quick] [--no-mpi]
 #   --no-mpi skips the benchmarks that start mpiexec (headline_measured, runtime_vs_sim,
-#   collectives_measured, native, host_overhead, measure_accuracy, overlap: one process per rank
-#   on this machine).
+#   collectives_measured, native, dropin, host_overhead, measure_accuracy, overlap: one process
+#   per rank on this machine). dropin needs pylops-mpi and pytest (pip install pylops-mpi
+#   pytest; it exits 2 without them).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=()
@@ -13,7 +14,7 @@ for a in "$@"; do
 done
 names=(headline model_vs_sim heuristics planning_time simulator_speed bounds collectives heterogeneous)
 if [ "$mpi" = 1 ]; then
-    names+=(headline_measured runtime_vs_sim collectives_measured native host_overhead measure_accuracy overlap)
+    names+=(headline_measured runtime_vs_sim collectives_measured native dropin host_overhead measure_accuracy overlap)
 fi
 for name in "${names[@]}"; do
     echo "== bench/${name}.py ${args[*]+"${args[*]}"}"

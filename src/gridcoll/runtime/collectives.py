@@ -836,11 +836,15 @@ def reducer(op: MPI.Op, datatype: MPI.Datatype, itemsize: int, commutative: bool
 
 
 def _user_combine(function: Callable, datatype: MPI.Datatype, commutative: bool) -> Callable:
+    """The user's ``function(inbuf, inoutbuf, datatype)`` on ``MPI.buffer`` objects of
+    the segment's bytes, what mpi4py hands it (``op_user_call_mpi``: ``mpibuf``)."""
+    view = MPI.buffer.frombuffer
+
     def combine(held: np.ndarray, incoming: np.ndarray, incoming_first: bool) -> None:
         if incoming_first or commutative:
-            function(memoryview(incoming), memoryview(held), datatype)
+            function(view(incoming), view(held), datatype)
         else:
-            function(memoryview(held), memoryview(incoming), datatype)
+            function(view(held), view(incoming), datatype)
             held[:] = incoming
 
     return combine
