@@ -1124,6 +1124,32 @@ def _items(sendobj: Any, size: int, what: str) -> list[Any]:
 _HEAD = 256  # bytes of bcast_obj's first broadcast: 8-byte length, then the first bytes
 
 
+_UNSERVED = object()
+"""What :func:`_object_natively` returns when gridcoll's own schedules serve the call."""
+
+
+def _object_natively(
+    comm: Any, op: str, call: Callable[[MPI.Intracomm], Any], root: int = 0
+) -> Any:
+    """On a communicator whose ``op`` the MPI library serves (one cluster, or
+    ``algo="native"``): mpi4py's own object collective on the private communicator
+    (one pickle, one or two MPI calls, as in a plain mpi4py program), under the
+    watchdog, its result returned; else :data:`_UNSERVED`."""
+    if comm.Get_size() == 1:
+        return _UNSERVED
+    state = ready(comm)
+    if not serves_natively(state, op):
+        return _UNSERVED
+    logged = state.log is not None
+    start = _time.monotonic() if logged else 0.0
+    agree = {"collective": f"{op} of objects", "root": root}
+    result = run_native(state, call, f"rank {comm.Get_rank()}: native {op} of objects", agree)
+    if logged:
+        state.last = plan_call(state, op, 1, root, 1)
+        _record(comm, state, state.last, start, start)
+    return result
+
+
 def _locked(name: str) -> Callable:
     """Run an object collective under mpi4py's own per-communicator lock of ``name``
     (``MPI._comm_lock``, what mpi4py's ``comm.bcast``... take): its two or more calls
@@ -1146,6 +1172,9 @@ def bcast_obj(comm: Any, obj: Any, root: int) -> Any:
     with the length and the first bytes, then the rest if any)."""
     rank = comm.Get_rank()
     check_root(comm, root)
+    native = _object_natively(comm, "bcast", lambda c: c.bcast(obj, root), root)
+    if native is not _UNSERVED:
+        return native
     head = np.zeros(_HEAD, dtype=np.uint8)
     data = b""
     if rank == root:
@@ -1173,6 +1202,9 @@ def scatter_obj(comm: Any, sendobj: Any, root: int) -> Any:
     """``comm.scatter``: item ``i`` of the root's sequence to rank ``i``."""
     rank, size = comm.Get_rank(), comm.Get_size()
     check_root(comm, root)
+    native = _object_natively(comm, "scatter", lambda c: c.scatter(sendobj, root), root)
+    if native is not _UNSERVED:
+        return native
     width = np.zeros(1, dtype=np.int64)
     pickles: list[bytes] = []
     if rank == root:
@@ -1191,6 +1223,9 @@ def gather_obj(comm: Any, sendobj: Any, root: int) -> list[Any] | None:
     """``comm.gather``: every rank's object, in rank order, at the root (None elsewhere)."""
     rank, size = comm.Get_rank(), comm.Get_size()
     check_root(comm, root)
+    native = _object_natively(comm, "gather", lambda c: c.gather(sendobj, root), root)
+    if native is not _UNSERVED:
+        return native
     mine = [MPI.pickle.dumps(sendobj)]
     width = _widest(comm, mine)
     recv = np.empty(size * (_LEN + width), dtype=np.uint8) if rank == root else None
@@ -1202,6 +1237,9 @@ def gather_obj(comm: Any, sendobj: Any, root: int) -> list[Any] | None:
 def allgather_obj(comm: Any, sendobj: Any) -> list[Any]:
     """``comm.allgather``: every rank's object, in rank order, on every rank."""
     size = comm.Get_size()
+    native = _object_natively(comm, "allgather", lambda c: c.allgather(sendobj))
+    if native is not _UNSERVED:
+        return native
     mine = [MPI.pickle.dumps(sendobj)]
     width = _widest(comm, mine)
     recv = np.empty(size * (_LEN + width), dtype=np.uint8)
@@ -1214,6 +1252,9 @@ def alltoall_obj(comm: Any, sendobj: Any) -> list[Any]:
     """``comm.alltoall``: item ``j`` of rank ``i``'s sequence is item ``i`` of rank ``j``'s
     result."""
     size = comm.Get_size()
+    native = _object_natively(comm, "alltoall", lambda c: c.alltoall(sendobj))
+    if native is not _UNSERVED:
+        return native
     pickles = [MPI.pickle.dumps(x) for x in _items(sendobj, size, "alltoall")]
     width = _widest(comm, pickles)
     recv = np.empty(size * (_LEN + width), dtype=np.uint8)
@@ -1241,6 +1282,9 @@ def _check_callable(op: Any) -> None:
 def scan_obj(comm: Any, sendobj: Any, op: Any) -> Any:
     """``comm.scan``: the objects of ranks ``0..i`` folded with ``op`` in rank order."""
     _check_callable(op)
+    native = _object_natively(comm, "scan", lambda c: c.scan(sendobj, op))
+    if native is not _UNSERVED:
+        return native
     items = allgather_obj(comm, sendobj)
     return _fold(items[: comm.Get_rank() + 1], op)
 
@@ -1249,6 +1293,9 @@ def exscan_obj(comm: Any, sendobj: Any, op: Any) -> Any:
     """``comm.exscan``: the objects of ranks ``0..i-1`` folded with ``op`` (None on
     rank 0, as mpi4py)."""
     _check_callable(op)
+    native = _object_natively(comm, "exscan", lambda c: c.exscan(sendobj, op))
+    if native is not _UNSERVED:
+        return native
     items = allgather_obj(comm, sendobj)
     rank = comm.Get_rank()
     return None if rank == 0 else _fold(items[:rank], op)
@@ -1257,10 +1304,16 @@ def exscan_obj(comm: Any, sendobj: Any, op: Any) -> Any:
 def reduce_obj(comm: Any, sendobj: Any, op: Any, root: int) -> Any:
     """``comm.reduce``: the objects folded with ``op`` in rank order, at the root."""
     _check_callable(op)
+    native = _object_natively(comm, "reduce", lambda c: c.reduce(sendobj, op, root), root)
+    if native is not _UNSERVED:
+        return native
     return _fold(gather_obj(comm, sendobj, root), op)
 
 
 def allreduce_obj(comm: Any, sendobj: Any, op: Any) -> Any:
     """``comm.allreduce``: the objects folded with ``op`` in rank order, on every rank."""
     _check_callable(op)
+    native = _object_natively(comm, "allreduce", lambda c: c.allreduce(sendobj, op))
+    if native is not _UNSERVED:
+        return native
     return _fold(allgather_obj(comm, sendobj), op)

@@ -423,8 +423,9 @@ def run_native(
     call: Callable[[MPI.Intracomm], object],
     what: str,
     agree: dict | None = None,
-) -> None:
-    """``call(private communicator)``: one of the MPI library's own collectives, called
+) -> object:
+    """``call(private communicator)``: one of the MPI library's own collectives (or
+    mpi4py's object collective over them), its result returned, called
     blocking as a plain mpi4py program calls it (bench/native.py: a request and a test
     loop cost 2-7x on small messages), under the process's watchdog: a rank that never
     joins ends the job after the timeout instead of hanging it
@@ -437,7 +438,7 @@ def run_native(
     slot = PROGRESS if progress is not None and progress.runs_here() else MAIN
     dog.arm(state.timeout, what, slot)
     try:
-        call(state.private)
+        return call(state.private)
     finally:
         dog.disarm(slot)
 
