@@ -19,7 +19,7 @@ Two figures, each measured plain and swapped side by side in one run.
 2. **A third-party library's test suite, one cluster.** pylops-mpi (PyPI
    ``pylops-mpi``; its operators default to ``base_comm=MPI.COMM_WORLD`` and call
    ``allreduce``, ``allgather``, ``Allreduce``... on it) is not a dependency of
-   gridcoll: the bench needs it installed (``pip install pylops-mpi``; without it the
+   gridcoll: the bench needs it installed (``pip install -e ".[bench]"``; without it the
    script says so and exits 2). Its tests are not in the wheel: the source distribution
    of the installed version is fetched once with ``pip download --no-deps --no-binary
    :all: pylops-mpi==V`` into ``~/.cache/gridcoll/pylops-mpi-V/`` (``$XDG_CACHE_HOME``
@@ -116,8 +116,8 @@ RUN_TIMEOUT_S = 3600.0
 ZERO_RESULT = "DROPIN-ZERO "
 PYTEST_ARGS = ("-q", "-p", "no:cacheprovider")
 INSTALL_HINT = (
-    "bench/dropin.py needs pylops-mpi and pytest for its second figure (not gridcoll "
-    "dependencies): pip install pylops-mpi pytest  (or run only the first: --only zero)"
+    "bench/dropin.py needs pylops-mpi and pytest for its second figure (the bench extra): "
+    'pip install -e ".[bench]"  (or run only the first: --only zero)'
 )
 
 

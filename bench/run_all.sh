@@ -3,8 +3,8 @@
 # Usage: bench/run_all.sh [--quick] [--no-mpi]
 #   --no-mpi skips the benchmarks that start mpiexec (headline_measured, runtime_vs_sim,
 #   collectives_measured, native, dropin, host_overhead, measure_accuracy, overlap: one process
-#   per rank on this machine). dropin needs pylops-mpi and pytest (pip install pylops-mpi
-#   pytest; it exits 2 without them).
+#   per rank on this machine). dropin needs the bench extra (pip install -e ".[bench]":
+#   pylops-mpi; it exits 2 without it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 args=()
