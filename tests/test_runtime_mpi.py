@@ -174,10 +174,13 @@ def test_mismatched_arguments_raise_not_hang():
             assert rank["seconds"] < 2.0 + 1.5  # the 2 s timeout at most, never a hang
     size = lines[0]["ranks"][1]
     assert size["raised"] == "MismatchError" and "size 48 vs 64" in size["message"]
-    # rank 1 receives rank 0's second call, sent after rank 0's first-call stray to it
-    # (a stale message of an earlier case's communicator in front must not hide it)
+    # rank 1, a root that only sent, completed the first call; ranks 0 or 2 raised there
+    # and left the case, so rank 1's next call finds the strays of the first (a stale
+    # message of an earlier case's communicator in front must not hide them) or times
+    # out naming that earlier failure
     root = lines[2]["ranks"][1]
-    assert root["raised"] == "MismatchError" and "mismatched" in root["message"], root
+    assert root["raised"] in ("MismatchError", "CollectiveTimeout"), root
+    assert "mismatched" in root["message"], root
     assert time.monotonic() - start < 100
 
 
@@ -562,7 +565,7 @@ def test_several_hosts_refuse_the_emulation_clearly(tmp_path):
         kind, text = report["first_call"]
         assert kind == "GridError" and "grid 'fast-A3-B3'" in text and why in text
         kind, text = report["second_call"]
-        assert kind == "CollectiveError" and "unusable after a failed call" in text
+        assert kind == "CollectiveError" and "cannot run: the WAN emulation" in text
 
 
 def test_several_hosts_worker_times_barrier_to_barrier(tmp_path):

@@ -560,6 +560,9 @@ class Ledger:
     :data:`EMPTY_KEPT`): a peer that waits in one ran it with other arguments."""
     orphans: list = field(default_factory=list)
     """``(buffers, requests)``: sends of failed calls and notices still in flight."""
+    last_failure: str = ""
+    """What the last notice this rank dropped said (a call it had completed failed
+    elsewhere): a later timeout names it, the likely cause."""
 
     def note_failed(self, seq: int) -> None:
         self.failed[seq] = seq + FAILED_DRAINS
@@ -629,6 +632,7 @@ def take_notice(
             ledger.held.append((src, data))
         else:
             ledger.note_failed(their_seq)
+            ledger.last_failure = str(_notice_error(me, src, data))
     return None
 
 
@@ -1185,10 +1189,16 @@ class _Run:
                     f"rank {peer} sent part of this call, then stopped: it died or gave "
                     "up on the call (was this rank late to join it?)"
                 )
-        return (
+        why = (
             f"rank {peer} may have died or not joined, or the ranks called the "
             "collective with mismatched arguments (sizes, datatypes, roots or call order)"
         )
+        if self.ledger is not None and self.ledger.last_failure:
+            why += (
+                f"; an earlier call failed elsewhere ({self.ledger.last_failure}): a rank "
+                "that raised there may not have made this call"
+            )
+        return why
 
     def _told(self) -> CollectiveError | None:
         """A notice waiting for this rank, if any (best effort: MPI may be failing)."""
