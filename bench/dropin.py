@@ -31,8 +31,9 @@ Two figures, each measured plain and swapped side by side in one run.
    cache folder):
 
    * plain: ``mpiexec -n 2 python -m pytest -q tests/...``
-   * swapped: ``mpiexec -n 2 python -m gridcoll -m pytest -q tests/...`` with
-     ``GRIDCOLL_LOG=<dir>/log-{rank}.jsonl`` (one file per rank).
+   * swapped: ``mpiexec -n 2 python -m gridcoll -m pytest -q tests/...``;
+   * once more swapped, not timed against plain, with ``GRIDCOLL_LOG=<dir>/log-{rank}.jsonl``
+     (one file per rank): a call log writes a line per call, which the timed runs do not.
 
    Each is timed as a whole process (``mpiexec`` start to exit), alternately A B A B
    (``--pairs``, default 3; ``--quick`` 1). Per pair: swapped over plain (goal: the
@@ -41,7 +42,7 @@ Two figures, each measured plain and swapped side by side in one run.
    r]`` to every test id), which must be equal plain and swapped: a test failing only
    under gridcoll is listed with its error (pytest's short summary line), never hidden;
    the gridcoll collective calls in the log (per rank and by collective) and the
-   planning share, the sum of ``prepare_s`` over the log's lines divided by the swapped
+   planning share, the sum of ``prepare_s`` over the log's lines divided by the logged
    run's wall time (``planning_share``: every rank's lines; ``planning_share_rank``: the
    largest one rank's sum, since the ranks plan in parallel); the share of the wall time
    a rank spent inside gridcoll's collectives (``collective_share_rank``: the sum of its
@@ -366,19 +367,24 @@ def read_logs(folder: Path) -> dict:
     }
 
 
-def suite_run(swapped: bool, folder: Path, tests: list[str], logdir: Path, index: int) -> dict:
+def suite_run(
+    swapped: bool, folder: Path, tests: list[str], logdir: Path, index: int, logged: bool = False
+) -> dict:
+    """One run of the suite; ``logged`` (swapped only): with ``GRIDCOLL_LOG``, for the
+    call counts and ``prepare_s`` (a timed run has no log: writing one line per call
+    costs time plain mpi4py does not spend)."""
     from gridcoll.runtime.launcher import mpiexec_command
 
-    which = "swapped" if swapped else "plain"
+    which = ("swapped-logged" if logged else "swapped") if swapped else "plain"
     program = [sys.executable, "-m", "gridcoll", "-m"] if swapped else [sys.executable, "-m"]
     cmd = mpiexec_command(SUITE_RANKS, [*program, "pytest", *PYTEST_ARGS, *tests])
     env = _clean_env(TEST_CUPY_PYLOPS="0", COLUMNS="400")
     with tempfile.TemporaryDirectory(prefix="gridcoll-dropin-") as tmp:
-        if swapped:
+        if logged:
             env["GRIDCOLL_LOG"] = str(Path(tmp) / "log-{rank}.jsonl")
         log = logdir / f"suite-{which}-{index}.txt"
         code, wall = _run(cmd, env, folder, log)
-        calls = read_logs(Path(tmp)) if swapped else None
+        calls = read_logs(Path(tmp)) if logged else None
     result = parse_pytest(log.read_text())
     return {
         "which": which,
@@ -402,10 +408,12 @@ def suite_part(bench: Bench, pairs: int, tests: list[str], logdir: Path) -> dict
         for which in ("plain", "swapped"):
             out.print(f"test suite: pair {i + 1}/{pairs}, {which}")
             runs[which].append(suite_run(which == "swapped", folder, tests, logdir, i))
+    out.print("test suite: swapped, with GRIDCOLL_LOG (calls and planning, not timed)")
+    logged = suite_run(True, folder, tests, logdir, 0, logged=True)
+    log = logged["gridcoll_log"]
     rows = []
     for plain, mine in zip(runs["plain"], runs["swapped"], strict=True):
         pp, gp = plain["pytest"], mine["pytest"]
-        log = mine["gridcoll_log"]
         only_swapped = sorted(set(gp["failures"]) - set(pp["failures"]))
         rows.append(
             bench.add(
@@ -436,10 +444,10 @@ def suite_part(bench: Bench, pairs: int, tests: list[str], logdir: Path) -> dict
                 prepare_s_per_rank=log["prepare_s_per_rank"],
                 collective_measured_s=log["measured_s"],
                 collective_share_rank=max(log["measured_s_per_rank"].values(), default=0.0)
-                / mine["wall_s"],
-                planning_share=log["prepare_s"] / mine["wall_s"],
+                / logged["wall_s"],
+                planning_share=log["prepare_s"] / logged["wall_s"],
                 planning_share_rank=max(log["prepare_s_per_rank"].values(), default=0.0)
-                / mine["wall_s"],
+                / logged["wall_s"],
                 plain_log=plain["log"],
                 gridcoll_log=mine["log"],
             )
