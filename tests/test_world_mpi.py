@@ -92,16 +92,23 @@ def test_pickling_without_the_swap():
 
 
 SCRIPT = """#!{python}
-import builtins, json, os, sys
+import builtins, json, os, pathlib, sys
 import mpi4py  # the package only: MPI is initialised by importing mpi4py.MPI
-print(json.dumps({{
+# one file per rank: the launcher may interleave the ranks' stdout within a line
+out = pathlib.Path(sys.argv[0]).with_suffix("." + os.environ.get("PMI_RANK", "0") + ".json")
+out.write_text(json.dumps({{
     "site": getattr(builtins, "SITE_RAN", False),
     "hook": any(getattr(f, "gridcoll_world_hook", False) for f in sys.meta_path),
     "loaded": sorted(m for m in ("gridcoll", "numpy", "mpi4py.MPI") if m in sys.modules),
     "path": os.environ["PYTHONPATH"].split(os.pathsep),
     "world": os.environ.get("GRIDCOLL_WORLD"),
-}}), flush=True)
+}}))
 """
+
+
+def reports(script: Path) -> list[dict]:
+    """What each rank of ``script`` wrote, in rank order."""
+    return [json.loads(p.read_text()) for p in sorted(script.parent.glob(script.name + ".*.json"))]
 
 
 @pytest.mark.parametrize("how", ["flag", "env"])
@@ -120,8 +127,8 @@ def test_mpirun_world_leaves_other_pythons_alone_and_runs_the_sites_sitecustomiz
     env = clean_env(PYTHONPATH=str(own), **({"GRIDCOLL_WORLD": "1"} if how == "env" else {}))
     proc = run([*cmd, "--", str(script)], env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
-    assert len(lines) == 2, proc.stdout
+    lines = reports(script)
+    assert len(lines) == 2, (proc.stdout, proc.stderr[-3000:])
     for out in lines:
         assert out == {
             "site": True,
@@ -138,5 +145,7 @@ def test_mpirun_without_world_adds_nothing(tmp_path):
     script.chmod(0o755)
     cmd = [sys.executable, "-m", "gridcoll", "mpirun", "--grid", "lan:1", "--", str(script)]
     env = clean_env(PYTHONPATH=str(tmp_path))
-    out = last_json(run(cmd, env=env))
+    proc = run(cmd, env=env)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (out,) = reports(script)
     assert out["path"] == [str(tmp_path)] and not out["hook"] and out["world"] is None

@@ -63,9 +63,10 @@ def probe_link(
 ) -> LinkEstimate:
     """Latency and bandwidth over ``transport`` (anything with ``run(SizeProbe)``).
 
-    ``estimator``: ``"median"`` of the repetitions, or ``"min"`` (ping's choice: delays
-    only add, so the fastest repetition is the least disturbed; for ranks sharing
-    overloaded cores).
+    The latency is the fastest of the ``reps0`` empty round trips (ping's choice: delays
+    only add, so the fastest repetition is the least disturbed, on a busy machine too).
+    ``estimator`` is for the transfers: the ``"median"`` of the repetitions (a shared
+    link's sustained slowdown shows), or ``"min"`` (for ranks sharing overloaded cores).
     """
     if estimator not in ("median", "min"):
         raise ParameterError(f"estimator must be median or min, not {estimator!r}")
@@ -74,11 +75,11 @@ def probe_link(
         return min(xs) if estimator == "min" else summarize(xs).mean
 
     zero = transport.run(SizeProbe(0, reps0, with_or=False))
-    rtt0 = est([s.rtt for s in zero])
-    os0 = est([s.os for s in zero])
+    rtt0 = min(s.rtt for s in zero)
+    os0 = min(s.os for s in zero)
     owds = [s.owd for s in zero if s.owd is not None]
     one_way = len(owds) == len(zero)
-    latency = est(owds) if one_way else rtt0 / 2
+    latency = min(owds) if one_way else rtt0 / 2
     m = size or START_SIZE
     while True:
         samples = transport.run(SizeProbe(m, reps, with_or=False))
