@@ -2,7 +2,7 @@
 
 For each seed, seed 001's application (60 broadcasts from 1 MB down, intervals from 90 s
 down) runs on ``teragrid`` (64 ranks) under seed 001's random load on C3's links, with
-four strategies (:mod:`gridcoll.adapt.scenario`): MPICH-G2's static tree, Mateescu's
+four strategies (:mod:`gridcoll.experiments.adaptive`): MPICH-G2's static tree, Mateescu's
 tree re-planned by the advisor, gridcoll's adaptive advisor, gridcoll's static plan.
 Every call is simulated under the load; the runs without load (the reference a
 strategy returns to after a load) do not depend on the seed and are made once.
@@ -34,7 +34,7 @@ import time
 
 from _common import Bench, console, percent, seconds, table
 from gridcoll.adapt.handoff import announcement, decode, encode, planned, trailer_bytes
-from gridcoll.adapt.scenario import (
+from gridcoll.experiments.adaptive import (
     STRATEGIES,
     seed001_app,
     simulate_scenario,

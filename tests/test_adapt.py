@@ -40,7 +40,9 @@ from gridcoll.adapt.handoff import (
     view_of,
 )
 from gridcoll.adapt.monitor import quantized
-from gridcoll.adapt.scenario import (
+from gridcoll.algorithms.flat_tree import flat
+from gridcoll.errors import GridError, ParameterError
+from gridcoll.experiments.adaptive import (
     STRATEGIES,
     load_ends,
     loaded_calls,
@@ -49,8 +51,6 @@ from gridcoll.adapt.scenario import (
     seed001_app,
     summarize,
 )
-from gridcoll.algorithms.flat_tree import flat
-from gridcoll.errors import GridError, ParameterError
 from gridcoll.network import get_grid
 from gridcoll.network.load import Load, LoadTrace
 from gridcoll.schedule.validate import validate

@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from gridcoll.adapt.scenario import STRATEGIES
+from gridcoll.experiments.adaptive import STRATEGIES
 from test_cli import run, run_json
 from test_runtime_mpi import HERE, clean_env, fast_grid, last_json, write_grid
 

@@ -32,6 +32,7 @@ LAYERS = (
     "adapt",
     "runtime",
     "measure",
+    "experiments",
     "plot",
     "cli",
 )

@@ -26,7 +26,7 @@ three predictors; :meth:`NetworkMonitor.load` is the forecast, rounded to
 the advisor plans on (:meth:`Grid.with_link_load`); ``version`` counts its changes.
 
 The monitor never reads a clock or sends a byte: the caller feeds it (the simulated
-scenario, :mod:`gridcoll.adapt.scenario`; the runtime, from the emulated messages'
+scenario, :mod:`gridcoll.experiments.adaptive`; the runtime, from the emulated messages'
 delivery times) and carries out the probes it asks for.
 """
 

@@ -2,9 +2,9 @@
 grid, run with each strategy (issue 13 item 6; seed 001 sec. 3, figure 8).
 
 ``--simulate`` (the default) runs every call in the simulator under the load
-(:func:`gridcoll.adapt.scenario.simulate_scenario`), on the full grid; ``--measure``
+(:func:`gridcoll.experiments.adaptive.simulate_scenario`), on the full grid; ``--measure``
 runs the application for real over MPI on the emulated WAN, one launch per strategy
-(:func:`gridcoll.runtime.launcher.run_scenario`), with the same load applied by the
+(:func:`gridcoll.experiments.adaptive.run_scenario`), with the same load applied by the
 emulator, time-scaled (``--time-scale``) and on fewer ranks per cluster where the
 machine cannot hold the grid (``--ranks-per-cluster``; it says so). Both print a table
 of each strategy's mean times loaded and unloaded and its change against MPICH-G2,
@@ -25,9 +25,15 @@ from pathlib import Path
 
 from rich.table import Table
 
-from gridcoll.adapt.scenario import STRATEGIES, seed001_app, simulate_scenario, summarize
 from gridcoll.cli._common import console, error_console, load_grid_arg, print_json, progress_bar
 from gridcoll.errors import ParameterError
+from gridcoll.experiments.adaptive import (
+    STRATEGIES,
+    run_scenario,
+    seed001_app,
+    simulate_scenario,
+    summarize,
+)
 from gridcoll.network.grid import Grid
 from gridcoll.network.load import load_from_spec
 from gridcoll.units import format_time
@@ -200,8 +206,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
-    from gridcoll.runtime.launcher import run_scenario
-
     per_cluster = args.ranks_per_cluster or MEASURE_RANKS_PER_CLUSTER
     if per_cluster < 1:
         raise ParameterError(f"--ranks-per-cluster must be >= 1, got {per_cluster}")

@@ -1,7 +1,7 @@
 """Seed 001's figure 8: each broadcast's completion time, one line per strategy.
 
 :func:`plot_scenario` draws what ``gridcoll scenario`` computes
-(:func:`gridcoll.adapt.scenario.summarize`): completion time against broadcast number
+(:func:`gridcoll.experiments.adaptive.summarize`): completion time against broadcast number
 (log scale: the strategies differ by orders of magnitude), the calls made while a load
 was on shaded, so a reader sees at once where the static trees slow down and whether
 the adaptive one stays low and comes back after each load.

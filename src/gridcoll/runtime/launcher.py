@@ -10,7 +10,9 @@ starts ``mpiexec -n <grid.nranks> ...`` and removes the files afterwards.
 * :func:`launch` runs any command (``gridcoll mpirun``);
 * :func:`run_worker` runs :mod:`gridcoll.runtime.worker` and collects its result and
   every rank's fate (``gridcoll run``); :func:`measure_schedule` runs one schedule,
-  :func:`measure_schedules` several in one launch (``gridcoll demo``, the benchmarks).
+  :func:`measure_schedules` several in one launch (``gridcoll demo``, the benchmarks);
+* :func:`run_job` runs any worker program that reports as the worker does (the
+  experiment harnesses' workers, :mod:`gridcoll.experiments`).
 
 The embedded default is the ``mpiexec`` of the ``mpich`` wheel (next to the Python
 executable); any other can be named. Oversubscription is allowed (Open MPI needs to be
@@ -43,7 +45,6 @@ import contextlib
 import functools
 import glob
 import json
-import math
 import os
 import shutil
 import signal
@@ -83,6 +84,7 @@ __all__ = [
     "measure_schedules",
     "mpiexec_command",
     "read_procs",
+    "run_job",
     "run_worker",
     "wrap_ranks",
 ]
@@ -963,7 +965,7 @@ def run_worker(
     n = grid.nranks
     runs = repeat * max(1, len(files))
     wall = wall_timeout if wall_timeout is not None else STARTUP_S + 2 * n + runs * timeout
-    return _run_job(
+    return run_job(
         grid,
         program,
         timeout=timeout,
@@ -976,7 +978,7 @@ def run_worker(
     )
 
 
-def _run_job(
+def run_job(
     grid: Grid,
     program: list[str],
     *,
@@ -1130,72 +1132,3 @@ def measure_calls(
             f"{outcome.describe_failure() or 'the bytes were not verified'}"
         )
     return list(outcome.result["cases"])
-
-
-def run_scenario(
-    grid: Grid,
-    strategy: str,
-    app: Sequence,
-    load: LoadTrace | None,
-    *,
-    root: int = 0,
-    period_s: float | None = None,
-    timeout: float = 120.0,
-    mpiexec: str | None = None,
-    on_call: Callable[[int], None] | None = None,
-):
-    """Run seed 001's application ``app`` (:class:`gridcoll.adapt.scenario.AppCall`\\ s,
-    times from the load trace's time 0, the launch's start) for real on ``grid`` with
-    one strategy (:mod:`gridcoll.runtime.scenario_worker`), the WAN emulated under
-    ``load``; ``period_s``: the root's monitor period (``GRIDCOLL_MONITOR_PERIOD``).
-    Returns a :class:`gridcoll.adapt.scenario.StrategyRun`; raises
-    :class:`LaunchError` unless every call's bytes were verified."""
-    from gridcoll.adapt.scenario import StrategyRun
-
-    calls = json.dumps([[c.t, c.nbytes] for c in app])
-    program = [
-        sys.executable,
-        "-m",
-        "gridcoll.runtime.scenario_worker",
-        "--strategy",
-        strategy,
-        "--calls",
-        calls,
-        "--root",
-        str(root),
-        "--timeout",
-        repr(float(timeout)),
-    ]
-    wall = STARTUP_S + 2 * grid.nranks + (app[-1].t if app else 0.0) + len(app) * timeout
-    env = {} if period_s is None else {"GRIDCOLL_MONITOR_PERIOD": repr(float(period_s))}
-    outcome = _run_job(
-        grid,
-        program,
-        timeout=timeout,
-        wall=wall,
-        mpiexec=mpiexec,
-        on_progress=on_call,
-        load=load,
-        extra_env=env,
-    )
-    if not outcome.verified:
-        raise LaunchError(
-            f"the {strategy} scenario on {grid.name}: "
-            f"{outcome.describe_failure() or 'the bytes were not verified'}"
-        )
-    result = outcome.result
-    advisor = result.get("advisor") or {}
-    monitor = dict(advisor.get("monitor") or {})
-    if advisor:
-        monitor["report_bytes"] = result.get("report_bytes", 0)
-    return StrategyRun(
-        strategy,
-        wan_bytes=int(advisor.get("app_wan_bytes", 0)),
-        times_s=list(result["times_s"]),
-        algorithms=list(result["algorithms"]),
-        predicted_s=[math.nan] * len(result["times_s"]),
-        stale=[False] * len(result["times_s"]),
-        advisor_cpu_s=float(advisor.get("advisor_cpu_s", 0.0)),
-        monitor=monitor,
-        late=int(result.get("late", 0)),
-    )

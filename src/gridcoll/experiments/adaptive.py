@@ -1,5 +1,6 @@
-"""Seed 001's experiment in simulation: an application of broadcasts on a loaded grid,
-run with each strategy (issue 13 item 6; seed 001 sec. 3, figure 8).
+"""Seed 001's experiment: an application of broadcasts on a loaded grid, run with each
+strategy (seed 001 sec. 3, figure 8), in simulation (:func:`simulate_scenario`) or for
+real on the emulated WAN (:func:`run_scenario`).
 
 The application (:func:`seed001_app`): about 60 broadcasts from one root, the first
 of 1 MB, sizes decreasing linearly; 90 s between the first two, intervals decreasing
@@ -32,7 +33,9 @@ and the advisor's CPU seconds are measured and reported.
 
 from __future__ import annotations
 
+import json
 import math
+import sys
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -42,6 +45,7 @@ from gridcoll.adapt.handoff import announcement, decode, encode, planned, traile
 from gridcoll.adapt.monitor import PERIOD_S, PROBE_BYTES, NetworkMonitor, Transfer
 from gridcoll.network.grid import Grid
 from gridcoll.network.load import LoadTrace, occupancy_end
+from gridcoll.runtime.launcher import STARTUP_S, LaunchError, run_job
 from gridcoll.simulate import simulate
 from gridcoll.tune import PlanCache, plan
 
@@ -240,7 +244,7 @@ def summarize(
     reference: dict[str, list[float]] | None = None,
     baseline: str = "mpich-g2",
 ) -> dict:
-    """The scenario's JSON (issue 13 item 6): per strategy ``times_s``,
+    """The scenario's JSON (seed 001 sec. 3, figure 8): per strategy ``times_s``,
     ``mean_loaded_s``, ``mean_unloaded_s``; ``loaded``; against ``baseline`` the mean
     per-call ``improvement_loaded`` and ``change_unloaded`` (fractions, positive =
     faster); with ``reference`` (each strategy without the load) ``after_load``: the
@@ -371,3 +375,71 @@ def unloaded_times(
             on_call=tick,
         ).times_s
     return out
+
+
+def run_scenario(
+    grid: Grid,
+    strategy: str,
+    app: Sequence[AppCall],
+    load: LoadTrace | None,
+    *,
+    root: int = 0,
+    period_s: float | None = None,
+    timeout: float = 120.0,
+    mpiexec: str | None = None,
+    on_call: Callable[[int], None] | None = None,
+) -> StrategyRun:
+    """Run seed 001's application ``app`` (:class:`AppCall`\\ s, times from the load
+    trace's time 0, the launch's start) for real on ``grid`` with one strategy
+    (:mod:`gridcoll.experiments.adaptive_worker` on every rank), the WAN emulated under
+    ``load``; ``period_s``: the root's monitor period (``GRIDCOLL_MONITOR_PERIOD``).
+    Returns a :class:`StrategyRun`; raises
+    :class:`~gridcoll.runtime.launcher.LaunchError` unless every call's bytes were
+    verified."""
+    calls = json.dumps([[c.t, c.nbytes] for c in app])
+    program = [
+        sys.executable,
+        "-m",
+        "gridcoll.experiments.adaptive_worker",
+        "--strategy",
+        strategy,
+        "--calls",
+        calls,
+        "--root",
+        str(root),
+        "--timeout",
+        repr(float(timeout)),
+    ]
+    wall = STARTUP_S + 2 * grid.nranks + (app[-1].t if app else 0.0) + len(app) * timeout
+    env = {} if period_s is None else {"GRIDCOLL_MONITOR_PERIOD": repr(float(period_s))}
+    outcome = run_job(
+        grid,
+        program,
+        timeout=timeout,
+        wall=wall,
+        mpiexec=mpiexec,
+        on_progress=on_call,
+        load=load,
+        extra_env=env,
+    )
+    if not outcome.verified:
+        raise LaunchError(
+            f"the {strategy} scenario on {grid.name}: "
+            f"{outcome.describe_failure() or 'the bytes were not verified'}"
+        )
+    result = outcome.result
+    advisor = result.get("advisor") or {}
+    monitor = dict(advisor.get("monitor") or {})
+    if advisor:
+        monitor["report_bytes"] = result.get("report_bytes", 0)
+    return StrategyRun(
+        strategy,
+        wan_bytes=int(advisor.get("app_wan_bytes", 0)),
+        times_s=list(result["times_s"]),
+        algorithms=list(result["algorithms"]),
+        predicted_s=[math.nan] * len(result["times_s"]),
+        stale=[False] * len(result["times_s"]),
+        advisor_cpu_s=float(advisor.get("advisor_cpu_s", 0.0)),
+        monitor=monitor,
+        late=int(result.get("late", 0)),
+    )

@@ -1,6 +1,6 @@
 """What ``gridcoll scenario --measure`` starts on every rank: seed 001's application.
 
-``python -m gridcoll.runtime.scenario_worker --strategy S --calls JSON`` wraps
+``python -m gridcoll.experiments.adaptive_worker --strategy S --calls JSON`` wraps
 ``MPI.COMM_WORLD`` in a :class:`gridcoll.Comm` for the strategy (``mpich-g2``: the
 builder ``mpich-g2``; ``static``: ``auto``; ``adaptive``: ``auto`` with
 ``adaptive=True``; ``mateescu``: ``mateescu`` with ``adaptive=True``, the advisor
@@ -31,6 +31,8 @@ from pathlib import Path
 
 import numpy as np
 
+from gridcoll.runtime.worker import ENV_STATUS_DIR, ERROR_PREFIX, RESULT_PREFIX
+
 __all__ = ["STRATEGY_COMM", "main"]
 
 STRATEGY_COMM = {
@@ -40,12 +42,10 @@ STRATEGY_COMM = {
     "mateescu": ("mateescu", True),
 }
 """Each strategy's ``Comm(algo=..., adaptive=...)``."""
-RESULT_PREFIX = "GRIDCOLL-RESULT "
-ERROR_PREFIX = "GRIDCOLL-ERROR "
 
 
 def _status(rank: int, event: str, **fields: object) -> None:
-    directory = os.environ.get("GRIDCOLL_STATUS_DIR")
+    directory = os.environ.get(ENV_STATUS_DIR)
     if directory:
         line = json.dumps({"event": event, "rank": rank, "pid": os.getpid(), **fields})
         with open(Path(directory) / f"rank-{rank}", "a") as f:
@@ -126,7 +126,7 @@ def _run(args: argparse.Namespace) -> dict | None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run the application on this rank; 0 when done, 1 when this rank failed."""
-    p = argparse.ArgumentParser(prog="python -m gridcoll.runtime.scenario_worker")
+    p = argparse.ArgumentParser(prog="python -m gridcoll.experiments.adaptive_worker")
     p.add_argument("--strategy", required=True, choices=sorted(STRATEGY_COMM))
     p.add_argument("--calls", required=True, help="JSON list of [t, nbytes]")
     p.add_argument("--root", type=int, default=0)
