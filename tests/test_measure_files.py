@@ -4,9 +4,8 @@ import json
 
 import pytest
 
-from gridcoll.errors import GridError
+from gridcoll.errors import GridError, MeasurementError
 from gridcoll.measure import (
-    MeasurementError,
     PLogPProcedure,
     Settings,
     SyntheticTransport,

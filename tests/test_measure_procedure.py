@@ -5,9 +5,9 @@ import math
 
 import pytest
 
+from gridcoll.errors import MeasurementError
 from gridcoll.measure import (
     GapProbe,
-    MeasurementError,
     PLogPProcedure,
     Settings,
     SizeProbe,

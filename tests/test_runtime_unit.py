@@ -9,7 +9,12 @@ from hypothesis import strategies as st
 MPI = pytest.importorskip("mpi4py.MPI")
 
 import gridcoll  # noqa: E402
-from gridcoll.errors import GridError, ParameterError  # noqa: E402
+from gridcoll.errors import (  # noqa: E402
+    CollectiveError,
+    GridError,
+    MismatchError,
+    ParameterError,
+)
 from gridcoll.network import get_grid, magpie  # noqa: E402
 from gridcoll.runtime import buffers  # noqa: E402
 from gridcoll.runtime import collectives as coll_mod  # noqa: E402
@@ -21,28 +26,24 @@ from gridcoll.runtime.emulation import (  # noqa: E402
     create_link_state,
     subgrid,
 )
-from gridcoll.runtime.executor import (  # noqa: E402
-    FAILED_DRAINS,
-    HEADER_BYTES,
-    NOTICE_ERROR,
-    NOTICE_MISMATCH,
-    NOTICE_WAITING,
-    CallInfo,
-    CollectiveError,
-    Ledger,
-    MismatchError,
-    compile_program,
-    drain,
-    empty_digest,
-    held_notice,
-    pack_notice,
-    take_notice,
-)
+from gridcoll.runtime.executor import compile_program  # noqa: E402
+from gridcoll.runtime.header import HEADER_BYTES, CallInfo, empty_digest  # noqa: E402
 from gridcoll.runtime.launcher import (  # noqa: E402
     LaunchResult,
     RankReport,
     _reports,
     mpiexec_command,
+)
+from gridcoll.runtime.notices import (  # noqa: E402
+    FAILED_DRAINS,
+    NOTICE_ERROR,
+    NOTICE_MISMATCH,
+    NOTICE_WAITING,
+    Ledger,
+    drain,
+    held_notice,
+    pack_notice,
+    take_notice,
 )
 from gridcoll.runtime.state import state_of  # noqa: E402
 from gridcoll.schedule import Recv, Schedule, Send  # noqa: E402
@@ -321,7 +322,7 @@ def test_empty_calls_are_checked_in_the_next_header():
     assert empty_digest(0, a) == empty_digest(0, a)
     call = CallInfo(2, 0, 64, 1, "binomial", 7, 0, "bcast", "|u1")
     mine, theirs = call.numbered(2, prior=empty_digest(0, a)), call.numbered(2, prior=0)
-    differ, detail, _ = mine._differences(theirs.pack(64, 0.0).tobytes(), 64)
+    differ, detail, _ = mine.differences(theirs.pack(64, 0.0).tobytes(), 64)
     assert differ == ["empty calls before"] and "empty calls before" in detail
 
 

@@ -12,14 +12,13 @@ from hypothesis import strategies as st
 
 from gridcoll.algorithms import get_builder, list_builders
 from gridcoll.algorithms.trees import Tree, _explicit_tree_broadcast, tree_broadcast
-from gridcoll.errors import ParameterError, ScheduleError
+from gridcoll.errors import EmptySchedule, ParameterError, ScheduleError
 from gridcoll.network import Cluster, Grid, PLogP, broadcast_bound, get_grid, magpie
 from gridcoll.plot.timeline import plot_timeline, resource_rows
 from gridcoll.schedule import Recv, Schedule, Send, split_segments
 from gridcoll.simulate import (
     NORMAL,
     URGENT,
-    EmptySchedule,
     Environment,
     Event,
     MessageRecord,

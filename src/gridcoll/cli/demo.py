@@ -105,7 +105,8 @@ def mpi_available() -> str | None:
     """None if real runs are possible here, else why not (one line)."""
     if importlib.util.find_spec("mpi4py") is None:
         return "mpi4py is not installed (pip install mpi4py mpich)"
-    from gridcoll.runtime.launcher import LaunchError, default_mpiexec
+    from gridcoll.errors import LaunchError
+    from gridcoll.runtime.launcher import default_mpiexec
 
     try:
         default_mpiexec()

@@ -18,8 +18,7 @@ import time
 from pathlib import Path
 
 from gridcoll.cli._common import console, error_console, load_grid_arg, print_json
-from gridcoll.errors import ParameterError
-from gridcoll.measure.plogp_procedure import MeasurementError
+from gridcoll.errors import MeasurementError, ParameterError
 from gridcoll.network.gridfile import grid_from_dict, save_grid
 
 __all__ = ["add_parser", "run"]

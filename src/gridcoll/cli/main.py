@@ -37,7 +37,7 @@ from gridcoll.cli import (
     scenario,
     simulate,
 )
-from gridcoll.errors import GridcollError
+from gridcoll.errors import GridcollError, UsageError
 
 __all__ = [
     "COMMANDS",
@@ -45,7 +45,6 @@ __all__ = [
     "INTERRUPTS",
     "PROGRAM_EPILOG",
     "Interrupted",
-    "UsageError",
     "build_parser",
     "command_names",
     "interrupts_raise",
@@ -117,10 +116,6 @@ def interrupts_raise() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-
-
-class UsageError(GridcollError):
-    """The command line itself is malformed (unknown option, missing argument...)."""
 
 
 class _Parser(argparse.ArgumentParser):

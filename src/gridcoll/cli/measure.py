@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from gridcoll.cli._common import console, error_console, load_grid_arg, print_json, size_arg
-from gridcoll.errors import ParameterError
-from gridcoll.measure.plogp_procedure import MeasurementError, Settings
+from gridcoll.errors import MeasurementError, ParameterError
+from gridcoll.measure.plogp_procedure import Settings
 from gridcoll.network.gridfile import save_grid, save_plogp
 from gridcoll.units import format_size, format_time
 

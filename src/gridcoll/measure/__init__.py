@@ -18,6 +18,7 @@ The MPI functions are collective and need mpi4py (imported when called); the res
 not.
 """
 
+from gridcoll.errors import MeasurementError
 from gridcoll.measure.discover import (
     Clustering,
     discover,
@@ -33,7 +34,6 @@ from gridcoll.measure.matrix import LinkEstimate, LinkMatrices, measure_matrix, 
 from gridcoll.measure.plogp_procedure import (
     Cost,
     GapProbe,
-    MeasurementError,
     PLogPMeasurement,
     PLogPProcedure,
     Point,

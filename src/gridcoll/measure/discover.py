@@ -387,9 +387,9 @@ def pairwise_matrices(
     a median can be a scheduling delay) (:func:`discover` measures that afterwards,
     one pair at a time). The matrices are filled symmetrically.
     """
+    from gridcoll.errors import MeasurementError
     from gridcoll.measure.link import share
     from gridcoll.measure.matrix import probe_link
-    from gridcoll.measure.plogp_procedure import MeasurementError
     from gridcoll.measure.transport import MPITransport, open_endpoint, run_mirror
 
     start = time.monotonic()

@@ -21,9 +21,8 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from gridcoll.errors import ParameterError
+from gridcoll.errors import MeasurementError, ParameterError
 from gridcoll.measure.plogp_procedure import (
-    MeasurementError,
     PLogPMeasurement,
     PLogPProcedure,
     Settings,

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from gridcoll.errors import GridError, ParameterError
-from gridcoll.measure.plogp_procedure import MeasurementError, SizeProbe
+from gridcoll.errors import GridError, MeasurementError, ParameterError
+from gridcoll.measure.plogp_procedure import SizeProbe
 from gridcoll.measure.stats import summarize
 from gridcoll.network.gridfile import read_json
 

@@ -68,14 +68,13 @@ from collections.abc import Generator, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from gridcoll.errors import GridcollError
+from gridcoll.errors import MeasurementError
 from gridcoll.measure.stats import Summary, summarize
 from gridcoll.network.plogp import PLogP
 
 __all__ = [
     "Cost",
     "GapProbe",
-    "MeasurementError",
     "PLogPMeasurement",
     "PLogPProcedure",
     "Point",
@@ -87,18 +86,6 @@ __all__ = [
     "saturation_cost",
     "table_from_dict",
 ]
-
-
-class MeasurementError(GridcollError):
-    """A measurement failed (a rank was lost, it was interrupted, bad results).
-
-    ``partial`` holds what was measured before (a :class:`PLogPMeasurement` marked
-    incomplete, or a dict of them per direction), or None if nothing was.
-    """
-
-    def __init__(self, message: str, *, partial: Any = None):
-        super().__init__(message)
-        self.partial = partial
 
 
 # -- probes and their results ---------------------------------------------------------

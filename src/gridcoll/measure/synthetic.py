@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import random
 
+from gridcoll.errors import MeasurementError
 from gridcoll.measure.plogp_procedure import (
     Cost,
     GapProbe,
-    MeasurementError,
     Sample,
     SizeProbe,
 )

@@ -42,11 +42,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gridcoll.errors import GridError
+from gridcoll.errors import GridError, MeasurementError
 from gridcoll.measure.plogp_procedure import (
     Cost,
     GapProbe,
-    MeasurementError,
     Sample,
     SizeProbe,
 )

@@ -17,7 +17,9 @@ The modules behind ``Comm``, each importing only the ones before it: ``buffers``
 communicator and caches), ``prepare`` (the one path from a call to its plan, compiled
 program and layout, and running it), ``collectives`` (one helper per collective),
 ``comm`` (the class). Below them: ``choice``, ``host``, ``layout``, ``watchdog``,
-``doorbell``, ``emulation`` and ``executor`` (which uses the two before it).
+``doorbell``, ``emulation``, ``header`` (the call header every receiver checks),
+``notices`` (how a failure is told to the other ranks) and ``executor`` (which uses
+the ones before it).
 
 Importing :mod:`~gridcoll.runtime.comm` or :mod:`~gridcoll.runtime.executor` (or using
 ``gridcoll.runtime.Comm``) needs mpi4py and initialises MPI; the launcher, the emulation
@@ -26,14 +28,13 @@ and the host-overhead module do not.
 
 import importlib as _importlib
 
+from gridcoll.errors import CollectiveError, CollectiveTimeout, MismatchError
+
 _EXPORTS = {
-    "CallInfo": "executor",
-    "CollectiveError": "executor",
-    "CollectiveTimeout": "executor",
+    "CallInfo": "header",
     "Comm": "comm",
     "Emulator": "emulation",
     "LinkState": "emulation",
-    "MismatchError": "executor",
     "Program": "executor",
     "compile_program": "executor",
     "create_link_state": "emulation",
@@ -41,7 +42,20 @@ _EXPORTS = {
     "subgrid": "emulation",
 }
 
-__all__ = sorted(_EXPORTS)
+__all__ = [
+    "CallInfo",
+    "CollectiveError",
+    "CollectiveTimeout",
+    "Comm",
+    "Emulator",
+    "LinkState",
+    "MismatchError",
+    "Program",
+    "compile_program",
+    "create_link_state",
+    "execute",
+    "subgrid",
+]
 
 
 def __getattr__(name: str):

@@ -62,7 +62,8 @@ from gridcoll.adapt.handoff import (
     trailer_bytes,
 )
 from gridcoll.adapt.monitor import PERIOD_S, PROBE_BYTES, NetworkMonitor, Transfer
-from gridcoll.runtime.executor import CallInfo, compile_program
+from gridcoll.runtime.executor import compile_program
+from gridcoll.runtime.header import CallInfo
 from gridcoll.runtime.prepare import plan_call, run
 from gridcoll.runtime.state import PROCESS, Prepared, State
 from gridcoll.tune import FRUGAL, PlanCache

@@ -60,7 +60,7 @@ from typing import Any
 import numpy as np
 from mpi4py import MPI
 
-from gridcoll.errors import ParameterError
+from gridcoll.errors import MismatchError, ParameterError
 from gridcoll.memo import Memo
 from gridcoll.runtime import adaptive as _adaptive
 from gridcoll.runtime.buffers import (
@@ -74,7 +74,6 @@ from gridcoll.runtime.buffers import (
     parse_vector,
     signature,
 )
-from gridcoll.runtime.executor import MismatchError
 from gridcoll.runtime.prepare import (
     Uneven,
     compiled,

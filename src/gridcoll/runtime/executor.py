@@ -21,29 +21,23 @@ matches the k-th receive posted for that peer. The caller gives each call its ow
 (:class:`gridcoll.Comm` cycles them with the call number), so a stray message of a
 failed call can never be taken for a message of a later one.
 
-Rule 4: every first message between two ranks in a call carries a 128-byte header: the
-call's sequence number, collective, root, size, item size, datatype signature, reduction
-operation, algorithm and grid, the digest of the calls without a message before it (they
-complete on each rank alone, so their arguments are checked here), the message's byte
-count and its emulated delivery time. The receiver checks it against its own call, so
-mismatched arguments across ranks raise :class:`MismatchError` instead of corrupting
-data. On the LAN the header is a small message of its own on the header tag (the data
-stays zero-copy); an emulated WAN message carries the header in front of its data in one
+Rule 4: every first message between two ranks in a call carries a 128-byte header
+(:mod:`gridcoll.runtime.header`): the call's sequence number, collective, root, size,
+item size, datatype signature, reduction operation, algorithm and grid, the digest of
+the calls without a message before it, the message's byte count and its emulated
+delivery time. The receiver checks it against its own call, so mismatched arguments
+across ranks raise :class:`~gridcoll.errors.MismatchError` instead of corrupting data.
+On the LAN the header is a small message of its own on the header tag (the data stays
+zero-copy); an emulated WAN message carries the header in front of its data in one
 message (one copy each side, negligible beside the emulated link, and half the messages
 of a separate header). A rank that only sends never sees a header, so a rank that finds
 a mismatch (or whose reduction operation raised) sends a small *notice* to every other
-rank of the communicator on a tag of its own (:func:`send_notice`); the others find it
-while they wait (:func:`take_notice`, probed at most every :data:`PROBE_EVERY` seconds
-of waiting, with the call's own tags: a message there that no posted receive takes is a
-stray of a mismatched call), or right after it. A notice of a call after the one a rank
-is in (a peer that already finished it failed in the next) is held until the rank
-reaches that call, which then fails at once. A notice of a call the rank has completed
-is dropped: every message the rank took in that call passed its header's check, so its
-result stands (as in MPI, where a collective's completion is local; fault-tolerant MPI,
-ULFM, reports a failure likewise only where the call could not complete). A failed call
-leaves the communicator usable: every rank numbered the call, failed or not, so the next
-call's tags and headers agree, and the failed call's strays are drained
-(:class:`Ledger`). The call that matches costs nothing more.
+rank (:mod:`gridcoll.runtime.notices`); a waiting rank looks for one at most every
+:data:`PROBE_EVERY` seconds of waiting, with the call's own tags (a message there that
+no posted receive takes is a stray of a mismatched call). A failed call leaves the
+communicator usable: every rank numbered the call, failed or not, so the next call's
+tags and headers agree, and the failed call's strays are drained
+(:class:`~gridcoll.runtime.notices.Ledger`). The call that matches costs nothing more.
 
 Rule 5: never spin. The machine may run 16-40 ranks on two cores, and MPICH's blocking
 waits poll, so every wait here is ``Request.Test`` with a sleep that starts at
@@ -85,47 +79,31 @@ sleep each). Without an emulator nothing of this runs.
 from __future__ import annotations
 
 import os as _os
-import struct as _struct
 import time as _time
-import zlib as _zlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 from mpi4py import MPI
 
-from gridcoll.errors import GridcollError
+from gridcoll.errors import CollectiveError, CollectiveTimeout, GridcollError, MismatchError
 from gridcoll.runtime.doorbell import Doorbells
 from gridcoll.runtime.emulation import Emulator
+from gridcoll.runtime.header import HEADER_BYTES, CallInfo
+from gridcoll.runtime.notices import NOTICE_WAITING, NUDGE_AFTER, Ledger, pack_notice, take_notice
 from gridcoll.schedule.ir import CONTROL_BYTES, Recv, Schedule, Send
 
 __all__ = [
     "BACKOFF_MAX",
     "BACKOFF_START",
     "DEFAULT_TIMEOUT",
-    "EMPTY_KEPT",
-    "FAILED_DRAINS",
     "IDLE_NAP_MAX",
-    "NOTICE_BYTES",
-    "NOTICE_ERROR",
-    "NOTICE_MISMATCH",
-    "NOTICE_TIMEOUT",
     "PROBE_EVERY",
     "YIELD_POLL_S",
-    "CallInfo",
-    "CollectiveError",
-    "CollectiveTimeout",
-    "Ledger",
-    "MismatchError",
     "Program",
     "compile_program",
-    "drain",
-    "empty_digest",
     "execute",
-    "held_notice",
-    "send_notice",
     "sleep_until",
-    "take_notice",
     "wait",
 ]
 
@@ -151,39 +129,6 @@ RING_BACK_BYTES = 8192
 PROBE_EVERY = 5e-3
 """A waiting rank probes for notices and strays at most this often (seconds): a
 mismatch is seen within about this much, and a call that does not wait pays nothing."""
-
-
-class CollectiveError(GridcollError):
-    """A collective failed while running; ``rank`` is where, ``peer`` the rank involved.
-
-    The communicator stays usable: the next call runs as if the failed one had not
-    happened (its stray messages are drained, :class:`Ledger`).
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        rank: int | None = None,
-        peer: int | None = None,
-        relayed: bool = False,
-    ):
-        super().__init__(message)
-        self.rank = rank
-        self.peer = peer
-        self.relayed = relayed
-        """Raised on a peer's notice: that peer has told every rank already."""
-
-
-class CollectiveTimeout(CollectiveError, TimeoutError):
-    """A rank waited longer than the timeout: a peer died, never joined, or the ranks
-    called the collective with mismatched arguments."""
-
-
-class MismatchError(CollectiveError, ValueError):
-    """A message belongs to a call with other arguments (collective, size, datatype,
-    reduction operation, root, algorithm, grid or call order) than the receiver's own
-    call, or a peer found such a mismatch and said so (a notice)."""
 
 
 # -- waiting without spinning --------------------------------------------------------
@@ -239,472 +184,6 @@ def sleep_until(deadline: float, poke: Callable[[], object] | None = None) -> No
         if poke is not None:
             poke()
         _time.sleep(min(left, BACKOFF_MAX))
-
-
-# -- the call's identity, checked by every receiver ----------------------------------
-
-_HEADER = _struct.Struct("<4sIQqQIIQd20s12s16s16sII")
-_MAGIC = b"GCH3"
-HEADER_BYTES = _HEADER.size  # 128
-_NAME = 20  # bytes of the algorithm's name in a header (its parameters' CRC follows)
-_DELIVER_AT = 48  # offset of deliver_at in the header; the algorithm name follows it
-_NAME_AT = 56
-_DOUBLE = _struct.Struct("<d")
-_TEXT = 16  # bytes of the datatype's and the reduction operation's names in a header
-
-
-def _crc(text: str) -> int:
-    return _zlib.crc32(text.encode())
-
-
-def _text(raw: bytes) -> str:
-    return raw.rstrip(b"\0").decode(errors="replace")
-
-
-@dataclass(frozen=True, slots=True)
-class CallInfo:
-    """What identifies one collective call; every header carries it.
-
-    ``op`` is the collective (``schedule.op``), ``dtype`` the signature of the
-    datatype (``gridcoll.runtime.buffers.signature``: a numpy type string such as
-    ``'<f8'``, so ``float64`` and ``int64`` differ although their size does not),
-    ``redop`` the reduction operation (``'SUM'``, ``'MAX'``..., ``'user:<crc>'`` for a
-    user's, ``''`` for a collective that does not reduce). Headers carry the first 16
-    bytes of ``dtype`` and its CRC-32 (a long structured signature is compared whole).
-    ``prior`` is the digest of the calls that moved no byte since the communicator's
-    last call that did (:func:`empty_digest`): they complete without a message, so
-    their arguments are checked in this call's headers.
-    """
-
-    seq: int
-    root: int
-    nbytes: int
-    itemsize: int
-    algorithm: str
-    algo_id: int
-    grid_id: int
-    op: str = ""
-    dtype: str = ""
-    redop: str = ""
-    prior: int = 0
-    _expect: dict = field(default_factory=dict, compare=False, repr=False)
-    """Per message size: the header bytes a matching message carries (fast check)."""
-
-    @classmethod
-    def of(
-        cls, schedule: Schedule, *, seq: int = 0, itemsize: int = 1, grid_id: int = 0
-    ) -> CallInfo:
-        """The identity of a call running ``schedule``."""
-        params = ",".join(f"{k}={schedule.params[k]}" for k in sorted(schedule.params))
-        algo_id = _crc(f"{schedule.op}|{schedule.algorithm}|{params}")
-        return cls(
-            seq,
-            schedule.root,
-            schedule.nbytes,
-            itemsize,
-            schedule.algorithm,
-            algo_id,
-            grid_id,
-            schedule.op,
-        )
-
-    def numbered(
-        self, seq: int, dtype: str | None = None, redop: str | None = None, prior: int = 0
-    ) -> CallInfo:
-        """The same call with sequence number ``seq`` (and the caller's datatype
-        signature, reduction operation and digest of the empty calls before it, which
-        the cached program does not know)."""
-        return CallInfo(
-            seq,
-            self.root,
-            self.nbytes,
-            self.itemsize,
-            self.algorithm,
-            self.algo_id,
-            self.grid_id,
-            self.op,
-            self.dtype if dtype is None else dtype,
-            self.redop if redop is None else redop,
-            prior,
-        )
-
-    def pack(self, msg_nbytes: int, deliver_at: float) -> np.ndarray:
-        """The header of one message."""
-        raw = _HEADER.pack(
-            _MAGIC,
-            self.grid_id,
-            self.seq,
-            self.root,
-            self.nbytes,
-            self.itemsize,
-            self.algo_id,
-            msg_nbytes,
-            deliver_at,
-            self.algorithm.encode()[:_NAME],
-            self.op.encode()[:12],
-            self.dtype.encode()[:_TEXT],
-            self.redop.encode()[:_TEXT],
-            _crc(self.dtype),
-            self.prior,
-        )
-        return np.frombuffer(raw, dtype=np.uint8).copy()
-
-    def check(self, raw: np.ndarray, step: _Step, rank: int) -> float:
-        """Check a received header against this call; return its ``deliver_at``.
-
-        Fast path (every emulated message carries a header): the bytes of a matching
-        header are known but for ``deliver_at``, so one comparison accepts it; only a
-        mismatch is unpacked field by field to say what differs.
-        """
-        data = raw.tobytes()
-        expect = self._expect.get(step.nbytes)
-        if expect is None:
-            packed = self.pack(step.nbytes, 0.0).tobytes()
-            expect = self._expect[step.nbytes] = (packed[:_DELIVER_AT], packed[_NAME_AT:])
-        if data[:_DELIVER_AT] == expect[0] and data[_NAME_AT:] == expect[1]:
-            return _DOUBLE.unpack_from(data, _DELIVER_AT)[0]
-        return self._check_fields(data, step, rank)
-
-    def _fields(self) -> dict:
-        return {
-            "call number": self.seq & 0xFFFFFFFF,
-            "collective": self.op[:12],
-            "root": self.root,
-            "size": self.nbytes,
-            "itemsize": self.itemsize,
-            "datatype": self.dtype[:_TEXT],
-            "reduction operation": self.redop[:_TEXT],
-            "algorithm": self.algorithm[:_NAME],
-            "empty calls before": self.prior,
-        }
-
-    def _check_fields(self, data: bytes, step: _Step, rank: int) -> float:
-        differ, detail, deliver_at = self._differences(data, step.nbytes)
-        if differ == ["communicator"]:
-            raise MismatchError(
-                f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs "
-                "to another communicator (a stray message of a failed call)",
-                rank=rank,
-                peer=step.peer,
-            )
-        if differ:
-            raise MismatchError(
-                f"rank {rank}: the message from rank {step.peer} (op {step.index}) belongs to "
-                f"a call with other arguments ({detail}, sender's vs this rank's): all ranks "
-                f"must call the collective in the same order with the same root, size, "
-                f"datatype and reduction operation",
-                rank=rank,
-                peer=step.peer,
-            )
-        return deliver_at
-
-    def compare_waiting(self, data: bytes, peer: int, rank: int) -> None:
-        """Raise :class:`MismatchError` if ``peer``, waiting for this rank in this call
-        (a :data:`NOTICE_WAITING` notice carrying its header), runs it with other
-        arguments. Two ranks whose schedules wait for each other (the roots of a gather
-        that differ) send each other no message, so no header: this is how they learn."""
-        differ, detail, _ = self._differences(data, None)
-        if differ and differ != ["communicator"]:
-            raise MismatchError(
-                f"rank {rank}: rank {peer} waits for this rank in a call with other "
-                f"arguments ({detail}, that rank's vs this rank's): all ranks must call the "
-                "collective in the same order with the same root, size, datatype and "
-                "reduction operation",
-                rank=rank,
-                peer=peer,
-            )
-
-    def _differences(self, data: bytes, expected: int | None) -> tuple[list, str, float]:
-        """Where header ``data`` differs from this call: the fields' names (or
-        ``["communicator"]`` for another communicator's), as text (``field theirs vs
-        mine``), and the header's ``deliver_at``. ``expected``: the message size this
-        rank expects (None: not compared)."""
-        if len(data) != HEADER_BYTES or data[:4] != _MAGIC:
-            return ["header"], "header '?' vs '?'", 0.0
-        (
-            _magic,
-            grid_id,
-            seq,
-            root,
-            nbytes,
-            itemsize,
-            algo_id,
-            msg_nbytes,
-            deliver_at,
-            name,
-            op,
-            dtype,
-            redop,
-            dtype_id,
-            prior,
-        ) = _HEADER.unpack(data)
-        if seq >> 32 != self.seq >> 32:
-            return ["communicator"], "", deliver_at
-        theirs = {
-            "call number": seq & 0xFFFFFFFF,
-            "collective": _text(op),
-            "root": root,
-            "size": nbytes,
-            "itemsize": itemsize,
-            "datatype": _text(dtype),
-            "reduction operation": _text(redop),
-            "algorithm": _text(name),
-            "empty calls before": prior,
-        }
-        mine = self._fields()
-        differ = [k for k in mine if mine[k] != theirs[k]]
-        if not differ and dtype_id != _crc(self.dtype):
-            differ = ["datatype"]
-        elif not differ and algo_id != self.algo_id:
-            differ = ["algorithm parameters"]
-        elif not differ and grid_id != self.grid_id:
-            differ = ["grid"]
-        elif not differ and expected is not None and msg_nbytes != expected:
-            differ = ["message size"]
-        detail = ", ".join(f"{k} {theirs.get(k, '?')!r} vs {mine.get(k, '?')!r}" for k in differ)
-        return differ, detail, deliver_at
-
-
-# -- notices: a rank that found a mismatch tells every other rank ---------------------
-
-_NOTICE = _struct.Struct("<4sQB")
-_NOTICE_MAGIC = b"GCN1"
-NOTICE_BYTES = 256
-"""Bytes of a notice: magic, the failed call's number (with the epoch), its kind, and
-the start of the detecting rank's error message."""
-NOTICE_MISMATCH = 1
-"""A notice's kind: the sender found mismatched arguments (receivers raise
-:class:`MismatchError`)."""
-NOTICE_ERROR = 2
-"""A notice's kind: the call failed on the sender otherwise (a user's reduction
-operation raised...; receivers raise :class:`CollectiveError`)."""
-NOTICE_TIMEOUT = 3
-"""A notice's kind: the sender timed out (a rank died or never joined; receivers raise
-:class:`CollectiveTimeout`)."""
-NOTICE_WAITING = 4
-"""A notice's kind, sent to one peer, not a failure: the sender has waited
-:data:`NUDGE_AFTER` for that peer in a call, and the notice's body is the call's header.
-The peer, if it runs that call with other arguments, raises :class:`MismatchError`
-(:meth:`CallInfo.compare_waiting`); else it drops the notice."""
-NUDGE_AFTER = 0.2
-"""Seconds a rank waits for a peer without progress before it sends that peer a
-:data:`NOTICE_WAITING` (at most ``timeout / 4``; once per receive)."""
-
-
-def pack_notice(seq: int, kind: int, text: str | bytes) -> np.ndarray:
-    """The bytes of one notice (its text, or raw body, cut to fit)."""
-    raw = np.zeros(NOTICE_BYTES, dtype=np.uint8)
-    head = _NOTICE.pack(_NOTICE_MAGIC, seq, kind)
-    body = text if isinstance(text, bytes) else text.encode(errors="replace")
-    body = body[: NOTICE_BYTES - _NOTICE.size]
-    raw[: len(head)] = np.frombuffer(head, dtype=np.uint8)
-    raw[len(head) : len(head) + len(body)] = np.frombuffer(body, dtype=np.uint8)
-    return raw
-
-
-def send_notice(
-    comm: MPI.Comm,
-    tag: int,
-    seq: int,
-    kind: int,
-    text: str,
-    bells: Doorbells | None = None,
-) -> tuple[np.ndarray, list[MPI.Request]]:
-    """Tell every other rank of ``comm`` that call ``seq`` failed here (``Isend`` on
-    ``tag``, then each rank's doorbell, so a sleeping waiter wakes at once).
-
-    Every rank, not only this call's peers: in a mismatched call the ranks may run
-    different schedules, and a rank that only sent (a broadcast root, a gather leaf)
-    has no other way to learn. Returns the buffer and the requests, which the caller
-    keeps until they complete. Only a failed call sends notices.
-    """
-    raw = pack_notice(seq, kind, text)
-    me, size = comm.Get_rank(), comm.Get_size()
-    reqs = []
-    for peer in range(size):
-        if peer == me:
-            continue
-        reqs.append(comm.Isend([raw, MPI.BYTE], peer, tag))
-        if bells is not None:
-            bells.ring(peer)
-    return raw, reqs
-
-
-FAILED_DRAINS = 8
-"""Calls after a failed one that drain its strays (:class:`Ledger`): a stray is a
-message sent before its sender learnt of the failure, so it has arrived by then."""
-EMPTY_KEPT = 64
-"""Calls without a message a :class:`Ledger` remembers (a peer waiting in one is told)."""
-
-
-@dataclass
-class Ledger:
-    """What a communicator keeps between calls about calls that failed or moved nothing.
-
-    A failed call leaves messages behind (a peer's sends this rank no longer receives,
-    this rank's sends no peer will take), and notices may arrive after the call they
-    are about. The ledger lets the next calls run as if nothing happened: the calls'
-    numbers stay in step on every rank (every call, failed or empty, takes one), the
-    strays of a failed call are received and dropped (:func:`drain`) instead of being
-    taken for a mismatch, and the buffers of sends still in flight live until they
-    complete.
-    """
-
-    held: list[tuple[int, bytes]] = field(default_factory=list)
-    """``(source, notice)`` of failures of calls this rank has not reached yet."""
-    failed: dict[int, int] = field(default_factory=dict)
-    """Recent calls that failed here or elsewhere: number -> the last call number
-    that drains its strays (:data:`FAILED_DRAINS` calls later)."""
-    empty: dict[int, CallInfo] = field(default_factory=dict)
-    """Recent calls this rank completed without a message, by number (at most
-    :data:`EMPTY_KEPT`): a peer that waits in one ran it with other arguments."""
-    orphans: list = field(default_factory=list)
-    """``(buffers, requests)``: sends of failed calls and notices still in flight."""
-    last_failure: str = ""
-    """What the last notice this rank dropped said (a call it had completed failed
-    elsewhere): a later timeout names it, the likely cause."""
-
-    def note_failed(self, seq: int) -> None:
-        self.failed[seq] = seq + FAILED_DRAINS
-
-    def forget_failed(self, seq: int) -> None:
-        """Forget the failed calls whose strays call ``seq`` no longer drains, and the
-        orphaned sends that have completed."""
-        for failed, until in list(self.failed.items()):
-            if until < seq:
-                del self.failed[failed]
-        self.orphans[:] = [o for o in self.orphans if not MPI.Request.Testall(o[1])]
-
-    def note_empty(self, call: CallInfo) -> None:
-        self.empty[call.seq] = call
-        while len(self.empty) > EMPTY_KEPT:
-            del self.empty[next(iter(self.empty))]
-
-
-def take_notice(
-    comm: MPI.Comm,
-    tag: int,
-    seq: int,
-    call: CallInfo | None = None,
-    ledger: Ledger | None = None,
-) -> CollectiveError | None:
-    """The error a waiting notice says this rank's call ``seq`` has (None if none).
-
-    ``seq`` is the number (with the epoch) of the call this rank is in, or made last.
-    A notice of another epoch (a freed communicator whose context MPI recycled) is
-    received and dropped. A :data:`NOTICE_WAITING` is this rank's own
-    :class:`MismatchError` if it is about ``call``, the call this rank runs, with
-    other arguments; if it is about a call this rank completed without a message
-    (``ledger.empty``), the waiting peer is told (a mismatch notice to it alone:
-    this rank's own call is complete); else it is dropped. A failure of call ``seq``
-    is returned. A failure of an earlier call, one this rank completed, is dropped:
-    its result here stands, since every message it took passed its header's check
-    (the call is noted as failed, so its strays are drained). A failure of a later
-    call (a peer that already finished this one failed in its next) is kept in
-    ``ledger.held`` until ``seq`` reaches it (without a ledger it is returned). Cost
-    without a notice: one ``Iprobe``.
-    """
-    me = comm.Get_rank()
-    status = MPI.Status()
-    while comm.Iprobe(MPI.ANY_SOURCE, tag, status):
-        src = status.Get_source()
-        raw = np.empty(NOTICE_BYTES, dtype=np.uint8)
-        comm.Recv([raw, MPI.BYTE], src, tag)
-        data = raw.tobytes()
-        magic, their_seq, kind = _NOTICE.unpack_from(data)
-        if magic != _NOTICE_MAGIC or their_seq >> 32 != seq >> 32:
-            continue
-        if kind == NOTICE_WAITING:
-            header = data[_NOTICE.size : _NOTICE.size + HEADER_BYTES]
-            if call is not None and their_seq == call.seq:
-                try:
-                    call.compare_waiting(header, src, me)
-                except MismatchError as err:
-                    return err
-            elif ledger is not None and their_seq in ledger.empty:
-                _answer_waiting(comm, tag, ledger, ledger.empty[their_seq], header, src)
-            continue
-        if their_seq == seq or (ledger is None and their_seq > seq):
-            return _notice_error(me, src, data)
-        if ledger is None:
-            continue
-        if their_seq > seq:
-            ledger.held.append((src, data))
-        else:
-            ledger.note_failed(their_seq)
-            ledger.last_failure = str(_notice_error(me, src, data))
-    return None
-
-
-def held_notice(
-    comm: MPI.Comm, seq: int, ledger: Ledger, later: bool = False
-) -> CollectiveError | None:
-    """The error of call ``seq`` (with ``later``, of any call from ``seq`` on) that a
-    notice held in ``ledger`` says (it came while an earlier call ran), else None;
-    held notices of calls before ``seq`` are dropped."""
-    for src, data in list(ledger.held):
-        their_seq = _NOTICE.unpack_from(data)[1]
-        if their_seq == seq or (later and their_seq > seq):
-            ledger.held.remove((src, data))
-            return _notice_error(comm.Get_rank(), src, data)
-        if their_seq < seq:
-            ledger.held.remove((src, data))
-            ledger.note_failed(their_seq)
-    return None
-
-
-def _answer_waiting(
-    comm: MPI.Comm, tag: int, ledger: Ledger, mine: CallInfo, header: bytes, peer: int
-) -> None:
-    """Tell ``peer``, waiting for this rank in a call this rank ran without a message,
-    that the two ran it with other arguments (a mismatch notice to it alone)."""
-    _differ, detail, _ = mine._differences(header, None)
-    text = (
-        f"rank {comm.Get_rank()} ran call {mine.seq & 0xFFFFFFFF} moving no byte "
-        f"({detail or 'the same arguments'}, the waiting rank's vs that rank's)"
-    )
-    raw = pack_notice(mine.seq, NOTICE_MISMATCH, text)
-    ledger.orphans.append(([raw], [comm.Isend([raw, MPI.BYTE], peer, tag)]))
-
-
-def drain(comm: MPI.Comm, tags: Sequence[int]) -> None:
-    """Receive and drop every message waiting on ``tags`` (a failed call's data and
-    header tags): a peer's send this rank no longer receives completes, and nothing of
-    the call stays in the library's queue of unexpected messages."""
-    status = MPI.Status()
-    for tag in tags:
-        while comm.Iprobe(MPI.ANY_SOURCE, tag, status):
-            count = status.Get_count(MPI.BYTE)
-            comm.Recv([np.empty(max(count, 1), dtype=np.uint8), MPI.BYTE], status.Get_source(), tag)
-
-
-def empty_digest(prior: int, call: CallInfo) -> int:
-    """The digest of the empty calls so far (``prior``) extended by ``call``: CRC-32
-    of its collective, root, item size, datatype and reduction operation, chained."""
-    text = f"{call.op}|{call.root}|{call.itemsize}|{call.dtype}|{call.redop}"
-    return _zlib.crc32(text.encode(), prior)
-
-
-def _notice_error(me: int, src: int, data: bytes) -> CollectiveError:
-    """The error a failure notice from ``src`` says this rank has."""
-    _magic, seq, kind = _NOTICE.unpack_from(data)
-    text = _text(data[_NOTICE.size :])
-    what = f"rank {me}: rank {src} reports that call {seq & 0xFFFFFFFF} failed there ({text})"
-    if kind == NOTICE_MISMATCH:
-        return MismatchError(
-            what + ": the ranks called the collective with mismatched arguments; this "
-            "rank's result of that call may differ from the others'",
-            rank=me,
-            peer=src,
-            relayed=True,
-        )
-    if kind == NOTICE_TIMEOUT:
-        return CollectiveTimeout(
-            what + ": a rank died or never joined", rank=me, peer=src, relayed=True
-        )
-    return CollectiveError(
-        what + ": the collective failed on that rank", rank=me, peer=src, relayed=True
-    )
 
 
 # -- compiled programs ----------------------------------------------------------------

@@ -58,7 +58,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from gridcoll.errors import GridcollError
+from gridcoll.errors import LaunchError
 from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import load_grid, save_grid
 from gridcoll.network.load import LoadTrace
@@ -71,7 +71,6 @@ from gridcoll.runtime.worker import ENV_STATUS_DIR, ERROR_PREFIX, RESULT_PREFIX
 __all__ = [
     "ENV_LAUNCH",
     "RANK_WRAPPER",
-    "LaunchError",
     "LaunchResult",
     "LaunchedJob",
     "RankReport",
@@ -99,10 +98,6 @@ OVERSUBSCRIBE_ENV = {
 
 STARTUP_S = 30.0
 """Wall-clock allowance for starting the ranks (plus 2 s per rank), on top of the runs."""
-
-
-class LaunchError(GridcollError):
-    """``mpiexec`` could not be found or run, or the launched job failed."""
 
 
 def default_mpiexec() -> str:

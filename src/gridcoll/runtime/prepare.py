@@ -36,25 +36,19 @@ from dataclasses import replace
 import numpy as _np
 from mpi4py import MPI
 
-from gridcoll.runtime.executor import (
+from gridcoll.errors import CollectiveError, CollectiveTimeout, MismatchError
+from gridcoll.runtime.executor import Program, compile_program, execute, wait
+from gridcoll.runtime.header import CallInfo, empty_digest
+from gridcoll.runtime.layout import layout_for
+from gridcoll.runtime.notices import (
     NOTICE_ERROR,
     NOTICE_MISMATCH,
     NOTICE_TIMEOUT,
-    CallInfo,
-    CollectiveError,
-    CollectiveTimeout,
-    MismatchError,
-    Program,
-    compile_program,
     drain,
-    empty_digest,
-    execute,
     held_notice,
     send_notice,
     take_notice,
-    wait,
 )
-from gridcoll.runtime.layout import layout_for
 from gridcoll.runtime.state import PROCESS, Prepared, State, note_failure
 from gridcoll.runtime.watchdog import MAIN, PROGRESS
 from gridcoll.schedule.ir import Schedule

@@ -42,7 +42,13 @@ from typing import Any
 import numpy as _np
 from mpi4py import MPI
 
-from gridcoll.errors import GridError, ParameterError, UnknownAlgorithm
+from gridcoll.errors import (
+    CollectiveError,
+    CollectiveTimeout,
+    GridError,
+    ParameterError,
+    UnknownAlgorithm,
+)
 from gridcoll.memo import Memo
 from gridcoll.network.grid import Grid, place_by_host, placement_summary
 from gridcoll.network.presets import get_grid, lan
@@ -51,17 +57,9 @@ from gridcoll.runtime import host as _host
 from gridcoll.runtime import hostnames as _hostnames
 from gridcoll.runtime.choice import algo_table
 from gridcoll.runtime.doorbell import Doorbells
-from gridcoll.runtime.executor import (
-    DEFAULT_TIMEOUT,
-    CollectiveError,
-    CollectiveTimeout,
-    Ledger,
-    Program,
-    held_notice,
-    take_notice,
-    wait,
-)
+from gridcoll.runtime.executor import DEFAULT_TIMEOUT, Program, wait
 from gridcoll.runtime.layout import Layout
+from gridcoll.runtime.notices import Ledger, held_notice, take_notice
 from gridcoll.runtime.record import CallLog, open_log
 from gridcoll.runtime.watchdog import (
     GRACE_S,

@@ -9,11 +9,11 @@ stream (every tree broadcast). :mod:`gridcoll.simulate.fairshare` shares fair li
 (``Link.sharing == "fair"``) max-min fairly among the messages on them.
 """
 
+from gridcoll.errors import EmptySchedule
 from gridcoll.simulate.engine import (
     NORMAL,
     URGENT,
     BaseEnvironment,
-    EmptySchedule,
     Environment,
     Event,
     RealtimeEnvironment,

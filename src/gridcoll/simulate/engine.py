@@ -30,12 +30,13 @@ from collections.abc import Callable
 from heapq import heappop, heappush
 from typing import Any
 
+from gridcoll.errors import EmptySchedule
+
 __all__ = [
     "NORMAL",
     "PENDING",
     "URGENT",
     "BaseEnvironment",
-    "EmptySchedule",
     "Environment",
     "Event",
     "RealtimeEnvironment",
@@ -50,10 +51,6 @@ NORMAL = 1
 
 PENDING: Any = object()
 """Value of an event that has not been triggered yet."""
-
-
-class EmptySchedule(Exception):
-    """Raised by :meth:`Environment.step` when no event is left to process."""
 
 
 class _StopSimulation(Exception):
