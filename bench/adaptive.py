@@ -1,4 +1,4 @@
-"""Seed 001's adaptive-broadcast experiment, three load seeds (issue 13 item 6).
+"""Seed 001's adaptive-broadcast experiment, three load seeds (sec. 3, figure 8).
 
 For each seed, seed 001's application (60 broadcasts from 1 MB down, intervals from 90 s
 down) runs on ``teragrid`` (64 ranks) under seed 001's random load on C3's links, with
@@ -7,7 +7,7 @@ tree re-planned by the advisor, gridcoll's adaptive advisor, gridcoll's static p
 Every call is simulated under the load; the runs without load (the reference a
 strategy returns to after a load) do not depend on the seed and are made once.
 
-It reports, per seed and strategy, the issue's goals:
+It reports, per seed and strategy, the goals:
 
 * ``improvement_loaded`` over MPICH-G2 (mean per loaded call; goal >= 25%, and better
   than Mateescu's);

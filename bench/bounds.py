@@ -3,7 +3,7 @@
 For each grid, a fresh grid object (nothing memoised) and a cold
 :func:`gridcoll.network.broadcast_bound` of 1 MiB from rank 0: wall and CPU seconds
 (the machine may be shared), the quotient graph's size, and the bound's parts
-(latency, throughput, windowed cut). Issue 10's goals: milliseconds on
+(latency, throughput, windowed cut). Goals: milliseconds on
 ``magpie:32,32`` (1,024 ranks), well under 0.3 s on ``magpie:100,100`` (10,000 ranks);
 before the cluster quotient the throughput bound alone took 2.3 s and 236 s there.
 

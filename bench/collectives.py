@@ -41,7 +41,7 @@ PAPER_MS = {
 
 PAPER_TOLERANCE = 0.10
 MODEL_GOAL = 0.10
-"""The issue's goals: the paper's figures within 10%, the model within 10% from 64 KB."""
+"""The goals: the paper's figures within 10%, the model within 10% from 64 KB."""
 
 FIGURE_GRIDS = ("magpie:4,1", "magpie:4,16", "magpie:8,1", "magpie:8,8")
 QUICK_FIGURE_GRIDS = ("magpie:4,1", "magpie:8,1")

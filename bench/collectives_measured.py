@@ -1,4 +1,4 @@
-"""Seed 000's collectives measured for real over MPI on the emulated WAN (issue 5).
+"""Seed 000's collectives measured for real over MPI on the emulated WAN (sec. 3.2-3.4).
 
 Every call runs through :class:`gridcoll.Comm` (``Scatter``, ``Gather``, ...) under
 ``mpiexec``, one process per rank, the WAN emulated below every algorithm
@@ -19,7 +19,7 @@ One launch per grid runs all of its calls.
    ``mpich`` (MPICH's flat-network algorithms on the same emulated grid) and the bound
    (:func:`gridcoll.network.bounds.collective_bound`).
 
-4. **The rest of MPI's collectives** (issue 12) on ``das2:4`` and ``magpie:4,2`` with
+4. **The rest of MPI's collectives** on ``das2:4`` and ``magpie:4,2`` with
    ``auto``: ``Scatterv``, ``Gatherv``, ``Allgatherv`` and ``Alltoallv`` with uneven
    counts (block ``i`` of ``((5 i) mod P + 1) / P`` times the size, every fourth one
    empty), and ``Reduce_scatter_block`` (``size``: one rank's block), ``Scan`` and
@@ -72,7 +72,7 @@ ALLREDUCE_ALGOS = ("auto", "mpich")
 NEW_GRIDS = ("das2:4", "magpie:4,2")
 UNEVEN_OPS = ("scatterv", "gatherv", "allgatherv", "alltoallv")
 NEW_OPS = (*UNEVEN_OPS, "reduce_scatter", "scan", "exscan")
-"""The collectives of issue 12 the new part measures (the v-variants' counts:
+"""The collectives part 4 measures (the v-variants' counts:
 :func:`uneven_counts`)."""
 NEW_SIZES = (64 * 1024, MB)
 QUICK_NEW_SIZES = (64 * 1024,)
@@ -320,7 +320,7 @@ def _print(out, rows: list[dict], summary: dict) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    bench = Bench("collectives_measured", "issue 5's collectives measured over MPI", argv)
+    bench = Bench("collectives_measured", "seed 000's collectives measured over MPI", argv)
     bench.parser.add_argument("--repeat", type=int, default=3, help="runs per call")
     bench.parser.add_argument(
         "--only", choices=("new",), help="run one part only (new: the rest of MPI's collectives)"

@@ -33,7 +33,7 @@ AUTO_GOAL = 1.5
 """auto's goal: simulated time within this factor of the bound on magpie:8,1."""
 
 PAPER_TOLERANCE = 0.10
-"""The issue's tolerance for reproducing the paper's figures."""
+"""The tolerance for reproducing the paper's figures."""
 
 
 def run_case(spec: str, algorithm: str) -> dict:

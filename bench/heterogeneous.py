@@ -1,4 +1,4 @@
-"""Heterogeneous broadcast trees on one contention-aware simulator (issue 6).
+"""Heterogeneous broadcast trees on one contention-aware simulator (seeds 001, 003, 004).
 
 Every builder of seeds 001, 003 and 004 (FEF, ECEF, look-ahead, HLOT, TPS, Mateescu,
 basic/driver/clustered simulated annealing, Phoenix's latency- and bandwidth-aware
@@ -272,7 +272,7 @@ def planning_times(budget: float, repeat: int) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    bench = Bench("heterogeneous", "heterogeneous trees: seeds 001, 003, 004 (issue 6)", argv)
+    bench = Bench("heterogeneous", "heterogeneous trees: seeds 001, 003, 004", argv)
     bench.parser.add_argument(
         "--budget", type=float, default=1.0, help="planning budget, nominal seconds (default 1)"
     )

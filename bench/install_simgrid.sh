@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Install SimGrid's Python bindings for bench/simgrid_check.py (issue 13's recipe).
+# Install SimGrid's Python bindings for bench/simgrid_check.py (the recipe in bench/README.md).
 # SimGrid is compiled from source by pip: about 10-20 minutes on 2 cores. Not needed by
 # gridcoll itself, its tests or CI.
 # Usage: bench/install_simgrid.sh    (as root, or with sudo for apt-get)

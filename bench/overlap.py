@@ -1,4 +1,4 @@
-"""Overlap of a non-blocking collective with computation (issue 12, item 3).
+"""Overlap of a non-blocking collective with computation.
 
 On ``das2:4`` (16 ranks in 4 clusters, the WAN emulated), every rank runs, in one job,
 alternately:
@@ -12,7 +12,7 @@ alternately:
 Each is timed from a common start (rank 0 picks an instant, every rank sleeps until it)
 to the last rank's end, and the result of every allreduce is checked; ``cpu_s`` is the
 CPU time of the run summed over the ranks (``time.process_time``, every thread): what
-the collective alone costs the cores is ``collective_cpu_s``. Goal (the issue):
+the collective alone costs the cores is ``collective_cpu_s``. Goal:
 the overlapped run costs at most 1.1x the computation alone; the ratio to
 ``max(computation, collective)`` says how much of the shorter one was hidden.
 

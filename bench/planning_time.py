@@ -1,6 +1,6 @@
 """How long a cold plan takes, from 8 to 10,000 ranks, on uniform and uneven grids.
 
-Issue 10's goals for a cold ``plan(grid, "bcast", 1 MiB)`` (``algo="auto"``): at most
+The goals for a cold ``plan(grid, "bcast", 1 MiB)`` (``algo="auto"``): at most
 50 ms on ``magpie:32,32`` (1,024 ranks), 1 s on ``magpie:100,100`` (10,000 ranks) and
 200 ms on ``transit-stub:60,1``; a cached plan at most 20 us.
 
@@ -61,7 +61,7 @@ QUICK_GRIDS = (
     ("magpie:32,32", "uniform"),
 )
 GOALS_S = {"magpie:32,32": 0.05, "magpie:100,100": 1.0, "transit-stub:60,1": 0.2}
-"""Issue 10's cold-plan goals (seconds); every cached plan: 20 us."""
+"""The cold-plan goals (seconds); every cached plan: 20 us."""
 CACHED_GOAL_S = 20e-6
 
 

@@ -1,9 +1,9 @@
-"""FIFO vs fair links: issue 13's ten broadcasts simulated under both sharing modes.
+"""FIFO vs fair links: ten reference broadcasts simulated under both sharing modes.
 
 Each schedule is planned on the FIFO grid (the models are FIFO-based) and replayed by
 the simulator on the same grid with FIFO links and with every link fair
 (``Grid.with_link_sharing("fair")``, ``docs/grid-format.md``). ``simgrid_fair_s`` is the
-figure issue 13 reports for SimGrid 4.1 under fair sharing, where it gives one (the
+reference figure of SimGrid 4.1 under fair sharing, where it gives one (the
 two cases with contention); ``bench/simgrid_check.py`` replays all ten in SimGrid.
 
 Run: ``python bench/sharing.py [--quick] [--out bench/results/sharing.json]``.
@@ -30,7 +30,7 @@ CASES = (
     ("transit-stub:20,3", "fef-segmented", 64 * KiB, None),
     ("transit-stub:20,3", "tps", 64 * KiB, 42.4),
 )
-"""(grid, algorithm, bytes, SimGrid's fair-sharing seconds from issue 13 or None)."""
+"""(grid, algorithm, bytes, SimGrid's fair-sharing seconds or None)."""
 QUICK = ("magpie-original", "mpich", "ecef", "tps")
 
 

@@ -1,9 +1,9 @@
-"""gridcoll's simulator against SimGrid: issue 13's ten broadcasts replayed in both.
+"""gridcoll's simulator against SimGrid: ``sharing.py``'s ten broadcasts replayed in both.
 
 Every case of ``bench/sharing.py`` (a broadcast from rank 0, planned on the FIFO grid
 with ``tune.plan(..., check=False)``) is simulated by gridcoll with FIFO links and with
 every link fair (``Grid.with_link_sharing("fair")``), and replayed in SimGrid (4.1, its
-Python bindings) the way issue 13 describes:
+Python bindings) as follows:
 
 * one host per rank; one SimGrid link per gridcoll resource of :meth:`Grid.path`: NIC
   out and NIC in of every rank, gateway out and gateway in of every cluster, every
@@ -26,7 +26,7 @@ Python bindings) the way issue 13 describes:
   fair links count it);
 * the SimGrid time is the latest rank's completion, as ``SimResult.total_s``.
 
-Goal (issue 13): gridcoll with fair links within 2% of SimGrid on all ten cases; with
+Goal: gridcoll with fair links within 2% of SimGrid on all ten cases; with
 FIFO links, within 2% on the eight cases without contention (all but teragrid ``ecef``
 and transit-stub ``tps``). The JSON also holds ``checks``: a lone message and chains,
 where FIFO and fair agree, to validate the mapping.
@@ -63,10 +63,10 @@ from sharing import CASES, QUICK
 KiB, MiB = 1024, 1024 * 1024
 
 GOAL = 0.02
-"""Issue 13's goal: |gridcoll - SimGrid| / SimGrid at most 2%."""
+"""The goal: |gridcoll - SimGrid| / SimGrid at most 2%."""
 
 CONTENTION = (("teragrid", "ecef"), ("transit-stub:20,3", "tps"))
-"""The two cases issue 13 names as having contention (FIFO and fair differ there)."""
+"""The two cases with contention (FIFO and fair differ there)."""
 
 SIMGRID_CONFIG = (
     "network/model:CM02",
@@ -76,7 +76,7 @@ SIMGRID_CONFIG = (
     "network/bandwidth-factor:1",
     "network/weight-S:0",
 )
-"""SimGrid configuration of issue 13's replay (CM02, no cross traffic, no TCP window)."""
+"""SimGrid configuration of the replay (CM02, no cross traffic, no TCP window)."""
 
 INSTALL = (
     "simgrid_check: SimGrid's Python module is not importable; install it with "
@@ -350,7 +350,7 @@ def main(argv: list[str] | None = None) -> int:
     out = console()
     check_columns = [*columns[:-1], ("FIFO ok", "fifo_within_goal", str)]
     out.print(table("checks: no contention (FIFO = fair)", checks, check_columns))
-    out.print(table("issue 13's broadcasts: gridcoll vs SimGrid", bench.rows, columns))
+    out.print(table("the ten broadcasts: gridcoll vs SimGrid", bench.rows, columns))
     fifo_cases = [r for r in bench.rows if not r["contention"]]
     summary = {
         "cases": len(bench.rows),

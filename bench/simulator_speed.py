@@ -1,6 +1,6 @@
 """Simulator speed: building and simulating two-layer broadcasts of 1,000 and 10,000 ranks.
 
-Issue 10, item 7: a 1 MiB ``magpie-segmented`` broadcast from rank 0 on
+A 1 MiB ``magpie-segmented`` broadcast from rank 0 on
 ``magpie:100,100`` (10,000 ranks) in 512 segments of 2 KiB -- about 5 million messages
 -- built and simulated in at most 10 s together. Degrees: a flat WAN tree
 (``wan_degree = C - 1``) and ``lan_degree = 3``, what ``plan(..., algo=
@@ -32,7 +32,7 @@ from gridcoll.simulate import simulate
 
 NBYTES = 2**20
 GOAL_S = 10.0
-"""Issue 10's goal for building plus simulating the 10,000-rank, 512-segment case."""
+"""The goal for building plus simulating the 10,000-rank, 512-segment case."""
 
 FULL = [
     ("magpie:32,32", 2048, "dataflow"),

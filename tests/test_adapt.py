@@ -1,4 +1,4 @@
-"""The adaptive layer (gridcoll.adapt; issue 13, seed 001): forecasters, the network
+"""The adaptive layer (gridcoll.adapt; seed 001, sec. 2.5): forecasters, the network
 monitor, the advisor, the plan hand-off, the simulated scenario, and
 Grid.with_link_load, which they plan on."""
 

@@ -1,4 +1,4 @@
-"""Adaptive collectives end to end (issue 13): ``gridcoll scenario`` simulated and
+"""Adaptive collectives end to end (seed 001): ``gridcoll scenario`` simulated and
 measured, and ``gridcoll mpirun --adaptive``: the hand-off in the trailer (every rank
 runs the announced plan, checked by the call header; a rank holding another
 announcement fails the call everywhere), and the root's monitor learning a link's load
@@ -30,7 +30,7 @@ def write_load(tmp_path, link: str, fraction: float, start: float, end: float):
 # -- gridcoll scenario --simulate ------------------------------------------------------------
 def test_scenario_simulated_json_and_plot(capsys, tmp_path):
     """magpie:3,2 with c1's links at 90% from t = 20 s (2 s scaled): the JSON has the
-    issue's fields, ``loaded`` follows the trace, mpich-g2 is its own baseline, the plot
+    scenario's fields, ``loaded`` follows the trace, mpich-g2 is its own baseline, the plot
     is written."""
     load = tmp_path / "load.json"
     loads = [{"link": name, "fraction": 0.9, "from": 20.0, "to": 10**6}

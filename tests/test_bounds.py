@@ -201,7 +201,7 @@ def test_windowed_bound_of_the_papers_grid(nbytes):
 
 
 def test_windowed_bound_at_16KiB_is_tighter_than_throughput():
-    # issue 10: the throughput bound said 12.3 ms; the best direct schedule needs 27.7 ms
+    # the throughput bound alone says 12.3 ms; the best direct schedule needs 27.7 ms
     bound = broadcast_bound(get_grid("magpie:8,1"), 16384)
     assert round(bound.throughput_s * 1e3, 1) == 12.3
     assert round(bound.time_s * 1e3, 1) == 20.9

@@ -397,7 +397,7 @@ def test_demo_measure_runs_the_schedules_over_mpi(capsys, tmp_path):
     assert (tmp_path / "sizes.png").stat().st_size > 1000
 
 
-# -- one planning path (issue 10's defects) -----------------------------------------------
+# -- one planning path: what the user fixes is what is planned and simulated ------------
 def test_fixed_segment_size_is_planned_and_simulated_as_given(capsys):
     data = run_json(
         capsys, "plan", "--grid", "magpie:4,4", "--size", "1MB", "--segment-size", "16KB",

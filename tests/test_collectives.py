@@ -1,5 +1,5 @@
 """scatter, gather, allgather, all-to-all, reduce, allreduce and barrier: builders,
-models, bounds, planning and the non-commutative rules (issue 5, part A)."""
+models, bounds, planning and the non-commutative rules."""
 
 import dataclasses
 import math

@@ -108,7 +108,7 @@ def test_run_refuses_what_it_cannot_verify():
     assert proc.returncode == 2 and "--itemsize 32" in proc.stderr
 
 
-# -- every buffer kind mpi4py accepts (issue 12, item 1) ---------------------------------
+# -- every buffer kind mpi4py accepts ----------------------------------------------------
 
 
 def check_kinds(proc, nranks: int, emulated: bool) -> dict:

@@ -847,7 +847,7 @@ def test_a_child_climbing_to_the_leavers_parent_takes_the_routes_figures() -> No
     """The last parent an Adopt names is the leaver's parent, often across the wide
     area: climbing to it (the nearer sibling named first left too) takes the route's
     figures, as for an ancestor, not the lost LAN hop's, and probes it. (After fig. 9's
-    leave on ``das2-spread:64,4``, seed 1, with this session's other rules, a Leiden
+    leave on ``das2-spread:64,4``, seed 1, without this rule, a Leiden
     member so climbed to a VU process with 0.06 ms and 50 MB/s: root 0's model chose
     its latency tree for 4 MiB, and every broadcast took 6.73 s, not 5.6.)"""
     procs = _founders(4)

@@ -1,4 +1,4 @@
-"""Fair links on the emulated WAN (issue 13, item 0): the shared flow table.
+"""Fair links on the emulated WAN: the shared flow table.
 
 ``gridcoll.runtime.flow_table`` advances a fluid max-min simulation lazily, from
 whichever process touches it. These tests check its arithmetic against hand-worked
@@ -113,7 +113,7 @@ def test_one_pairs_flows_keep_their_order_as_on_one_connection(fair):
 
 
 def test_a_half_load_doubles_a_lone_flows_time_and_a_load_step_mid_flow_counts(tmp_path):
-    """Issue 13, item 1, under fair sharing: the load leaves ``1 - f`` of the link."""
+    """A load trace under fair sharing: the load leaves ``1 - f`` of the link."""
     grid = magpie(2, 1).with_link_sharing("fair")
     state = LinkState(create_link_state(grid, tmp_path / "links"), grid)
     g, L = grid.links["c0->c1"].g(M), grid.plogp(0, 1).L

@@ -1,4 +1,4 @@
-"""Hostile inputs (issue 11): every bad grid file or command-line value is one clear
+"""Hostile inputs: every bad grid file or command-line value is one clear
 error (exit status 2, never a traceback, never a hang), raised before any work.
 
 The fixed cases are the ones a hostile user found; the fuzz tests mutate a valid grid
@@ -373,7 +373,7 @@ def test_a_placement_holding_null_is_refused(tmp_path):
         load_grid(path)
 
 
-# -- placement by host (issue 12) ----------------------------------------------------------
+# -- placement by host ---------------------------------------------------------------------
 BY_HOST = {k: v for k, v in copy.deepcopy(VALID).items() if k != "placement"}
 BY_HOST["clusters"][0]["hosts"] = ["node-a*", "login1"]
 BY_HOST["clusters"][1]["hosts"] = ["node-b[0-9]"]

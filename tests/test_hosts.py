@@ -1,4 +1,4 @@
-"""Placement by host (issue 12, item 4): the grid file's ``hosts``, the pure resolution
+"""Placement by host: the grid file's ``hosts``, the pure resolution
 ``place_by_host``, and the runtime's host names (``GRIDCOLL_FAKE_HOSTNAME``), without
 MPI. The MPI side is ``tests/test_runtime_mpi.py::test_several_hosts_*``."""
 

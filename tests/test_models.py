@@ -293,7 +293,7 @@ def test_registry_merges_family_dicts(monkeypatch, tmp_path):
         _merge(("broken_family",))  # a family whose own imports fail is not hidden
 
 
-# -- the fast paths of the per-edge model, the quotient, the lower bound (issue 10) -------
+# -- the fast paths of the per-edge model, the quotient, the lower bound ----------------
 def _random_tree(ranks: list[int], rng) -> Tree:
     """A random tree over ``ranks`` (root first), children in random send order."""
     children: dict[int, list[int]] = {}
@@ -373,8 +373,8 @@ def test_shared_links_are_taken_in_the_order_of_the_sends():
 
 
 def test_phoenix_latency_prediction_equals_its_simulation_on_das2():
-    """Issue 10: phoenix-latency on das2:50 at 1 B was predicted 60% above its
-    simulation (the links were booked breadth first, not in time order). On the
+    """phoenix-latency on das2:50 at 1 B: the links are booked in time order, not
+    breadth first (which predicted 60% above the simulation). On the
     core's trees (four seeds) the model is exact on two and 0.1-0.2% low on the
     others (a residue not yet explained), far inside 1%."""
     grid = get_grid("das2:50")
@@ -466,10 +466,10 @@ def test_optimistic_bound_prunes_single_trees_behind_the_multitree():
 # -- models against the physical bound ----------------------------------------------------
 @pytest.mark.parametrize("spec", ["lan:8", "lan:24", "magpie:4,2", "das2:3", "transit-stub:8,1"])
 def test_no_alltoall_model_predicts_below_the_bound(spec):
-    """Issue 10: ``plan --grid lan:24 --op alltoall --size 64KiB`` predicted 29.8 ms,
-    below its bound of 30.2 ms: Table 3's lower bound ignores the NIC serialising a
-    rank's P - 1 messages. Neither the fitted ratio (the tuner's) nor the default may
-    predict below ``collective_bound`` now."""
+    """``plan --grid lan:24 --op alltoall --size 64KiB`` must not predict below its
+    bound of 30.2 ms: Table 3's lower bound (seed 002, sec. 5) ignores the NIC
+    serialising a rank's P - 1 messages (29.8 ms). Neither the fitted ratio (the
+    tuner's) nor the default may predict below ``collective_bound``."""
     from gridcoll.models import MODELS
     from gridcoll.network.bounds import collective_bound
     from gridcoll.tune.contention import contention_model

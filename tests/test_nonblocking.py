@@ -1,4 +1,4 @@
-"""Non-blocking collectives (issue 12, item 3): requests, order, overlap semantics.
+"""Non-blocking collectives: requests, order, overlap semantics.
 
 Fast tests in this process: :class:`CollectiveRequest` works with mpi4py's ``Request``
 API (``Wait``, ``Test``, ``Waitall``, ``Waitany``) and raises a failed job's error;

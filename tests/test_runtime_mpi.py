@@ -489,7 +489,7 @@ def test_default_mpiexec_is_the_wheels():
     assert Path(default_mpiexec()).name == "mpiexec"
 
 
-# -- ranks on several hosts, faked on this machine (issue 12, item 4) ----------------------
+# -- ranks on several hosts, faked on this machine --------------------------------------
 
 
 def hosts_grid(tmp_path: Path, clusters: dict[str, int], hosts: dict[str, list[str]]) -> Path:
@@ -587,7 +587,7 @@ def test_several_hosts_worker_times_barrier_to_barrier(tmp_path):
     ]
 
 
-# -- the record of a run (GRIDCOLL_LOG, GRIDCOLL_ALGO; issue 12, item 5) ----------------
+# -- the record of a run (GRIDCOLL_LOG, GRIDCOLL_ALGO) ---------------------------------
 
 
 def _log_lines(path: Path) -> list[dict]:

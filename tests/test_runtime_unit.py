@@ -184,7 +184,7 @@ def test_header_round_trip_and_mismatch():
 
 
 def test_header_carries_collective_datatype_and_reduction_operation():
-    """Issue 11 item 3: what must agree is in every header, and a mismatch names the
+    """What must agree is in every header, and a mismatch names the
     field with both values (sender's vs this rank's)."""
     sched = _schedule(((Send(1, (0,)),), (Recv(0, (0,)),)), ((0, 8),), 8)
     base = CallInfo.of(sched, seq=5, itemsize=8, grid_id=9)
@@ -784,7 +784,7 @@ def test_watchdog_ends_a_call_past_its_deadline_and_spares_a_finished_one():
     ]
 
 
-# -- GRIDCOLL_ALGO and GRIDCOLL_LOG (issue 12, item 5) -----------------------------------
+# -- GRIDCOLL_ALGO and GRIDCOLL_LOG ----------------------------------------------------
 
 
 def test_algo_text_chooses_per_collective():

@@ -143,7 +143,7 @@ def test_a_lone_message_takes_the_same_time_in_both_modes(m, g0):
 
 @pytest.mark.parametrize("g0", [0.0, 8e-6])
 def test_a_half_share_doubles_a_lone_message(g0):
-    """Issue 13: two equal messages starting together on one fair link both take twice
+    """Two equal messages starting together on one fair link both take twice
     what one takes alone; on a FIFO link the first takes 1x and the second 2x."""
     m, paths = 100_000, {0: ("down",), 1: ("down",)}
     schedule = sends(3, [(0, 2, m), (1, 2, m)])
@@ -336,7 +336,7 @@ def test_scaled_links_keep_their_sharing():
 # -- the tuner -------------------------------------------------------------------------------
 def test_plan_on_a_fair_grid_simulates_fairly():
     """The models stay FIFO-based; plan's check simulates on the fair grid. ECEF's 1 MiB
-    tree on teragrid (issue 13: 7.78 s FIFO, slower when its WAN messages share links)."""
+    tree on teragrid (7.78 s FIFO, slower when its WAN messages share links)."""
     grid = get_grid("teragrid+fair")
     p = plan(grid, "bcast", 1 << 20, 0, algo="ecef", check=True)
     schedule = p.build(grid)

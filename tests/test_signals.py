@@ -1,4 +1,4 @@
-"""Faults end the job by name, and nothing is left behind (issue 11, items 4 and 5).
+"""Faults end the job by name, and nothing is left behind.
 
 Fast tests (no MPI): the CLI turns SIGINT, SIGTERM and SIGHUP into one exception and
 an exit status of ``128 + signal``; :class:`LaunchedJob` stops processes that left the
@@ -486,7 +486,7 @@ def test_run_worker_says_how_the_rank_that_died_ended():
     )
 
 
-# -- faults: a rank that dies or never joins ends the job by name (issue 11, item 4) ----
+# -- faults: a rank that dies or never joins ends the job by name ----------------------
 
 
 def test_describe_exits_names_the_rank_the_others_waited_for():

@@ -1,4 +1,4 @@
-"""The soak test (issue 11, item 6): 1,000 mixed collectives on 8 ranks against mpi4py's
+"""The soak test: 1,000 mixed collectives on 8 ranks against mpi4py's
 own results, with the memory growth reported.
 
 ``tests/mpi/soak.py`` runs under ``mpiexec -n 8`` through one ``gridcoll.Comm`` with

@@ -437,7 +437,7 @@ def test_check_simulates_the_plan_itself():
     assert plan(grid, "bcast", 256 * KiB, algo="binomial").simulated_s is None
 
 
-# -- the planning deadline (issue 11: --budget bounds planning) ------------------------------
+# -- the planning deadline (--budget bounds planning) ---------------------------------------
 class SteppingClock:
     """A fake clock: ``step`` seconds pass between two readings, none otherwise."""
 

@@ -1,4 +1,4 @@
-"""Adaptive broadcasts under ``gridcoll mpirun --adaptive`` (issue 13 items 2-5).
+"""Adaptive broadcasts under ``gridcoll mpirun --adaptive`` (seed 001, sec. 2.5).
 
 Broadcasts of linearly decreasing sizes from rank 0, a pause between calls (the
 advisor plans in it). After each call every rank checks its bytes and reports the plan

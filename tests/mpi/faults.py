@@ -1,4 +1,4 @@
-"""Rank 3 misbehaves in a 16 MiB broadcast on magpie:2,2 (issue 11, item 4).
+"""Rank 3 misbehaves in a 16 MiB broadcast on magpie:2,2.
 
 ``python faults.py MODE HANDLING``: after one broadcast every rank joins (the set-up
 done), rank 3 ``hang``s (sleeps, alive), ``exit``s (``sys.exit(3)``: it reaches its

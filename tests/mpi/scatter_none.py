@@ -1,4 +1,4 @@
-"""``Scatter(None)`` at the root (issue 11): the root raises mpi4py's own ``TypeError``
+"""``Scatter(None)`` at the root: the root raises mpi4py's own ``TypeError``
 in the call, before any message; the others, waiting in the scatter, raise
 ``MismatchError`` as soon as the root makes its next gridcoll call (its waiting notice
 carries the header of a call that is not their scatter), never a timeout.
