@@ -299,7 +299,7 @@ def _crossings(grid: Grid, tree: Tree) -> tuple[int, int]:
 def test_phoenix_trees_are_the_protocol_cores():
     """One implementation: the builders' trees are the core's, for the requested root,
     its children most descendants first (the core's broadcast order)."""
-    from gridcoll.dynamic.static import stable_trees
+    from gridcoll.phoenix.static import stable_trees
 
     grid = get_grid("das2:4")
     for root in (0, 9):

@@ -1,6 +1,7 @@
-"""Adaptive collectives (issue 13; seed 001): the network monitor, the forecasters, the
-advisor that plans ahead, and seed 001's scenario in simulation. Sans I/O: the runtime
-(``gridcoll.Comm(adaptive=True)``) and the simulated scenario feed them."""
+"""Adaptive collectives (seed 001): the network monitor, the forecasters, the advisor
+that plans ahead, and the plan hand-off. Sans I/O: the runtime
+(``gridcoll.Comm(adaptive=True)``) and seed 001's scenario
+(:mod:`gridcoll.experiments.adaptive`) feed them."""
 
 from gridcoll.adapt.advisor import ADVISOR_MAX_BUDGET_S, IDLE_SIZES, STALE_FACTOR, Advisor
 from gridcoll.adapt.forecast import (

@@ -1,4 +1,4 @@
-"""Seed 004's spanning trees (Phoenix), taken from the protocol core, and the ``list`` chain.
+"""Phoenix (seed 004): its spanning trees, taken from the protocol core; the ``list`` chain.
 
 Saito, Taura and Chikayama build, for every root, a latency-aware tree for short
 messages and a bandwidth-aware tree for long ones, without any configuration: each
@@ -7,11 +7,11 @@ processor repeatedly picks another processor at random, measures the round-trip 
 that *candidate* is a better parent than its current one (sec. IV-A to IV-C); "each
 processor performs 10 extra measurements" once it has a parent.
 
-There is one implementation of that protocol: :mod:`gridcoll.dynamic` (the sans-I/O
-core, :class:`~gridcoll.dynamic.protocol.Process`, with its tree rules in
-:mod:`gridcoll.dynamic.trees`). The ``phoenix-*`` builders run it:
+There is one implementation of that protocol: :mod:`gridcoll.phoenix` (the sans-I/O
+core, :class:`~gridcoll.phoenix.protocol.Process`, with its tree rules in
+:mod:`gridcoll.phoenix.trees`). The ``phoenix-*`` builders run it:
 :func:`core_trees` starts one founder process per rank and runs them to quiescence
-with the instant in-memory driver :func:`gridcoll.dynamic.static.stable_trees`, probe
+with the instant in-memory driver :func:`gridcoll.phoenix.static.stable_trees`, probe
 results coming from the grid's P-LogP figures (``RTT = r_pq(1) + r_qp(1)``,
 ``bw = 128 KiB / r_qp(128 KiB)``, each with a seeded relative noise of up to
 :data:`PROBE_JITTER`), the paper's :data:`EXTRA_PROBES` and a seed, and reads the
@@ -28,7 +28,7 @@ root's trees affordable:
   budget removes (3, Property I of sec. IV-B).
 
 A parent sends to its children most descendants first, ties by rank (the core's
-broadcast order, :func:`~gridcoll.dynamic.trees.child_order`). Both trees come from
+broadcast order, :func:`~gridcoll.phoenix.trees.child_order`). Both trees come from
 one run, memoised per ``(grid, root, seed, extra, jitter)`` in ``grid.memo``. Measured
 (first build, CPU on a machine shared with other jobs): 16 ranks 0.04 s, 64 ranks
 0.44 s, 136 ranks 1.4 s, 200 ranks 2.2 s, 256 ranks 2.8 s.
@@ -65,11 +65,11 @@ from gridcoll.algorithms._hetero import (
     tree_family,
 )
 from gridcoll.algorithms.trees import Tree, chain_tree
-from gridcoll.dynamic.protocol import PROBE_BYTES
-from gridcoll.dynamic.static import stable_trees
-from gridcoll.dynamic.trees import child_order
 from gridcoll.errors import GridcollError, ParameterError
 from gridcoll.network.grid import Grid
+from gridcoll.phoenix.protocol import PROBE_BYTES
+from gridcoll.phoenix.static import stable_trees
+from gridcoll.phoenix.trees import child_order
 from gridcoll.schedule.ir import Schedule
 
 __all__ = [
@@ -293,7 +293,7 @@ PHOENIX_LATENCY = tree_family(
 
     Notes
     -----
-    The tree :func:`core_trees` reads from :mod:`gridcoll.dynamic` run to quiescence
+    The tree :func:`core_trees` reads from :mod:`gridcoll.phoenix` run to quiescence
     with the paper's 10 extra probes. Model: seed 000's per-edge ``lam(M)`` on the
     tree. O(P (log P + 10 + 30)) probes to build, each moving O(depth) protocol
     messages (0.5 s for 64 ranks, 2.3 s for 200).

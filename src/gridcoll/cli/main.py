@@ -7,7 +7,7 @@ subcommand and sets ``func=run`` on it, and ``run(args) -> int``. Errors derived
 
 SIGINT, SIGTERM and SIGHUP end a command the same way: each raises :class:`Interrupted`
 (a ``KeyboardInterrupt``) in the main thread, so every launch on the way out stops its
-MPI job and removes its files (:class:`gridcoll.runtime.launcher.LaunchedJob`); the
+MPI job and removes its files (:class:`gridcoll.runtime.processes.LaunchedJob`); the
 command prints ``gridcoll: interrupted by SIGTERM`` and exits with ``128 + signal``
 (130 for SIGINT). A signal the caller set to be ignored (``nohup``) stays ignored, and
 further signals during that clean-up are ignored so that it completes (it is bounded).
@@ -28,9 +28,9 @@ from gridcoll.cli import (
     compare,
     demo,
     discover,
-    dynamic,
     measure,
     mpirun,
+    phoenix,
     plan,
     report,
     run,
@@ -63,7 +63,7 @@ COMMANDS = [
     measure,
     discover,
     scenario,
-    dynamic,
+    phoenix,
 ]
 """The subcommand modules, in the order ``gridcoll --help`` lists them."""
 

@@ -1,5 +1,5 @@
 """``gridcoll scenario``: seed 001's experiment, an application of broadcasts on a loaded
-grid, run with each strategy (issue 13 item 6; seed 001 sec. 3, figure 8).
+grid, run with each strategy (seed 001 sec. 3, figure 8).
 
 ``--simulate`` (the default) runs every call in the simulator under the load
 (:func:`gridcoll.experiments.adaptive.simulate_scenario`), on the full grid; ``--measure``

@@ -1,7 +1,7 @@
 """The simulator's link model for message-driven protocols: NICs, gateways, WAN links.
 
 :func:`gridcoll.simulate.simulate` replays a *schedule*, whose every message is known in
-advance; a sans-I/O protocol (seed 004's :mod:`gridcoll.dynamic`) decides its messages
+advance; a sans-I/O protocol (seed 004's :mod:`gridcoll.phoenix`) decides its messages
 as it runs. :class:`LinkModel` gives such a driver the executor's resource model, on
 the same :class:`~gridcoll.simulate.engine.Environment`, message by message:
 
@@ -16,7 +16,7 @@ the same :class:`~gridcoll.simulate.engine.Environment`, message by message:
 
   and arrives at ``e_last + L``; hop ``i`` is one event at ``h_{i-1}``, so every
   resource serves heads in the order they reach it. A lone message sent at ``t``
-  arrives at ``t + g(m) + L``, what the executor gives (``tests/test_dynamic_sim.py``
+  arrives at ``t + g(m) + L``, what the executor gives (``tests/test_phoenix_sim.py``
   checks it against :func:`~gridcoll.simulate.simulate`);
 * messages of one ordered pair arrive in send order (on FIFO resources a later head
   can never overtake: each hop starts it after the earlier one's occupancy ends);

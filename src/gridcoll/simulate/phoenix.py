@@ -1,8 +1,8 @@
-"""Seed 004's protocol in simulation: one :mod:`gridcoll.dynamic` process per rank.
+"""Phoenix (seed 004) in simulation: one :mod:`gridcoll.phoenix` process per rank.
 
 Theory of operation
 -------------------
-:mod:`gridcoll.dynamic` is sans-I/O: a :class:`~gridcoll.dynamic.protocol.Process` takes
+:mod:`gridcoll.phoenix` is sans-I/O: a :class:`~gridcoll.phoenix.protocol.Process` takes
 events and returns actions and holds no clock or socket. :class:`PhoenixSim` is its
 I/O in virtual time, on the simulator's :class:`~gridcoll.simulate.engine.Environment`
 and link model (:class:`~gridcoll.simulate.links.LinkModel`: NICs, gateways and shared
@@ -19,7 +19,7 @@ wide-area links, cut-through FIFO, P-LogP costs):
   timeout ``delay`` from ``cpu``. ``Probe(peer, nbytes)`` runs, through the same
   links, a 1-byte ping and its 1-byte pong (``RTT``: from the ping's start to the
   pong's arrival) and then an ``nbytes`` download from the peer (the core's
-  :data:`~gridcoll.dynamic.protocol.PROBE_BYTES`, 128 KiB as sec. IV-A; none if 0, a
+  :data:`~gridcoll.phoenix.protocol.PROBE_BYTES`, 128 KiB as sec. IV-A; none if 0, a
   probe of pings only; ``bw = nbytes / its transfer time``,
   latency included as in :mod:`gridcoll.algorithms.phoenix`); by default the values
   reported are the unloaded model's (``measure="model"``, see :class:`PhoenixSim`),
@@ -40,7 +40,7 @@ wide-area links, cut-through FIFO, P-LogP costs):
   does: it handles nothing more (what was sent to it still takes the links' time),
   and a failure detector's time later every live member is fed ``PeerFailed`` with
   the counts it would have acknowledged (those of
-  :class:`~gridcoll.dynamic.group.Group`: its last two beats or acks, ``ack_s`` apart).
+  :class:`~gridcoll.group.Group`: its last two beats or acks, ``ack_s`` apart).
   ``PeerLost`` and ``Abandoned`` reports are kept in :attr:`PhoenixSim.failures`.
 * **The checker.** Every ``Deliver(op_id, vnodes, payload, segment, nsegments)`` is
   counted per ``(op, vnode, segment)``. A vnode has a broadcast when it has every
@@ -70,9 +70,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from gridcoll.dynamic import protocol as _p
 from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
+from gridcoll.phoenix import protocol as _p
 from gridcoll.simulate.engine import NORMAL, Environment, Event, Timeout
 from gridcoll.simulate.links import LinkModel, Transfer
 
@@ -209,7 +209,7 @@ class PhoenixSim:
     extra_probes : int
         The paper's extra probes per tree (sec. IV-A: 10).
     factory : callable, optional
-        Builds a process; default :class:`gridcoll.dynamic.protocol.Process`.
+        Builds a process; default :class:`gridcoll.phoenix.protocol.Process`.
     measure : {"model", "links"}
         What a probe measures. A probe always takes its messages' time on the links
         (its result arrives when the download does). ``"model"`` (default) returns the
@@ -536,9 +536,9 @@ class PhoenixSim:
     def crash(self, at: float, pid: int, detect_s: float = 3.0, ack_s: float = 0.25) -> None:
         """Process ``pid`` dies at ``at`` without a word (a SIGKILL): it handles nothing
         more, and what is sent to it still crosses the links. ``detect_s`` later (a
-        heartbeat timeout) every live member is told :class:`~gridcoll.dynamic.protocol.
+        heartbeat timeout) every live member is told :class:`~gridcoll.phoenix.protocol.
         PeerFailed` with what the dead process acknowledged, as
-        :class:`~gridcoll.dynamic.group.Group` passes it (its beats and, every ``ack_s``
+        :class:`~gridcoll.group.Group` passes it (its beats and, every ``ack_s``
         between them, to the members it took messages from): its last count half a
         period ``ack_s`` before it died (``delivered``: how many of the member's messages
         it had taken in), the one before a period earlier (``received``)."""

@@ -1,8 +1,9 @@
-"""Group: seed 004's core over real processes and pyzmq (issue 15, items 2 and 3).
+"""Group: Phoenix (seed 004) over real processes and pyzmq.
 
 The founder runs in the test's process; the joiners are separate processes
 (``multiprocessing``, spawn) that report every delivery on a queue. Each test is
-bounded by a timeout, and every wait blocks (queue gets, condition waits).
+bounded by a timeout, and every wait blocks (queue gets, condition waits). Every test
+here runs real processes and sockets (``slow``), and all are skipped without pyzmq.
 """
 
 from __future__ import annotations
@@ -20,13 +21,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import zmq
 
-from gridcoll.dynamic.group import Group, GroupError
-from gridcoll.dynamic.nodesets import NodeSet
-from gridcoll.dynamic.protocol import PROBE_BYTES, SITE_SHIFT, Bcast
-from gridcoll.dynamic.wire import encode
-from gridcoll.errors import ParameterError
+zmq = pytest.importorskip("zmq")
+
+from gridcoll.errors import ParameterError  # noqa: E402
+from gridcoll.group import Group, GroupError  # noqa: E402
+from gridcoll.phoenix.nodesets import NodeSet  # noqa: E402
+from gridcoll.phoenix.protocol import PROBE_BYTES, SITE_SHIFT, Bcast  # noqa: E402
+from gridcoll.phoenix.wire import encode  # noqa: E402
+
+pytestmark = pytest.mark.slow
 
 NV = 8
 PAYLOAD = bytes((i * 7 + 3) % 251 for i in range(300 * 1024))  # 300 KiB: 3 segments
@@ -676,7 +680,7 @@ def test_a_probe_survives_lost_datagrams() -> None:
     """Probe datagrams may be lost: here the first pong (the ping is sent again after
     a while) and a chunk of the download (the rate is then that of the chunks that
     came, once no more come for a while)."""
-    from gridcoll.dynamic import group as group_module
+    from gridcoll.group import group as group_module
 
     with Group.start(NV, seed=2, heartbeat_s=None) as founder:
         send = founder._datagram
@@ -707,7 +711,7 @@ def test_a_download_measures_the_link_not_the_queue_ahead(tmp_path: Path) -> Non
     the link ahead of the download does not lower it. Here 0.5 s of other traffic takes
     the emulated link just before the peer answers the fetch: timed to the last chunk,
     the 128 KiB download would measure about a fifth of the link's rate."""
-    from gridcoll.dynamic import group as group_module
+    from gridcoll.group import group as group_module
 
     def queue_ahead(founder: Group, answer: Any) -> Any:
         def answer_later(kind: int, *args: Any) -> None:

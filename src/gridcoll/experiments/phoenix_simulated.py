@@ -1,8 +1,9 @@
-"""Seed 004's four experiments (sec. V, figs. 6-9) in simulation, with its baselines.
+"""Phoenix (seed 004): the four experiments (sec. V, figs. 6-9) in simulation, with the
+paper's baselines.
 
 Each function runs one experiment on a grid and returns a plain ``dict`` (the JSON
-``gridcoll dynamic --json`` prints): every series and the headline figure. *Ours* is
-:class:`~gridcoll.simulate.phoenix.PhoenixSim` running :mod:`gridcoll.dynamic`; the
+``gridcoll phoenix --json`` prints): every series and the headline figure. *Ours* is
+:class:`~gridcoll.simulate.phoenix.PhoenixSim` running :mod:`gridcoll.phoenix`; the
 baselines are gridcoll's builders replayed by :func:`~gridcoll.simulate.simulate`:
 
 * **MPICH-like** (topology-unaware): ``binomial`` for short broadcasts (MPICH's
@@ -126,7 +127,7 @@ def _ours_bcast(sim: PhoenixSim, at: float, nbytes: int) -> OpResult:
     result = sim.result().ops[-1]
     if not holder or result.lost or result.duplicated or sim.errors:
         raise RuntimeError(
-            f"the dynamic broadcast of {nbytes} B did not complete cleanly: {result!r}, "
+            f"the Phoenix broadcast of {nbytes} B did not complete cleanly: {result!r}, "
             f"errors {list(sim.errors[:3])}"
         )
     return holder[0]
@@ -155,7 +156,7 @@ def latency(grid: Grid, *, seed: int = 0, factory: Any = None, progress: Progres
     """Fig. 6: when a 1-byte broadcast from rank (vnode) 0 reaches each process.
 
     Returns the arrival times (ms, sorted) of MPICH-like, MagPIe-like and ours, each
-    one's last arrival, and ``ratio_to_magpie_like`` = ours / MagPIe-like (issue 14's
+    one's last arrival, and ``ratio_to_magpie_like`` = ours / MagPIe-like (our
     goal: at most 1.3; the paper: about 2, 11 ms against 6 ms).
     """
     progress(0, 3)
@@ -192,11 +193,11 @@ def bandwidth(
     """Fig. 7: broadcast bandwidth ``nbytes * P / time`` against the message size.
 
     Ours broadcasts on the tree its root's model picks and pipelines the bandwidth
-    tree in segments of the model's size (:mod:`gridcoll.dynamic.trees`, "Model");
+    tree in segments of the model's size (:mod:`gridcoll.phoenix.trees`, "Model");
     each row gives the tree (``ours_tree``) and the number of segments
     (``ours_segments``), and ``switch_nbytes`` is the smallest size for which the
     root picks the bandwidth tree once settled. ``ratio_to_list`` is ours over List's
-    at the largest size (issue 14's goal: at least 0.95; the paper: 0.82), per size
+    at the largest size (our goal: at least 0.95; the paper: 0.82), per size
     in ``ratio_to_list_by_size``.
     """
     P = grid.nranks
@@ -281,7 +282,7 @@ def reduction(
         while not holder and sim.env.peek() < float("inf"):
             sim.env.step()
         if not holder or holder[0].value != expected or holder[0].lost:
-            raise RuntimeError(f"the dynamic reduction of {m} B went wrong: {holder!r}")
+            raise RuntimeError(f"the Phoenix reduction of {m} B went wrong: {holder!r}")
         times["ours"] = holder[0].time_s
         progress(done := done + 1, total)
         rows.append({"nbytes": m, "time_s": times})
@@ -335,11 +336,11 @@ def recovery_times(
 
 CRASH_DETECT_S = 3.0
 """How long after a crash the survivors are told of it: the heartbeat timeout of the
-measured runs (:data:`gridcoll.measure.dynamic_experiments.CRASH_HEARTBEAT`)."""
+measured runs (:data:`gridcoll.experiments.phoenix_measured.CRASH_HEARTBEAT`)."""
 
 CRASH_ACK_S = 0.25
 """How often a process tells the members it took messages from how many (the ``ack_s``
-of the measured runs' :data:`~gridcoll.measure.dynamic_experiments.CRASH_HEARTBEAT`)."""
+of the measured runs' :data:`~gridcoll.experiments.phoenix_measured.CRASH_HEARTBEAT`)."""
 
 
 def complete_again(ops: Sequence[OpResult], at_s: float) -> float | None:

@@ -1,4 +1,4 @@
-"""The wire codec of the dynamic core: round trips and hostile bytes (issue 15, item 1)."""
+"""Phoenix (seed 004): the wire codec of the core, round trips and hostile bytes."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gridcoll.dynamic import protocol as p
-from gridcoll.dynamic.nodesets import NodeSet
-from gridcoll.dynamic.trees import Summary
-from gridcoll.dynamic.vnodes import VNodeState
-from gridcoll.dynamic.wire import OPS, TYPE_CODES, VERSION, Codec, WireError, decode, encode
+from gridcoll.phoenix import protocol as p
+from gridcoll.phoenix.nodesets import NodeSet
+from gridcoll.phoenix.trees import Summary
+from gridcoll.phoenix.vnodes import VNodeState
+from gridcoll.phoenix.wire import OPS, TYPE_CODES, VERSION, Codec, WireError, decode, encode
 
 pids = st.integers(0, 2**64 - 1)
 u32 = st.integers(0, 2**32 - 1)

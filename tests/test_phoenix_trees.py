@@ -1,7 +1,7 @@
 """Properties I and II of seed 004's latency-aware trees (sec. IV-B), as the protocol
 core builds them with the paper's 10 extra probes on DAS-2-like grids, and the
 bandwidth-aware rule's effect. Probe results come from the grid's P-LogP figures
-with 5% seeded noise (:func:`gridcoll.dynamic.static.grid_measure`)."""
+with 5% seeded noise (:func:`gridcoll.phoenix.static.grid_measure`)."""
 
 from __future__ import annotations
 
@@ -10,8 +10,8 @@ from functools import cache
 
 import pytest
 
-from gridcoll.dynamic.static import StableTrees, stable_trees
 from gridcoll.network import get_grid
+from gridcoll.phoenix.static import StableTrees, stable_trees
 
 
 @cache

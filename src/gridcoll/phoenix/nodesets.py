@@ -1,4 +1,5 @@
-"""Compressed sets of virtual nodes, as broadcast headers carry them (seed 004, sec. VI).
+"""Phoenix (seed 004): compressed sets of virtual nodes, as broadcast headers carry them
+(sec. VI).
 
 Seed 004 lists, in each broadcast message's header, the virtual nodes to be reached
 through the child it is sent to (sec. IV-D), and names the header's size as the reason

@@ -1,7 +1,7 @@
-"""A versioned binary codec for the messages of the dynamic protocol core (issue 15).
+"""Phoenix (seed 004): a versioned binary codec for the protocol core's messages.
 
-:mod:`gridcoll.dynamic.protocol` exchanges Python dataclasses; a real transport
-(:mod:`gridcoll.dynamic.group`) moves bytes between processes that need not trust each
+:mod:`gridcoll.phoenix.protocol` exchanges Python dataclasses; a real transport
+(:mod:`gridcoll.group`) moves bytes between processes that need not trust each
 other's bytes. This module turns every message type of the core into bytes and back.
 
 Format
@@ -10,7 +10,7 @@ Every message is ``MAGIC`` (2 bytes ``b"GW"``), ``VERSION`` (1 byte), the messag
 type (1 byte, :data:`TYPE_CODES`), then the type's fields in order, little-endian:
 ``u8``/``u32``/``u64`` integers, ``f64`` floats, strings and byte strings as a ``u32``
 length and the bytes, sets of virtual nodes as a ``u32`` length and
-:meth:`~gridcoll.dynamic.nodesets.NodeSet.encode`, sequences as a ``u32`` count and
+:meth:`~gridcoll.phoenix.nodesets.NodeSet.encode`, sequences as a ``u32`` count and
 the items. Process ids are ``u64``, vnodes and epochs ``u32``.
 
 Values (operation ids, broadcast payloads, reduction data) are tagged: ``None``,
@@ -60,8 +60,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gridcoll.dynamic.nodesets import NodeSet
-from gridcoll.dynamic.protocol import (
+from gridcoll.errors import GridcollError
+from gridcoll.phoenix.nodesets import NodeSet
+from gridcoll.phoenix.protocol import (
     KINDS,
     Adopt,
     AdoptItem,
@@ -85,9 +86,8 @@ from gridcoll.dynamic.protocol import (
     Want,
     Welcome,
 )
-from gridcoll.dynamic.trees import Summary
-from gridcoll.dynamic.vnodes import VNodeState
-from gridcoll.errors import GridcollError
+from gridcoll.phoenix.trees import Summary
+from gridcoll.phoenix.vnodes import VNodeState
 
 __all__ = [
     "MAGIC",

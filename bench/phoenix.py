@@ -1,29 +1,29 @@
-"""Seed 004's four experiments in simulation (issue 14): ``gridcoll dynamic`` for each.
+"""Phoenix (seed 004): the four experiments in simulation, ``gridcoll phoenix`` for each.
 
-Runs :data:`gridcoll.simulate.phoenix_experiments.EXPERIMENTS` on the paper's set-ups
+Runs :data:`gridcoll.experiments.phoenix_simulated.EXPERIMENTS` on the paper's set-ups
 (fig. 6 latency on ``das2-spread:201,3``, fig. 7 bandwidth on ``:137,4``, fig. 8
 reduction on ``:128,3``, fig. 9 transition on ``:160,4``, and fig. 9 again with the
 leavers crashing, found 3 s later: ``crash``) and writes each experiment's
-whole result as a row, with the headline figures against issue 14's goals in the
+whole result as a row, with the headline figures against our goals in the
 summary: latency within 1.3x MagPIe-like, bandwidth at least 95% of List, recovery at
 most 2 s, zero lost and duplicated deliveries; with ``--measure``, also the bandwidth
-measured against simulated per size (issue 15: within 15% from 64 KiB up).
+measured against simulated per size (goal: within 15% from 64 KiB up).
 ``--quick``: 24-process grids, two sizes, a 64 KiB transition with changes at 40 s and
 60 s.
 
 ``--measure`` runs them instead on real processes
-(:mod:`gridcoll.measure.dynamic_experiments`): ``--processes N`` (default 32) on
+(:mod:`gridcoll.experiments.phoenix_measured`): ``--processes N`` (default 32) on
 ``das2-spread:N,3`` (latency, reduction) or ``:N,4`` (bandwidth: 64 KiB to 1 MiB;
 transition: 256 KiB, changes at 30 s and 45 s, end at 60 s), the baselines simulated on
 the same grid, transition again with the leavers SIGKILLed (``crash``: how soon
-broadcasts complete again, against issue 15's goal of the heartbeat timeout plus 1 s),
-and issue 15's exactly-once checker (``churn``: 20 runs of random joins
+broadcasts complete again, against the goal of the heartbeat timeout plus 1 s),
+and the exactly-once checker (``churn``: 20 runs of random joins
 and leaves during 64 KiB broadcasts, 8 processes unless ``--processes``); it writes
-``bench/results/dynamic-measure.json`` unless ``--out`` says otherwise. With
+``bench/results/phoenix-measure.json`` unless ``--out`` says otherwise. With
 ``--quick``: 6 processes, two sizes, a 64 KiB transition at 4 s, 8 s, 12 s, two churn
 runs.
 
-Run: ``python bench/dynamic.py [--quick] [--measure [--processes N]] [--out FILE]``.
+Run: ``python bench/phoenix.py [--quick] [--measure [--processes N]] [--out FILE]``.
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ import time
 from typing import Any
 
 from _common import RESULTS, Bench, console, table
+from gridcoll.experiments.phoenix_simulated import DEFAULT_GRIDS, EXPERIMENTS
 from gridcoll.network import get_grid
-from gridcoll.simulate.phoenix_experiments import DEFAULT_GRIDS, EXPERIMENTS
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -64,7 +64,7 @@ GOALS = {
         "<= heartbeat timeout + 1 s after the SIGKILL, 0 lost",
     ),
 }
-"""Experiment -> (headline field, issue 14's goal met?, the goal in words)."""
+"""Experiment -> (headline field, our goal met?, the goal in words)."""
 
 
 MEASURE_QUICK = {
@@ -93,7 +93,7 @@ def _cases(bench: Bench) -> dict[str, tuple[str, Any, dict]]:
         spec, run, kwargs = cases["transition"]
         cases["crash"] = (spec, run, {**kwargs, "crash": True})
         return cases
-    from gridcoll.measure.dynamic_experiments import (
+    from gridcoll.experiments.phoenix_measured import (
         DEFAULT_PROCESSES,
         MEASURE_EXPERIMENTS,
         default_grid,
@@ -115,9 +115,9 @@ def _cases(bench: Bench) -> dict[str, tuple[str, Any, dict]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    bench = Bench("dynamic", "seed 004's experiments in simulation (figs. 6-9)", argv)
+    bench = Bench("phoenix", "seed 004's experiments in simulation (figs. 6-9)", argv)
     bench.parser.add_argument(
-        "--measure", action="store_true", help="real processes (gridcoll.dynamic.Group)"
+        "--measure", action="store_true", help="real processes (gridcoll.group.Group)"
     )
     bench.parser.add_argument(
         "--processes",
@@ -128,8 +128,8 @@ def main(argv: list[str] | None = None) -> int:
     args = bench.parse()
     if args.measure:
         bench.description = "seed 004's experiments measured on real processes (figs. 6-9)"
-        if args.out == RESULTS / "dynamic.json":
-            args.out = RESULTS / "dynamic-measure.json"
+        if args.out == RESULTS / "phoenix.json":
+            args.out = RESULTS / "phoenix-measure.json"
     summary = {}
     for name, (spec, run, kwargs) in _cases(bench).items():
         started = time.perf_counter()
@@ -151,7 +151,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.measure:
             costs = ("startup_s", "join_s", "settled", "nruns", "broadcasts")
             summary[name].update({k: result[k] for k in costs if k in result})
-        if args.measure and name == "bandwidth":  # issue 15: within 15% from 64 KiB up
+        if args.measure and name == "bandwidth":  # the goal: within 15% from 64 KiB up
             ratios = result["ratio_to_simulated_by_size"]
             summary[name]["ratio_to_simulated_by_size"] = ratios
             summary[name]["within_15pct_of_simulated"] = all(
@@ -184,7 +184,7 @@ def main(argv: list[str] | None = None) -> int:
         ratios = ", ".join(f"{int(k) // KiB} KiB {r:.2f}" for k, r in by_size)
         console().print(
             f"bandwidth measured/simulated: {ratios} "
-            f"(issue 15: within 15% from 64 KiB: {got['within_15pct_of_simulated']})"
+            f"(goal: within 15% from 64 KiB: {got['within_15pct_of_simulated']})"
         )
     path = bench.finish(summary=summary)
     console().print(f"wrote {path}")

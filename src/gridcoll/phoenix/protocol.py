@@ -1,4 +1,4 @@
-"""One process of seed 004's dynamic collectives, as a sans-I/O state machine.
+"""Phoenix (seed 004): one process of the protocol, as a sans-I/O state machine.
 
 Saito, Taura and Chikayama (seed 004) let processes join and leave a computation while
 broadcasts and reductions go on: messages are addressed to virtual nodes (sec. III),
@@ -75,7 +75,7 @@ rest, and counts them in ``stragglers``. A real deployment must
 keep a left endpoint forwarding for a grace period; closing the gap needs termination
 detection among concurrent leavers (the runtime issue).
 
-*Vnodes.* :mod:`gridcoll.dynamic.vnodes`: ownership, epochs, forwarding pointers. The
+*Vnodes.* :mod:`gridcoll.phoenix.vnodes`: ownership, epochs, forwarding pointers. The
 broadcast ids delivered to a vnode and the reductions it contributed to travel with it.
 
 *Failures (beyond the paper, which assumes polite leaves).* The driver's failure
@@ -99,7 +99,7 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   process that finds itself the heir takes the vnodes over then. Disagreements (different member
   lists, stale pointers, a handover that died with its sender: its receiver says it
   had the vnode at the dead process) are settled by the epochs of
-  :mod:`~gridcoll.dynamic.vnodes` ("Failover"); an owner of a recovered vnode claims
+  :mod:`~gridcoll.phoenix.vnodes` ("Failover"); an owner of a recovered vnode claims
   it again when it is handed to it, and to each member it learns of, so two claimants
   always hear of each other; an owner gives a vnode up only to its claimant's own
   claim (a third party's entry may name a handover that died), and tells a claimant
@@ -144,7 +144,7 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   (then its own ask covers the asker's subtree). The interval doubles after each ask;
   after ``WANTS`` asks that brought nothing the broadcast is ended for those vnodes and
   reported (:class:`Abandoned`). So the segments a chain of dead processes took with it
-  reach every live process below it (figures: docs/dynamic-notes.md, "The evidence
+  reach every live process below it (figures: docs/phoenix.md, "The evidence
   behind protocol.py's rules"). Still uncovered: a vnode whose dead owner's senders all
   died too, when its heir knew nothing of a broadcast under way (none of its own vnodes
   had part of it), lacks what its dead owner lacked, unreported.
@@ -163,15 +163,15 @@ heir: at the first claim it hears, it gives each up.
 *Trees.* For each member ``r`` and each kind (latency, bandwidth) a process keeps its
 parent, what it measured to the parent, its distance (latency) or estimated rate
 (bandwidth), its ancestors, and for each child the vnodes the child reaches and a
-:class:`~gridcoll.dynamic.trees.Summary` of its subtree. A process probes one peer at
+:class:`~gridcoll.phoenix.trees.Summary` of its subtree. A process probes one peer at
 a time (Probe to the driver, InfoRequest to the peer, whose Info carries its place in
 every tree, sec. IV-B; while the only trees without a parent are those of members
 that joined since it first had a parent everywhere, it asks for those trees only,
 ``InfoRequest.roots``) until it has a parent in every tree, then ``extra_probes`` more,
 then up to ``chain_probes`` more while it sees itself as a LAN gateway behind another
-remote LAN (:func:`~gridcoll.dynamic.trees.chained`; with ``remote_probes``, also
+remote LAN (:func:`~gridcoll.phoenix.trees.chained`; with ``remote_probes``, also
 while its parent in any tree is remote; that budget is renewed with the extra
-probes, below); the rules are :mod:`gridcoll.dynamic.trees`. With ``roots``, a process
+probes, below); the rules are :mod:`gridcoll.phoenix.trees`. With ``roots``, a process
 keeps only those roots' trees (a static builder's cheaper run). Losing a parent
 (its leave, or a cycle) renews the extra probes, as the paper's repair does. A peer
 is measured once (``remember``): a later probe of it sends only the InfoRequest (its
@@ -259,8 +259,8 @@ hung on it, a chain probe about the chained trees (an Info carries a position pe
 asked about). Every probe also names, in each tree asked about with a parent other
 than the peer, the worst distance and rate the rules could take there
 (``InfoRequest.bars``,
-:func:`~gridcoll.dynamic.trees.latency_bar`,
-:func:`~gridcoll.dynamic.trees.bandwidth_bar`), through the link to that peer if we
+:func:`~gridcoll.phoenix.trees.latency_bar`,
+:func:`~gridcoll.phoenix.trees.bandwidth_bar`), through the link to that peer if we
 measured it (the probe judges with those figures: a distance less its RTT, a rate its
 class's threshold, and no rate at all if the link's own cannot pass), and the peer
 leaves the other positions out of its Info: most of a settled member's positions cannot
@@ -314,7 +314,7 @@ path): a vnode handed to a joiner leaves its sponsor's reach before the joiner's
 brings it back up the tree, and meanwhile a broadcast's target for it goes down that
 child in the message the child gets anyway, then from the sponsor to its owner in the
 LAN, instead of point-to-point from high up the tree. Any split of a target set keeps
-Invariant B, and the hop bound ends a cycle. (Figures: docs/dynamic-notes.md, "The
+Invariant B, and the hop bound ends a cycle. (Figures: docs/phoenix.md, "The
 evidence behind protocol.py's rules".)
 
 *Joins (sec. IV-A, made cheaper).* A joiner's first probe is the member that welcomed it
@@ -378,7 +378,7 @@ joiner's new trees and then makes its extra probes, every joiner its own, each r
     5.2 s after it; with this rule, back 2.2-11.4 s after it in five runs, median 4.8.)
     A joiner that borrowed knows that its smallest RTT is a LAN one, so its chain probes
     count a parent within ``NEAR_RATIO`` of it as in its LAN, not remote
-    (:func:`~gridcoll.dynamic.trees.chained`, ``lan_known``): on the same simulated
+    (:func:`~gridcoll.phoenix.trees.chained`, ``lan_known``): on the same simulated
     rejoin the joiners made 820 chain probes, for trees whose root was a few LAN hops
     away, and now none (1605 probes in all after the rejoin, now 805).
 (4) The sponsor keeps the vnodes it hands a joiner in its reach set until the joiner
@@ -388,20 +388,20 @@ joiner's new trees and then makes its extra probes, every joiner its own, each r
     Otherwise every join shrinks the sponsor's reach in all ``2 P`` trees and grows it
     back a moment later, and both changes go up to every root.
 (5) A child reports a changed summary to its parent only when a figure of it moved by
-    more than ``NOISE_SLACK`` (:func:`~gridcoll.dynamic.trees.summary_moved`; a changed
+    more than ``NOISE_SLACK`` (:func:`~gridcoll.phoenix.trees.summary_moved`; a changed
     reach set always goes up): a joiner below changes every ancestor's descendant count
     by one, in every tree.
 
 Losses and the first round of probing are unchanged by these rules. A joiner outside
 its sponsor's LAN borrows nothing and probes as the paper's (figures, and what was tried
-and not kept: docs/dynamic-notes.md, "The evidence behind protocol.py's rules").
+and not kept: docs/phoenix.md, "The evidence behind protocol.py's rules").
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model predicts
-faster for the size (:func:`~gridcoll.dynamic.trees.choose_tree`: the latency tree store
+faster for the size (:func:`~gridcoll.phoenix.trees.choose_tree`: the latency tree store
 and forward, the bandwidth tree pipelined) and treats the whole namespace as its target
 set. A long message is pipelined ("long messages are pipelined along the spanning
 trees"): the root cuts it into ``nsegments`` segments of the size the model picks from
-its own bandwidth summary (:func:`~gridcoll.dynamic.trees.segment_size`; a short message
+its own bandwidth summary (:func:`~gridcoll.phoenix.trees.segment_size`; a short message
 is one segment), on whichever tree carries it (the model picks the latency tree for a
 long message only while the bandwidth tree is being repaired, and its store-and-forward
 estimate is then an upper bound), and sends them all at once, in order; each
@@ -423,7 +423,7 @@ Invariant B: for each broadcast and each segment, the target sets of the message
 flight and the vnodes already delivered partition the namespace. Each step splits a
 set and drops nothing, so every vnode gets every segment exactly once, whatever the
 trees look like, as long as point-to-point messages reach the owner (the routing
-invariant of :mod:`~gridcoll.dynamic.vnodes`). :class:`Deliver` is per segment; a
+invariant of :mod:`~gridcoll.phoenix.vnodes`). :class:`Deliver` is per segment; a
 vnode has the broadcast once it has every segment. The segments a vnode has travel
 with it (``VNodeState.partial``), so a vnode that migrates between two segments gets
 the rest at its new owner, each once. A second delivery of a segment to a vnode raises
@@ -462,8 +462,9 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from gridcoll.dynamic.nodesets import NodeSet
-from gridcoll.dynamic.trees import (
+from gridcoll.errors import GridcollError
+from gridcoll.phoenix.nodesets import NodeSet
+from gridcoll.phoenix.trees import (
     NEAR_RATIO,
     NOISE_SLACK,
     Edge,
@@ -482,8 +483,7 @@ from gridcoll.dynamic.trees import (
     segment_size,
     summary_moved,
 )
-from gridcoll.dynamic.vnodes import VNodeState, VNodeTable
-from gridcoll.errors import GridcollError
+from gridcoll.phoenix.vnodes import VNodeState, VNodeTable
 
 __all__ = [
     "HEADER_BYTES",
@@ -536,7 +536,7 @@ HEADER_BYTES = 16
 
 SEGMENT_COST_S = 20e-6
 """Default fixed cost of one segment message (per-message CPU, protocol and wire
-overheads; ``c`` of :func:`~gridcoll.dynamic.trees.segment_size`): a few tens of
+overheads; ``c`` of :func:`~gridcoll.phoenix.trees.segment_size`): a few tens of
 microseconds per message, as MPI over TCP on the paper's Gigabit-era clusters."""
 
 KINDS = ("latency", "bandwidth")
@@ -569,8 +569,8 @@ class State(Enum):
 class InfoRequest:
     """Asks a probed peer for its place in the trees of ``roots`` (every tree if empty;
     sec. IV-B: sent with the probe). ``bars``: ``(root, dist, est)``, the prober's
-    :func:`~gridcoll.dynamic.trees.latency_bar` and
-    :func:`~gridcoll.dynamic.trees.bandwidth_bar` in that root's trees (through the
+    :func:`~gridcoll.phoenix.trees.latency_bar` and
+    :func:`~gridcoll.phoenix.trees.bandwidth_bar` in that root's trees (through the
     link to the peer, if measured); the peer leaves out a latency position at or beyond
     ``dist`` and a bandwidth one at or below ``est``, which the prober's rules would not
     take (module doc, "Probes after a loss")."""
@@ -1167,7 +1167,7 @@ class Process:
             timeouts.
         chain_probes: after the extra probes, at most this many more while this
             process is a LAN gateway behind another remote LAN in some latency tree
-            (:func:`~gridcoll.dynamic.trees.chained`: Property I, seen locally).
+            (:func:`~gridcoll.phoenix.trees.chained`: Property I, seen locally).
         roots: keep trees only for these roots (None: for every member, the protocol
             of the paper). For a driver that wants some roots' trees only (the static
             builders of :mod:`gridcoll.algorithms.phoenix`); every process of a run
@@ -1181,7 +1181,7 @@ class Process:
             neighbours are connected, and keeps a wide-area parent (Property I lost).
             Off by default (the behaviour above).
         segment_cost_s: the fixed cost of one segment message, ``c`` of the model that
-            cuts long broadcasts into segments (:func:`~gridcoll.dynamic.trees.segment_size`).
+            cuts long broadcasts into segments (:func:`~gridcoll.phoenix.trees.segment_size`).
         remember: measure each peer once: a later probe of it only asks for its
             Info (module doc, "Repair").
         resend_ops: how many recent broadcasts' messages are kept to send again if
@@ -1883,7 +1883,7 @@ class Process:
         owner, its heir; if that is us, we take the dead owner's vnodes over first. So
         do we if the message has made more than ``2 P + 2`` hops: it is going round a
         cycle of tables that disagree about a dead owner, which only a failure causes
-        (the routing invariant of :mod:`~gridcoll.dynamic.vnodes` holds otherwise)."""
+        (the routing invariant of :mod:`~gridcoll.phoenix.vnodes` holds otherwise)."""
         owner = self._table().owner(v)
         if owner not in self.failed:
             return owner
@@ -1991,7 +1991,7 @@ class Process:
 
     def _chain_roots(self) -> set[int]:
         """The roots of the trees the chain probes are for: latency trees where we are a
-        LAN's gateway behind another remote LAN (:func:`~gridcoll.dynamic.trees.chained`)
+        LAN's gateway behind another remote LAN (:func:`~gridcoll.phoenix.trees.chained`)
         and, with the ``remote_probes`` option, trees (either kind) whose parent is
         clearly further than the nearest peer measured (a LAN member hanging on a
         wide-area edge)."""
@@ -2074,7 +2074,7 @@ class Process:
         are left or about trees that moved since the loss (``_moved``); if there are
         none, the remote peers whose measured rate alone beats such a bandwidth tree's
         rate by the hysteresis (an offer is at most that rate,
-        :func:`~gridcoll.dynamic.trees.bandwidth_offer`) (module doc, "Probes after a
+        :func:`~gridcoll.phoenix.trees.bandwidth_offer`) (module doc, "Probes after a
         loss"). The same sweep ends a round of probes that asked about every tree
         (settling, or a join's), about the trees it left on a remote parent. Empty while
         the probes ask about every tree."""
@@ -2638,7 +2638,7 @@ class Process:
 
     def segment_size(self, nbytes: int) -> int:
         """The model's segment size for an ``nbytes`` broadcast on this process's own
-        bandwidth tree (:func:`~gridcoll.dynamic.trees.segment_size`)."""
+        bandwidth tree (:func:`~gridcoll.phoenix.trees.segment_size`)."""
         tree = self.trees.get(("bandwidth", self.pid))
         if tree is None:
             return nbytes

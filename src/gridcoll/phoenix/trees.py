@@ -1,9 +1,9 @@
-"""The spanning-tree rules of seed 004 as pure functions (sec. IV-B, IV-C, IV-D, VI).
+"""Phoenix (seed 004): the spanning-tree rules as pure functions (sec. IV-B, IV-C, IV-D, VI).
 
 A process that probed a candidate ``cand`` (a 1-byte ping-pong for ``rtt``, a 128 KiB
 download for ``bw``) and learnt cand's place in a tree (its distance to the root, its
 estimated rate, its number of children) decides here, with no state of its own, whether
-cand is a better parent. :mod:`gridcoll.dynamic.protocol` keeps the state and calls
+cand is a better parent. :mod:`gridcoll.phoenix.protocol` keeps the state and calls
 these functions for each of its trees.
 
 Latency-aware tree (sec. IV-B) and how Property I is made to hold
@@ -123,7 +123,7 @@ The root broadcasts on the tree with the smaller prediction (:func:`choose_tree`
 256 KB. Short messages always go in one segment (``M <= MIN_SEGMENT``). In the
 simulator (:mod:`gridcoll.simulate.phoenix`, seed 0, once settled) the root of
 ``das2-spread:137,4`` picks the latency tree below 32,769 bytes and the bandwidth tree
-from there (``gridcoll dynamic --experiment bandwidth --json``: ``switch_nbytes``); its
+from there (``gridcoll phoenix --experiment bandwidth --json``: ``switch_nbytes``); its
 64 MiB broadcast goes in 1,166 segments and takes 89.6 s.
 """
 
@@ -326,7 +326,7 @@ def summary_moved(new: Summary, old: Summary) -> bool:
     The figures come from measurements of that noise, and the count only orders
     children (:func:`child_order`); reporting every change sends one update to the
     root in every tree per member that joins below (module doc of
-    :mod:`gridcoll.dynamic.protocol`, "Joins")."""
+    :mod:`gridcoll.phoenix.protocol`, "Joins")."""
 
     def far(x: float, y: float) -> bool:
         if x == y:

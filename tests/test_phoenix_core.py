@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gridcoll.dynamic.nodesets import NodeSet
-from gridcoll.dynamic.protocol import (
+from gridcoll.phoenix.nodesets import NodeSet
+from gridcoll.phoenix.protocol import (
     HEADER_BYTES,
     KINDS,
     PROBE_BYTES,
@@ -59,8 +59,8 @@ from gridcoll.dynamic.protocol import (
     Want,
     Welcome,
 )
-from gridcoll.dynamic.static import Network, founders
-from gridcoll.dynamic.trees import (
+from gridcoll.phoenix.static import Network, founders
+from gridcoll.phoenix.trees import (
     NEAR_RATIO,
     NOISE_SLACK,
     Edge,
@@ -77,7 +77,7 @@ from gridcoll.dynamic.trees import (
     latency_summary,
     summary_moved,
 )
-from gridcoll.dynamic.vnodes import HANDOVER_STEP, VNodeState, VNodeTable
+from gridcoll.phoenix.vnodes import HANDOVER_STEP, VNodeState, VNodeTable
 
 # -- node sets ----------------------------------------------------------------------------
 small_sets = st.frozensets(st.integers(0, 200), max_size=60)
@@ -669,8 +669,8 @@ def test_the_end_of_round_sweep_gives_one_root_property_one() -> None:
     (das2:9: 36 ranks, 4 clusters; without that sweep, seed 0 left 7 and 4). The
     ``remote_probes`` option (probing on while a parent is remote) gives the same at more
     probes."""
-    from gridcoll.dynamic.static import stable_trees
     from gridcoll.network import get_grid
+    from gridcoll.phoenix.static import stable_trees
 
     grid = get_grid("das2:9")
 

@@ -1,11 +1,13 @@
-"""Seed 004 in simulation: the link model, the driver of gridcoll.dynamic, the experiments.
+"""Phoenix (seed 004) in simulation: the link model, the driver of gridcoll.phoenix, the
+experiments.
 
 * :class:`~gridcoll.simulate.links.LinkModel` times a lone message as the executor does;
 * :class:`~gridcoll.simulate.phoenix.PhoenixSim` turns actions into messages, probes and
   timers with the link model's costs (checked with a scripted process), and with the
-  real :class:`gridcoll.dynamic.protocol.Process` delivers every broadcast to every
+  real :class:`gridcoll.phoenix.protocol.Process` delivers every broadcast to every
   vnode exactly once while processes leave and rejoin at given times;
-* ``gridcoll dynamic`` runs each experiment small and reports its fields.
+* ``gridcoll phoenix`` runs each experiment small and reports its fields (``gridcoll
+  dynamic``, its old name, too).
 """
 
 from __future__ import annotations
@@ -23,14 +25,14 @@ from gridcoll.network.presets import das2_spread
 from gridcoll.simulate import Environment, simulate
 from gridcoll.simulate.links import LinkModel
 
-protocol = pytest.importorskip("gridcoll.dynamic.protocol")
+protocol = pytest.importorskip("gridcoll.phoenix.protocol")
 
 SIZES = (1, 1000, 64 * 1024, 1 << 20)
 
 
 def _real_core() -> None:
     if not callable(getattr(protocol, "Process", None)):
-        pytest.skip("gridcoll.dynamic.protocol.Process is not there yet")
+        pytest.skip("gridcoll.phoenix.protocol.Process is not there yet")
 
 
 # -- presets ------------------------------------------------------------------------------
@@ -182,7 +184,7 @@ def test_a_crash_is_repaired_and_every_vnode_gets_every_broadcast():
     """Three processes die mid-stream; told 0.5 s later, the survivors re-map their
     vnodes and send again what went to them: every vnode, the dead ones' at their
     heirs, gets every broadcast."""
-    from gridcoll.dynamic.protocol import PeerLost
+    from gridcoll.phoenix.protocol import PeerLost
 
     sim, _ = _twelve_broadcasts_while(lambda sim, t, pid: sim.crash(t, pid, detect_s=0.5))
     assert {a.pid for _, a in sim.failures if isinstance(a, PeerLost)} == {1, 4, 8}
@@ -198,7 +200,7 @@ def test_a_chain_of_crashes_under_a_long_broadcast_loses_nothing():
     stall watch: 642 (vnode, segment) pairs lost); the live processes below ask their
     new parents for what stopped coming, and every vnode gets every segment."""
     _real_core()
-    from gridcoll.dynamic.protocol import Want
+    from gridcoll.phoenix.protocol import Want
     from gridcoll.simulate.phoenix import PhoenixSim
 
     grid = get_grid("das2-spread:24,4")
@@ -297,7 +299,7 @@ def test_reduction_counts_every_vnode_once():
 def _cli(capsys, *argv):
     from gridcoll.cli.main import main
 
-    code = main(["dynamic", *argv, "--json"])
+    code = main(["phoenix", *argv, "--json"])
     out, err = capsys.readouterr()
     assert code == 0, err
     return json.loads(out)
@@ -357,13 +359,15 @@ def test_cli_transition_crash(capsys):
 def test_cli_refuses_misplaced_options(capsys):
     from gridcoll.cli.main import main
 
-    assert main(["dynamic", "--experiment", "latency", "--times", "1,2,3"]) == 2
+    assert main(["phoenix", "--experiment", "latency", "--times", "1,2,3"]) == 2
+    assert "--times" in capsys.readouterr().err
+    assert main(["dynamic", "--experiment", "latency", "--times", "1,2,3"]) == 2  # old name
     assert "--times" in capsys.readouterr().err
 
 
 def test_recovery_is_measured_to_the_first_broadcast_back_to_stable():
+    from gridcoll.experiments.phoenix_simulated import recovery_times
     from gridcoll.simulate.phoenix import OpResult
-    from gridcoll.simulate.phoenix_experiments import recovery_times
 
     def op(start, took):
         return OpResult(0, "bcast", 1, start, start + took, 1, 0, 0)

@@ -1,17 +1,19 @@
-"""``gridcoll dynamic``: seed 004's experiments (figs. 6-9) with processes that come and go.
+"""``gridcoll phoenix``: Phoenix (seed 004), figs. 6-9, with processes that come and go.
 
+``gridcoll dynamic`` is the same command under its old name.
 ``--experiment latency|bandwidth|reduction|transition`` runs one of
-:data:`gridcoll.simulate.phoenix_experiments.EXPERIMENTS` in simulation (``--simulate``,
-the default): :mod:`gridcoll.dynamic`'s processes on the simulator's link model beside
+:data:`gridcoll.experiments.phoenix_simulated.EXPERIMENTS` in simulation (``--simulate``,
+the default): :mod:`gridcoll.phoenix`'s processes on the simulator's link model beside
 the paper's baselines (MPICH-like, MagPIe-like, List). ``--grid`` defaults to the
 paper's set-up for the experiment (``das2-spread:201,3``, ``:137,4``, ``:128,3``,
 ``:160,4``). ``--measure`` runs it instead with ``--processes N`` real processes
-(:mod:`gridcoll.measure.dynamic_experiments`, default 32, on ``das2-spread:N,3`` or
+(:mod:`gridcoll.experiments.phoenix_measured`, default 32, on ``das2-spread:N,3`` or
 ``:N,4``), the baselines simulated on the same grid. ``--crash`` makes transition's
 leavers die instead of leaving (measured: by SIGKILL, found by heartbeats; simulated:
 the survivors are told 3 s later, the measured heartbeat timeout); heirs take their
 vnodes, and the headline says when broadcasts complete again. ``--experiment churn
---measure [--runs N]`` is issue 15's exactly-once checker: ``N`` runs (default 20) of
+--measure [--runs N]`` is the exactly-once checker (sec. III: a broadcast reaches every
+vnode once while processes join and leave): ``N`` runs (default 20) of
 random joins and leaves on real processes (default 8) during broadcasts, every vnode's
 deliveries counted. A progress line goes to stderr. It prints a table and the headline
 (``--json``: one object, every series and ``ratio_to_magpie_like``, ``ratio_to_list`` or
@@ -38,12 +40,13 @@ EXPERIMENT_NAMES = ("latency", "bandwidth", "reduction", "transition", "churn")
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> None:
-    """Add the ``dynamic`` subcommand."""
+    """Add the ``phoenix`` subcommand (alias ``dynamic``, its old name)."""
     parser = subparsers.add_parser(
-        "dynamic",
+        "phoenix",
+        aliases=["dynamic"],
         help="seed 004's experiments: self-built trees, processes that join and leave",
         description=(
-            "Run one of seed 004's experiments in simulation: the gridcoll.dynamic "
+            "Run one of Phoenix's (seed 004) experiments in simulation: the gridcoll.phoenix "
             "protocol (random probes, latency- and bandwidth-aware trees, virtual "
             "nodes) against MPICH-like, MagPIe-like and List."
         ),
@@ -65,7 +68,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument(
         "--measure",
         action="store_true",
-        help="run with real processes (gridcoll.dynamic.Group) on the emulated grid",
+        help="run with real processes (gridcoll.group.Group) on the emulated grid",
     )
     parser.add_argument(
         "--processes",
@@ -166,7 +169,7 @@ def _check_mode(args: argparse.Namespace) -> None:
     if args.experiment == "churn" and not args.measure:
         raise ParameterError(
             "churn runs real processes: add --measure (in simulation, the churn property "
-            "tests check exactly-once delivery: tests/test_dynamic_churn.py)"
+            "tests check exactly-once delivery: tests/test_phoenix_churn.py)"
         )
     if args.experiment == "churn" and args.plot:
         raise ParameterError("churn has no figure: its result is the checker's counts")
@@ -181,7 +184,7 @@ def _check_mode(args: argparse.Namespace) -> None:
 def _experiment(args: argparse.Namespace) -> tuple[Any, str]:
     """The experiment function and its default grid for the mode."""
     if args.measure:
-        from gridcoll.measure.dynamic_experiments import (
+        from gridcoll.experiments.phoenix_measured import (
             DEFAULT_PROCESSES,
             MEASURE_EXPERIMENTS,
             default_grid,
@@ -189,7 +192,7 @@ def _experiment(args: argparse.Namespace) -> tuple[Any, str]:
 
         n = args.processes or DEFAULT_PROCESSES[args.experiment]
         return MEASURE_EXPERIMENTS[args.experiment], default_grid(args.experiment, n)
-    from gridcoll.simulate.phoenix_experiments import DEFAULT_GRIDS, EXPERIMENTS
+    from gridcoll.experiments.phoenix_simulated import DEFAULT_GRIDS, EXPERIMENTS
 
     return EXPERIMENTS[args.experiment], DEFAULT_GRIDS[args.experiment]
 
@@ -223,9 +226,9 @@ def run(args: argparse.Namespace) -> int:
         result["mode"] = "simulate"
     result["wall_s"] = time.monotonic() - started
     if args.plot:
-        from gridcoll.plot.dynamic import plot_dynamic
+        from gridcoll.plot.phoenix import plot_phoenix
 
-        result["plot"] = str(plot_dynamic(result, args.plot))
+        result["plot"] = str(plot_phoenix(result, args.plot))
     if args.json:
         print_json(result)
         return 0

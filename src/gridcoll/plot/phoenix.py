@@ -1,6 +1,6 @@
-"""Seed 004's figures 6-9 from :mod:`gridcoll.simulate.phoenix_experiments`' results.
+"""Phoenix (seed 004): figures 6-9 from :mod:`gridcoll.experiments.phoenix_simulated`' results.
 
-:func:`plot_dynamic` draws whichever experiment a result ``dict`` holds:
+:func:`plot_phoenix` draws whichever experiment a result ``dict`` holds:
 
 * ``latency`` (fig. 6): each process's arrival time of a 1-byte broadcast, processes
   sorted by it, one line per implementation;
@@ -18,17 +18,17 @@ from typing import Any
 
 from matplotlib.figure import Figure
 
-from gridcoll.simulate.phoenix_experiments import RECOVERY_TOLERANCE
+from gridcoll.experiments.phoenix_simulated import RECOVERY_TOLERANCE
 from gridcoll.units import format_size
 
-__all__ = ["plot_dynamic"]
+__all__ = ["plot_phoenix"]
 
 _LABELS = {
     "mpich_like": "MPICH-like",
     "magpie_like": "MagPIe-like",
     "list": "List",
-    "ours": "gridcoll.dynamic",
-    "ours_simulated": "gridcoll.dynamic (simulated)",
+    "ours": "gridcoll.phoenix",
+    "ours_simulated": "gridcoll.phoenix (simulated)",
 }
 _STYLE = {
     "mpich_like": "v--",
@@ -45,13 +45,13 @@ def _sizes_axis(ax: Any, sizes: list[int]) -> None:
     ax.set_xticklabels([format_size(s) for s in sizes], rotation=30)
 
 
-def plot_dynamic(result: dict, path: str | Path) -> Path:
+def plot_phoenix(result: dict, path: str | Path) -> Path:
     """Draw the figure of one experiment ``result`` and save it to ``path``.
 
     Parameters
     ----------
     result : dict
-        What :data:`gridcoll.simulate.phoenix_experiments.EXPERIMENTS` returns.
+        What :data:`gridcoll.experiments.phoenix_simulated.EXPERIMENTS` returns.
     path : str or Path
         ``.png``, ``.svg`` or ``.pdf``; parent folders are created.
 
@@ -70,7 +70,7 @@ def plot_dynamic(result: dict, path: str | Path) -> Path:
     ax = fig.add_subplot()
     title = f"{result['grid']} ({result['nprocs']} processes)"
     if result.get("mode") == "measure":
-        labels = {**_LABELS, "ours": "gridcoll.dynamic (measured)"}
+        labels = {**_LABELS, "ours": "gridcoll.phoenix (measured)"}
     else:
         labels = _LABELS
     if kind == "latency":

@@ -1,8 +1,9 @@
-"""Seed 004's experiments measured on real processes (issue 15, item 6).
+"""Phoenix (seed 004): the experiments measured on real processes.
 
-Small runs of :mod:`gridcoll.measure.dynamic_experiments` (4-6 spawned processes on an
-emulated das2-spread grid). They assert correctness (every vnode delivered exactly
-once, the exact sum, clean churn), never timing: the machine is shared.
+Small runs of :mod:`gridcoll.experiments.phoenix_measured` (4-6 spawned processes on an
+emulated das2-spread grid, marked ``slow``). They assert correctness (every vnode
+delivered exactly once, the exact sum, clean churn), never timing: the machine is
+shared. Skipped without pyzmq.
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gridcoll.cli.dynamic import add_parser
-from gridcoll.cli.dynamic import run as cli_run
+from gridcoll.cli.phoenix import add_parser
+from gridcoll.cli.phoenix import run as cli_run
 from gridcoll.errors import ParameterError
-from gridcoll.measure.dynamic_experiments import (
+from gridcoll.experiments.phoenix_measured import (
     churn,
     churn_steps,
     default_grid,
@@ -27,11 +28,12 @@ from gridcoll.measure.dynamic_experiments import (
     transition,
 )
 from gridcoll.network import get_grid
-from gridcoll.plot.dynamic import plot_dynamic
+from gridcoll.plot.phoenix import plot_phoenix
 
 pytest.importorskip("zmq")
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_latency_measured_on_six_processes(tmp_path: Path) -> None:
     grid = get_grid("das2-spread:6,3")
@@ -49,9 +51,10 @@ def test_latency_measured_on_six_processes(tmp_path: Path) -> None:
         edges = result["wan_edges"][kind]
         assert 2 <= len(edges) <= 5
         assert {e.split("->")[1] for e in edges} == {"1", "2"}  # each entered from outside
-    assert plot_dynamic(result, tmp_path / "fig6.png").stat().st_size > 0
+    assert plot_phoenix(result, tmp_path / "fig6.png").stat().st_size > 0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_reduction_is_exact_on_six_processes() -> None:
     grid = get_grid("das2-spread:6,3")
@@ -61,6 +64,7 @@ def test_reduction_is_exact_on_six_processes() -> None:
     assert result["worker_errors"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_transition_two_leave_and_rejoin_with_nothing_lost() -> None:
     grid = get_grid("das2-spread:4,2")
@@ -74,6 +78,7 @@ def test_transition_two_leave_and_rejoin_with_nothing_lost() -> None:
     assert result["worker_errors"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_transition_crash_is_detected_and_broadcasts_complete_again() -> None:
     """SIGKILLed leavers: heartbeats detect them, heirs take their vnodes, and the
@@ -136,6 +141,7 @@ def test_churn_steps_mix_joins_and_leaves() -> None:
     assert {a for _, a, _, _ in steps} == {"leave", "join"}
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(180)
 def test_churn_checker_counts_every_vnode_once_on_real_processes() -> None:
     grid = get_grid("das2-spread:6,3")
@@ -151,7 +157,7 @@ def test_churn_checker_counts_every_vnode_once_on_real_processes() -> None:
 def test_cli_prints_the_churn_checkers_counts() -> None:
     from rich.console import Console
 
-    from gridcoll.cli.dynamic import _headline, _table
+    from gridcoll.cli.phoenix import _headline, _table
 
     steps = [{"at_s": 1.0, "action": "leave", "rank": 3, "via": 1}]
     row = {"run": 0, "steps": steps, "broadcasts": 5, "delivered": 40, "lost": 0}
@@ -181,7 +187,7 @@ def test_cli_prints_the_churn_checkers_counts() -> None:
 def _args(*argv: str) -> argparse.Namespace:
     parser = argparse.ArgumentParser()
     add_parser(parser.add_subparsers())
-    return parser.parse_args(["dynamic", *argv])
+    return parser.parse_args(["phoenix", *argv])
 
 
 def test_cli_checks_the_measure_flags() -> None:
@@ -216,6 +222,7 @@ def test_cli_checks_the_measure_flags() -> None:
     assert default_grid("transition", 8) == "das2-spread:8,4"
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_cli_measure_prints_the_json(capsys: pytest.CaptureFixture[str]) -> None:
     import json
@@ -223,7 +230,7 @@ def test_cli_measure_prints_the_json(capsys: pytest.CaptureFixture[str]) -> None
     from gridcoll.cli.main import main
 
     argv = [
-        "dynamic",
+        "phoenix",
         "--experiment",
         "reduction",
         "--measure",

@@ -1,4 +1,4 @@
-"""Virtual nodes: the namespace, who owns what, and the routing table (seed 004, sec. III).
+"""Phoenix (seed 004): virtual nodes, who owns what, and the routing table (sec. III).
 
 Messages are addressed to virtual nodes (vnodes), ``0 .. size - 1``, fixed when the
 computation is founded. Each vnode is mapped to exactly one process at any instant;
@@ -49,7 +49,7 @@ from __future__ import annotations
 from collections.abc import Hashable, Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
-from gridcoll.dynamic.nodesets import NodeSet
+from gridcoll.phoenix.nodesets import NodeSet
 
 __all__ = ["HANDOVER_STEP", "VNodeState", "VNodeTable"]
 

@@ -1,8 +1,8 @@
-"""Seed 004's four experiments measured on real processes (issue 15, item 6).
+"""Phoenix (seed 004): the four experiments (sec. V, figs. 6-9) measured on real processes.
 
-:mod:`gridcoll.simulate.phoenix_experiments` runs figs. 6-9 in simulation; this module
+:mod:`gridcoll.experiments.phoenix_simulated` runs figs. 6-9 in simulation; this module
 runs the same experiments with ``N`` operating-system processes, each a spawned Python
-process with its own :class:`gridcoll.dynamic.Group` (pyzmq, the unchanged protocol
+process with its own :class:`gridcoll.group.Group` (pyzmq, the unchanged protocol
 core) on an emulated grid (:mod:`gridcoll.runtime.emulation`), and returns the same
 JSON fields, with measured extras.
 
@@ -30,7 +30,7 @@ is the time from ``Process.start`` to the worker's first message (Python, import
 join cost is :meth:`Group.join`'s wall time in the worker.
 
 *Settling.* Stable-state experiments (figs. 6-8) start once no process is probing
-(the core's :meth:`~gridcoll.dynamic.protocol.Process.probing`, asked on the group's
+(the core's :meth:`~gridcoll.phoenix.protocol.Process.probing`, asked on the group's
 I/O thread) and the probe counts did not move between two rounds of asking, or after
 ``settle_timeout_s`` (then ``settled`` is false and the figures are of trees still
 being built).
@@ -49,8 +49,9 @@ each one vnode back. A checker counts every vnode's deliveries of every broadcas
 ``delivered``, ``lost`` (vnodes never given a broadcast, after a final drain),
 ``duplicated``.
 
-*The churn checker* (issue 15's goal of zero lost and zero duplicated deliveries over
-20 runs with random joins and leaves): :func:`churn` forms a new group per run and
+*The churn checker* (sec. III: a broadcast reaches every vnode once; the goal is zero
+lost and zero duplicated deliveries over 20 runs with random joins and leaves):
+:func:`churn` forms a new group per run and
 broadcasts back to back from vnode 0 while :func:`churn_steps` (seeded per run) makes
 founders leave, giving their vnodes to another founder, and brings left ranks back as
 new processes through a founder; the same checker counts every vnode's deliveries. The
@@ -87,8 +88,8 @@ from pathlib import Path
 from typing import Any
 
 from gridcoll.errors import GridcollError, ParameterError
+from gridcoll.experiments import phoenix_simulated as sim
 from gridcoll.network.grid import Grid
-from gridcoll.simulate import phoenix_experiments as sim
 
 __all__ = [
     "DEFAULT_PROCESSES",
@@ -154,7 +155,7 @@ class _Member:
     """A worker's state: its group, and a lock for the pipe two threads write to."""
 
     def __init__(self, rank: int, conn: Connection, grid: Grid, links: str) -> None:
-        from gridcoll.dynamic.group import Group  # imported before "up": start-up cost
+        from gridcoll.group import Group  # imported before "up": start-up cost
         from gridcoll.runtime.emulation import Emulator, LinkState
 
         self.group_type = Group
@@ -606,7 +607,7 @@ def latency(
 
     ``last_arrival_ms["ours"]`` is the median over the repeats of the last arrival;
     ``arrivals_ms["ours"]`` the repeat with the median last arrival. The baselines and
-    ``ours_simulated`` come from :func:`gridcoll.simulate.phoenix_experiments.latency`;
+    ``ours_simulated`` come from :func:`gridcoll.experiments.phoenix_simulated.latency`;
     ``wan_edges`` lists the wide-area edges of root 0's trees (:meth:`_Run.wan_edges`).
     """
     base = sim.latency(grid, seed=seed)

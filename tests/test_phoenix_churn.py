@@ -31,7 +31,7 @@ from operator import add
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from gridcoll.dynamic.protocol import (
+from gridcoll.phoenix.protocol import (
     Abandoned,
     BcastRequested,
     ChildUpdates,
@@ -47,7 +47,7 @@ from gridcoll.dynamic.protocol import (
     Start,
     State,
 )
-from gridcoll.dynamic.static import Network, founders
+from gridcoll.phoenix.static import Network, founders
 
 
 @dataclass
@@ -120,7 +120,7 @@ def _measure(p: int, q: int) -> tuple[float, float]:
 
 _PARAMS = {"default_timeout_s": 0.01, "give_up_factor": 1e6}
 """Short inner timeouts (data is late and forwarded late), a root that never gives up
-(so ReduceDone must be complete; the give-up is tested in test_dynamic_core)."""
+(so ReduceDone must be complete; the give-up is tested in test_phoenix_core)."""
 
 
 def _early(timer: object) -> bool:

@@ -1,6 +1,6 @@
-"""An instant, in-memory driver for the protocol core, and the stable trees of a grid.
+"""Phoenix (seed 004): an instant, in-memory driver for the core, and a grid's stable trees.
 
-:class:`Network` moves the actions of a set of :class:`~gridcoll.dynamic.protocol.Process`
+:class:`Network` moves the actions of a set of :class:`~gridcoll.phoenix.protocol.Process`
 objects as if the network took no time: each step delivers the head of one non-empty channel
 (FIFO per ordered pair, the channel drawn at random across pairs) or answers one
 probe, drawn from one seeded ``random.Random``. A virtual clock ``now`` only moves
@@ -8,13 +8,13 @@ when nothing else is pending: then the timer due first fires (with ``timer_chanc
 a timer that ``early`` accepts may also fire early at random, to exercise the
 timeouts). With ``batch_chance``, a step may instead take, after the head it drew, more
 heads of the channels into the same process, and feed them together
-(:meth:`~gridcoll.dynamic.protocol.Process.handle_all`, as a busy driver feeds its
+(:meth:`~gridcoll.phoenix.protocol.Process.handle_all`, as a busy driver feeds its
 backlog).
 Probe results come from a ``measure(p, q) -> (rtt_s, bw_Bps)`` callback.
 :meth:`Network.crash` kills a process as SIGKILL does: messages to it vanish (and,
 unless told otherwise, what it sent that was not delivered yet), probes of it time out
 (``rtt = inf``); the test then tells the survivors with
-:class:`~gridcoll.dynamic.protocol.PeerFailed`, as a failure detector would (``taken``
+:class:`~gridcoll.phoenix.protocol.PeerFailed`, as a failure detector would (``taken``
 counts what each process was fed from each other, as heartbeats report it).
 
 :func:`stable_trees` runs the founders of a grid to quiescence with
@@ -23,7 +23,7 @@ counts what each process was fed from each other, as heartbeats report it).
 and returns every root's latency and bandwidth parents: the trees the core converges
 to. It simulates every message. With every root's trees that is O(P^3) messages:
 seconds for 36 processes, 13 minutes for 136. With ``roots={r}`` (and
-``remote_probes``, :class:`~gridcoll.dynamic.protocol.Process`'s options) the processes
+``remote_probes``, :class:`~gridcoll.phoenix.protocol.Process`'s options) the processes
 keep root r's two trees only: O(P (log P + 40)) probes, each moving O(depth) messages
 (das2:34, 136 processes: 3.7 thousand probes, 31 thousand messages, about 1.4 s). That
 is how the ``phoenix-*`` builders of :mod:`gridcoll.algorithms.phoenix` get their trees.
@@ -36,7 +36,8 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
-from gridcoll.dynamic.protocol import (
+from gridcoll.network.grid import Grid
+from gridcoll.phoenix.protocol import (
     PROBE_BYTES,
     Action,
     Deliver,
@@ -51,7 +52,6 @@ from gridcoll.dynamic.protocol import (
     Start,
     TimerExpired,
 )
-from gridcoll.network.grid import Grid
 
 __all__ = ["Network", "StableTrees", "grid_measure", "stable_trees"]
 
@@ -244,7 +244,7 @@ def stable_trees(
     """Run the core on ``grid`` (one process and one vnode per rank) until the probing
     stops, and return the trees it built (see the module doc); with ``roots``, the
     processes keep (and the result holds) only those roots' trees. ``roots`` and
-    ``remote_probes`` are :class:`~gridcoll.dynamic.protocol.Process`'s options."""
+    ``remote_probes`` are :class:`~gridcoll.phoenix.protocol.Process`'s options."""
     procs = founders(
         grid.nranks,
         seed=seed,

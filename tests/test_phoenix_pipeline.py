@@ -10,8 +10,9 @@ from dataclasses import dataclass, field
 
 import pytest
 
-from gridcoll.dynamic.nodesets import NodeSet
-from gridcoll.dynamic.protocol import (
+from gridcoll.network.presets import das2_spread
+from gridcoll.phoenix.nodesets import NodeSet
+from gridcoll.phoenix.protocol import (
     Bcast,
     BcastRequested,
     Deliver,
@@ -22,8 +23,8 @@ from gridcoll.dynamic.protocol import (
     Send,
     Start,
 )
-from gridcoll.dynamic.static import Network
-from gridcoll.dynamic.trees import (
+from gridcoll.phoenix.static import Network
+from gridcoll.phoenix.trees import (
     MAX_SEGMENT,
     MIN_SEGMENT,
     Edge,
@@ -34,8 +35,7 @@ from gridcoll.dynamic.trees import (
     pipelined_time,
     segment_size,
 )
-from gridcoll.dynamic.vnodes import VNodeTable
-from gridcoll.network.presets import das2_spread
+from gridcoll.phoenix.vnodes import VNodeTable
 from gridcoll.simulate.phoenix import PhoenixSim
 
 FAST, SLOW = 1e8, 1e6

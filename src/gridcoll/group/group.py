@@ -1,9 +1,9 @@
-"""Seed 004's dynamic collectives over real processes: :class:`Group` (issue 15).
+"""Phoenix (seed 004) over real processes: :class:`Group`.
 
 A :class:`Group` is one operating-system process's member of a computation whose
-processes come and go: it drives the sans-I/O core of :mod:`gridcoll.dynamic.protocol`
+processes come and go: it drives the sans-I/O core of :mod:`gridcoll.phoenix.protocol`
 (the very code the simulator of :mod:`gridcoll.simulate.phoenix` drives) with pyzmq
-sockets, a real clock and the codec of :mod:`gridcoll.dynamic.wire`. The core decides
+sockets, a real clock and the codec of :mod:`gridcoll.phoenix.wire`. The core decides
 everything (who owns which virtual node, the trees, where a message goes); this module
 only moves bytes, keeps time and hands results to the application.
 
@@ -116,12 +116,12 @@ to the core has a known endpoint.
 *Joining and ids.* :meth:`Group.start` founds a computation with every vnode in this
 process; :meth:`Group.join` asks a member at an endpoint. A process id is its *site*
 (``site``: its cluster or LAN, 0 to 1023; with an emulator, the rank's cluster) in the
-core's :data:`~gridcoll.dynamic.protocol.SITE_SHIFT` top bits, then 52 random bits
+core's :data:`~gridcoll.phoenix.protocol.SITE_SHIFT` top bits, then 52 random bits
 (the core's rule 2 never reuses ids, and a collision among a few thousand processes of
 one site has probability below 1e-8). The core gives a dead process's vnodes to a
 member of its site while one lives: on fig. 9's measured crash, a random heir was in
 another cluster for most of the dead, and the broadcast under way then crossed the
-slowest wide-area link again for it (module doc of :mod:`gridcoll.dynamic.protocol`,
+slowest wide-area link again for it (module doc of :mod:`gridcoll.phoenix.protocol`,
 "Failures").
 
 Security rules
@@ -134,7 +134,7 @@ Security rules
    are compared with :func:`hmac.compare_digest`. Nonces make a recorded handshake
    useless on a new connection.
 2. A frame on a connection that has not authenticated, a failed MAC, a frame that does
-   not parse (:class:`~gridcoll.dynamic.wire.WireError`), or one above ``max_message``
+   not parse (:class:`~gridcoll.phoenix.wire.WireError`), or one above ``max_message``
    bytes is dropped and counted in :attr:`Group.stats`; nothing of it reaches the core,
    so it cannot change the mapping. libzmq closes a connection that sends more than
    twice ``max_message`` at once (``MAXMSGSIZE``) before it is read.
@@ -205,9 +205,9 @@ from typing import Any, Protocol
 
 import zmq
 
-from gridcoll.dynamic import protocol as p
-from gridcoll.dynamic.wire import MAX_MESSAGE, OPS, Codec, Reader, WireError, Writer
 from gridcoll.errors import GridcollError, ParameterError
+from gridcoll.phoenix import protocol as p
+from gridcoll.phoenix.wire import MAX_MESSAGE, OPS, Codec, Reader, WireError, Writer
 
 __all__ = ["Delivery", "Emulation", "Group", "GroupError", "GroupStats", "ReduceResult"]
 
@@ -465,7 +465,7 @@ def _as_bytes(obj: object) -> bytes | None:
 
 
 class Group:
-    """One process's member of a dynamic computation (module doc).
+    """One process's member of a Phoenix computation (module doc).
 
     Build it with :meth:`start` (found) or :meth:`join`; use it as a context manager or
     call :meth:`close`.
@@ -496,7 +496,7 @@ class Group:
         site: this process's site, 0 to 1023 (its cluster or LAN: module doc, "Joining
             and ids"); None: the emulator's cluster of ``rank``, or 0 without one.
         seed: the core's random numbers (None: from the OS).
-        core_options: passed to :class:`~gridcoll.dynamic.protocol.Process`.
+        core_options: passed to :class:`~gridcoll.phoenix.protocol.Process`.
     """
 
     def __init__(
