@@ -14,9 +14,9 @@ from mpi4py import MPI
 
 from gridcoll.algorithms import list_builders
 from gridcoll.network import get_grid
-from gridcoll.runtime.collectives import reducer
 from gridcoll.runtime.executor import compile_program
 from gridcoll.runtime.layout import layout_for
+from gridcoll.runtime.mpi_ops import reducer
 from gridcoll.schedule.ir import Send
 
 GRIDS = ("magpie:3,2", "magpie:2,3", "das2:2")

@@ -16,8 +16,7 @@ from gridcoll.errors import (  # noqa: E402
     ParameterError,
 )
 from gridcoll.network import get_grid, magpie  # noqa: E402
-from gridcoll.runtime import buffers  # noqa: E402
-from gridcoll.runtime import collectives as coll_mod  # noqa: E402
+from gridcoll.runtime import buffers, mpi_ops  # noqa: E402
 from gridcoll.runtime import comm as comm_mod  # noqa: E402
 from gridcoll.runtime import prepare as prepare_mod  # noqa: E402
 from gridcoll.runtime.emulation import (  # noqa: E402
@@ -363,15 +362,15 @@ def _matmul(inbuf, inoutbuf, datatype):
 
 
 def test_reduction_operation_labels():
-    assert coll_mod.op_label(MPI.SUM) == "SUM" and coll_mod.op_label(MPI.MAX) == "MAX"
-    assert coll_mod.op_label(MPI.MAXLOC) == "MAXLOC"
+    assert mpi_ops.op_label(MPI.SUM) == "SUM" and mpi_ops.op_label(MPI.MAX) == "MAX"
+    assert mpi_ops.op_label(MPI.MAXLOC) == "MAXLOC"
     op = MPI.Op.Create(_matmul, commute=False)
     again = MPI.Op.Create(_matmul, commute=False)
     other = MPI.Op.Create(_raising, commute=True)
     try:
-        label = coll_mod.op_label(op)
+        label = mpi_ops.op_label(op)
         assert label.startswith("user:") and len(label) <= 16
-        assert coll_mod.op_label(again) == label != coll_mod.op_label(other)
+        assert mpi_ops.op_label(again) == label != mpi_ops.op_label(other)
     finally:
         for o in (op, again, other):
             o.Free()
@@ -382,7 +381,7 @@ def test_a_raising_user_op_raises_here_instead_of_aborting():
     the function itself, so the exception propagates from the collective."""
     op = MPI.Op.Create(_raising, commute=True)
     try:
-        combine = coll_mod.reducer(op, MPI.DOUBLE, 8, True)
+        combine = mpi_ops.reducer(op, MPI.DOUBLE, 8, True)
         with pytest.raises(RuntimeError, match="user op failed"):
             combine(np.zeros(16, np.uint8), np.zeros(16, np.uint8), False)
     finally:
@@ -396,7 +395,7 @@ def test_a_user_op_called_directly_keeps_mpis_operand_order(incoming_first):
         a = np.array([[1.0, 2.0], [3.0, 4.0]])
         b = np.array([[0.0, 1.0], [1.0, 5.0]])
         held, incoming = a.copy().view(np.uint8).reshape(-1), b.copy().view(np.uint8).reshape(-1)
-        coll_mod.reducer(op, MPI.DOUBLE, 32, False)(held, incoming, incoming_first)
+        mpi_ops.reducer(op, MPI.DOUBLE, 32, False)(held, incoming, incoming_first)
         expected = b @ a if incoming_first else a @ b
         assert np.array_equal(held.view(np.float64).reshape(2, 2), expected)
     finally:

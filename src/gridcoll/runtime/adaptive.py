@@ -156,7 +156,7 @@ class Adaptive:
                 emulator.observed = None
         end = time.monotonic()
         state.last = prepared.plan
-        if state.log is not None:  # the call's line, as collectives._record writes it
+        if state.log is not None:  # the call's line, as collectives.log_call writes it
             state.log.write(prepared.plan, end - ran, ran - start, self.size, self.grid.name)
         if rank != root:
             view[:] = buf[:nbytes]

@@ -2,7 +2,8 @@
 
 Modelled on ``mpi4py.util.pkl5``: a subclass of :class:`mpi4py.MPI.Intracomm` built by
 wrapping an existing communicator (the same MPI handle, not a copy), whose collective
-methods are one-liners calling module helpers (:mod:`gridcoll.runtime.collectives`).
+methods are one-liners calling module helpers (:mod:`gridcoll.runtime.collectives`, and
+:mod:`gridcoll.runtime.objects` for the object forms).
 Methods gridcoll does not implement are mpi4py's own, on the wrapped communicator.
 
 Each ``Comm`` keeps a private duplicate of the wrapped communicator, created with
@@ -11,8 +12,8 @@ with the application's; a per-call tag keeps calls apart on it
 (:mod:`gridcoll.runtime.state`).
 
 Where this sits in :mod:`gridcoll.runtime`: last of ``buffers``, ``state``, ``prepare``,
-``nonblocking``, ``collectives``, ``comm``; nothing in the package imports it but the
-worker.
+``nonblocking``, ``mpi_ops``, ``collectives``, ``objects``, ``comm``; nothing in the
+package imports it but the worker.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from mpi4py import MPI
 from gridcoll.network.grid import Grid
 from gridcoll.runtime import collectives as _coll
 from gridcoll.runtime import nonblocking as _nb
+from gridcoll.runtime import objects as _obj
 from gridcoll.runtime import prepare as _prepare
 from gridcoll.runtime import state as _state
 from gridcoll.runtime.executor import wait
@@ -167,7 +169,7 @@ class Comm(MPI.Intracomm):
 
     def bcast(self, obj: Any, root: int = 0) -> Any:
         """Broadcast a picklable object from ``root`` (gridcoll's algorithms)."""
-        return _coll.bcast_obj(self, obj, root)
+        return _obj.call(self, "bcast", obj, root)
 
     def Barrier(self) -> None:
         """Barrier synchronization (gridcoll's algorithms), without blocking in MPI."""
@@ -183,7 +185,7 @@ class Comm(MPI.Intracomm):
 
     def scatter(self, sendobj: Any, root: int = 0) -> Any:
         """Scatter the items of the root's sequence, one to each rank."""
-        return _coll.scatter_obj(self, sendobj, root)
+        return _obj.call(self, "scatter", sendobj, root)
 
     def Gather(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Gather every rank's buffer into blocks of the root's (gridcoll's algorithms)."""
@@ -191,7 +193,7 @@ class Comm(MPI.Intracomm):
 
     def gather(self, sendobj: Any, root: int = 0) -> list[Any] | None:
         """Gather every rank's object into a list at the root."""
-        return _coll.gather_obj(self, sendobj, root)
+        return _obj.call(self, "gather", sendobj, root)
 
     def Allgather(self, sendbuf: Any, recvbuf: Any) -> None:
         """Gather every rank's buffer into blocks of every rank's (gridcoll's algorithms)."""
@@ -199,7 +201,7 @@ class Comm(MPI.Intracomm):
 
     def allgather(self, sendobj: Any) -> list[Any]:
         """Gather every rank's object into a list on every rank."""
-        return _coll.allgather_obj(self, sendobj)
+        return _obj.call(self, "allgather", sendobj)
 
     def Alltoall(self, sendbuf: Any, recvbuf: Any) -> None:
         """Send block j of every rank's buffer to rank j (gridcoll's algorithms)."""
@@ -207,7 +209,7 @@ class Comm(MPI.Intracomm):
 
     def alltoall(self, sendobj: Any) -> list[Any]:
         """Send item j of every rank's sequence to rank j."""
-        return _coll.alltoall_obj(self, sendobj)
+        return _obj.call(self, "alltoall", sendobj)
 
     def Scatterv(self, sendbuf: Any, recvbuf: Any, root: int = 0) -> None:
         """Scatter uneven blocks of the root's buffer (gridcoll's algorithms, trimmed)."""
@@ -231,7 +233,7 @@ class Comm(MPI.Intracomm):
 
     def reduce(self, sendobj: Any, op: Any = MPI.SUM, root: int = 0) -> Any:
         """Reduce every rank's object with ``op`` (in rank order) to the root."""
-        return _coll.reduce_obj(self, sendobj, op, root)
+        return _obj.call(self, "reduce", sendobj, op, root)
 
     def Allreduce(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:
         """Reduce every rank's buffer with ``op`` to every rank (gridcoll's algorithms)."""
@@ -239,7 +241,7 @@ class Comm(MPI.Intracomm):
 
     def allreduce(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
         """Reduce every rank's object with ``op`` (in rank order) to every rank."""
-        return _coll.allreduce_obj(self, sendobj, op)
+        return _obj.call(self, "allreduce", sendobj, op)
 
     def Reduce_scatter_block(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:
         """Reduce every rank's buffer, block i to rank i (gridcoll's algorithms)."""
@@ -257,7 +259,7 @@ class Comm(MPI.Intracomm):
 
     def scan(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
         """Inclusive prefix reduction of objects (in rank order)."""
-        return _coll.scan_obj(self, sendobj, op)
+        return _obj.call(self, "scan", sendobj, op)
 
     def Exscan(self, sendbuf: Any, recvbuf: Any, op: MPI.Op = MPI.SUM) -> None:
         """Exclusive prefix reduction (gridcoll's algorithms)."""
@@ -265,7 +267,7 @@ class Comm(MPI.Intracomm):
 
     def exscan(self, sendobj: Any, op: Any = MPI.SUM) -> Any:
         """Exclusive prefix reduction of objects (in rank order; None on rank 0)."""
-        return _coll.exscan_obj(self, sendobj, op)
+        return _obj.call(self, "exscan", sendobj, op)
 
     # non-blocking: the same collectives, run by the communicator's progress thread
     def Ibcast(self, buf: Any, root: int = 0) -> _nb.CollectiveRequest:

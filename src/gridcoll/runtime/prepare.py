@@ -11,11 +11,11 @@ next call (its own sequence number and tag) and checks for strays; :func:`run_na
 calls the MPI library's own collective, blocking, under the watchdog.
 
 Mismatches across ranks: every header carries the collective, root, size, datatype
-signature, reduction operation and algorithm (:class:`~gridcoll.runtime.executor.CallInfo`),
+signature, reduction operation and algorithm (:class:`~gridcoll.runtime.header.CallInfo`),
 so a receiver that sees another call's message raises
-:class:`~gridcoll.runtime.executor.MismatchError` in that call. A rank that raises one
+:class:`~gridcoll.errors.MismatchError` in that call. A rank that raises one
 (or whose call failed otherwise: a user's reduction operation raised) then sends a
-notice to every other rank (:func:`~gridcoll.runtime.executor.send_notice`), which
+notice to every other rank (:func:`~gridcoll.runtime.notices.send_notice`), which
 they find while they wait in that call, or in their next call, their ``Free``
 (:meth:`~gridcoll.runtime.state.State.close`) or at the program's exit; so a rank that
 only sent (a broadcast root, a gather leaf) learns that its call went wrong too. A call
@@ -295,9 +295,9 @@ def skip_empty(
     """A call of ``op`` that moves no byte on this rank (a zero-length buffer): it
     completes here without a message, as MPI lets it, and takes its call number, so
     the ranks' numbers stay in step. Its arguments go into the digest the next call's
-    headers carry (:func:`~gridcoll.runtime.executor.empty_digest`), so ranks that
+    headers carry (:func:`~gridcoll.runtime.header.empty_digest`), so ranks that
     disagree on them fail there; a peer that waits for this rank in this call (it
-    moves data in it) is told by a notice (:func:`~gridcoll.runtime.executor.take_notice`)."""
+    moves data in it) is told by a notice (:func:`~gridcoll.runtime.notices.take_notice`)."""
     state.seq += 1
     call = CallInfo(state.seq, root, 0, itemsize, "", 0, state.grid_id, op, dtype, redop)
     state.ledger.note_empty(call)
@@ -321,7 +321,7 @@ def _failed(
 
 
 def _drain_failed(state: State) -> None:
-    """Drop the strays of the recent failed calls (:func:`~gridcoll.runtime.executor.drain`)."""
+    """Drop the strays of the recent failed calls (:func:`~gridcoll.runtime.notices.drain`)."""
     tags = []
     for seq in state.ledger.failed:
         tag = _tag(state, seq)

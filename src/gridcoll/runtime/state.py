@@ -167,11 +167,11 @@ class State:
     """The tag of notices (``2 * ntags``: above every call's two tags)."""
     ledger: Ledger = field(default_factory=Ledger)
     """Failed calls, held notices, empty calls, orphaned sends
-    (:class:`~gridcoll.runtime.executor.Ledger`): how a failed call leaves the
+    (:class:`~gridcoll.runtime.notices.Ledger`): how a failed call leaves the
     communicator usable."""
     prior: int = 0
     """Digest of the calls that moved no byte since the last call that did
-    (:func:`~gridcoll.runtime.executor.empty_digest`); the next call's headers carry it."""
+    (:func:`~gridcoll.runtime.header.empty_digest`); the next call's headers carry it."""
     progress: Any = None
     """The progress thread of the non-blocking calls
     (:class:`gridcoll.runtime.nonblocking.Progress`), from the first one."""
@@ -197,7 +197,7 @@ class State:
     def close(self) -> None:
         """Free the private communicator and the doorbells (a later call makes new ones).
 
-        Raises the :class:`~gridcoll.runtime.executor.CollectiveError` of a notice
+        Raises the :class:`~gridcoll.errors.CollectiveError` of a notice
         waiting here about a call this rank never made (the ranks made different
         numbers of calls), after everything is freed. Notices of calls this rank
         completed are dropped: its results stand.
