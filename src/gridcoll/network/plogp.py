@@ -140,8 +140,9 @@ class PLogP:
     ----------
     L : float
         End-to-end latency in seconds.
-    os, or_, g : PiecewiseLinear
-        Send overhead, receive overhead and gap, in seconds, as functions of bytes.
+    os_fn, or_fn, g_fn : PiecewiseLinear
+        Send overhead, receive overhead and gap, in seconds, as functions of bytes
+        (evaluated by :meth:`os`, :meth:`or_` and :meth:`g`).
     complete : bool
         False when a measurement was interrupted: the values are partial and must not
         be used as if they were complete (see :mod:`gridcoll.network.gridfile`).
