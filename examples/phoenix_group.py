@@ -1,4 +1,4 @@
-"""Processes that come and go: a work farm on :class:`gridcoll.dynamic.Group`.
+"""Processes that come and go: a work farm on :class:`gridcoll.group.Group`.
 
 The founder owns ``--vnodes`` virtual nodes and, each round, broadcasts a block of
 numbers from vnode 0. Every process sums, for each vnode it owns, the numbers at that
@@ -8,7 +8,7 @@ while it runs and one leaves halfway; the sums stay exact because every vnode ge
 every broadcast once and counts once in each reduction (seed 004, sec. III, IV-D,
 IV-E)::
 
-    PYTHONPATH=src python examples/dynamic_group.py --workers 3 --rounds 6
+    PYTHONPATH=src python examples/phoenix_group.py --workers 3 --rounds 6
 
 Each worker is a separate OS process (``multiprocessing``, spawn) that knows only the
 founder's address and the group's secret.
@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from gridcoll.dynamic.group import Group
+from gridcoll.group import Group
 
 
 def _contribute(
