@@ -31,6 +31,7 @@ from operator import add
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
+from gridcoll.errors import RemoteProtocolError
 from gridcoll.phoenix.protocol import (
     Abandoned,
     BcastRequested,
@@ -43,7 +44,6 @@ from gridcoll.phoenix.protocol import (
     PeerFailed,
     Process,
     ReduceRequested,
-    RemoteProtocolError,
     Start,
     State,
 )

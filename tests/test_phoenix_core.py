@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from gridcoll.errors import LocalProtocolError
 from gridcoll.phoenix.nodesets import NodeSet
 from gridcoll.phoenix.protocol import (
     HEADER_BYTES,
@@ -36,7 +37,6 @@ from gridcoll.phoenix.protocol import (
     LeaveAck,
     LeaveRequested,
     Leaving,
-    LocalProtocolError,
     MigrateRequested,
     Near,
     ParentUpdates,

@@ -24,8 +24,8 @@ import pytest
 
 zmq = pytest.importorskip("zmq")
 
-from gridcoll.errors import ParameterError  # noqa: E402
-from gridcoll.group import Group, GroupError  # noqa: E402
+from gridcoll.errors import GroupError, ParameterError  # noqa: E402
+from gridcoll.group import Group  # noqa: E402
 from gridcoll.phoenix.nodesets import NodeSet  # noqa: E402
 from gridcoll.phoenix.protocol import PROBE_BYTES, SITE_SHIFT, Bcast  # noqa: E402
 from gridcoll.phoenix.wire import encode  # noqa: E402

@@ -9,11 +9,12 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from gridcoll.errors import WireError
 from gridcoll.phoenix import protocol as p
 from gridcoll.phoenix.nodesets import NodeSet
 from gridcoll.phoenix.trees import Summary
 from gridcoll.phoenix.vnodes import VNodeState
-from gridcoll.phoenix.wire import OPS, TYPE_CODES, VERSION, Codec, WireError, decode, encode
+from gridcoll.phoenix.wire import OPS, TYPE_CODES, VERSION, Codec, decode, encode
 
 pids = st.integers(0, 2**64 - 1)
 u32 = st.integers(0, 2**32 - 1)

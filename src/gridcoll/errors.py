@@ -19,6 +19,11 @@ collective errors, ``gridcoll.simulate.EmptySchedule``...)::
     │   └── MismatchError (ValueError)
     ├── LaunchError                     mpiexec could not run the job
     ├── MeasurementError                a measurement or measured experiment failed
+    ├── ProtocolError                   a Phoenix process used against the rules
+    │   ├── LocalProtocolError          an event it cannot take
+    │   └── RemoteProtocolError         a message that breaks an invariant
+    ├── WireError (ValueError)          bytes that are not a valid Phoenix message
+    ├── GroupError                      a Phoenix group operation failed
     └── UsageError                      the command line is malformed
 
 This module imports nothing of gridcoll: it is the bottom layer.
@@ -32,15 +37,20 @@ __all__ = [
     "EmptySchedule",
     "GridError",
     "GridcollError",
+    "GroupError",
     "LaunchError",
+    "LocalProtocolError",
     "LogError",
     "MeasurementError",
     "MismatchError",
     "ParameterError",
+    "ProtocolError",
+    "RemoteProtocolError",
     "ScheduleError",
     "Unfeasible",
     "UnknownAlgorithm",
     "UsageError",
+    "WireError",
 ]
 
 
@@ -132,6 +142,31 @@ class MismatchError(CollectiveError, ValueError):
 
 class LaunchError(GridcollError):
     """``mpiexec`` could not be found or run, or the launched job failed."""
+
+
+# -- Phoenix (seed 004) ----------------------------------------------------------------
+
+
+class ProtocolError(GridcollError):
+    """A Phoenix process was used against the protocol's rules (h11's split: the
+    local side or the remote one broke them)."""
+
+
+class LocalProtocolError(ProtocolError):
+    """This process was fed an event it cannot take (or is in ERROR)."""
+
+
+class RemoteProtocolError(ProtocolError):
+    """A message broke an invariant (e.g. a second delivery to a vnode)."""
+
+
+class WireError(GridcollError, ValueError):
+    """Bytes that are not a valid Phoenix message, or a message that cannot be encoded."""
+
+
+class GroupError(GridcollError):
+    """A group operation failed: a refused or timed-out join, a closed group, a core in
+    ERROR, or a call this process cannot make now."""
 
 
 # -- measurements and the command line -----------------------------------------------

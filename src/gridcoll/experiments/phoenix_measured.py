@@ -87,14 +87,13 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import Any
 
-from gridcoll.errors import GridcollError, ParameterError
+from gridcoll.errors import MeasurementError, ParameterError
 from gridcoll.experiments import phoenix_simulated as sim
 from gridcoll.network.grid import Grid
 
 __all__ = [
     "DEFAULT_PROCESSES",
     "MEASURE_EXPERIMENTS",
-    "MeasureError",
     "bandwidth",
     "churn",
     "churn_steps",
@@ -127,10 +126,6 @@ _IDLE_S = 900.0
 """A worker with no command for this long exits (its orchestrator is gone)."""
 
 Progress = Callable[[int, int], None]
-
-
-class MeasureError(GridcollError):
-    """A measured experiment failed: a worker error, a timeout, a wrong result."""
 
 
 def default_grid(experiment: str, nprocs: int | None = None) -> str:
@@ -219,7 +214,7 @@ class _Member:
             self.put("stopped", self.rank, None if g is None else asdict(g.stats), error)
             return False
         else:
-            raise MeasureError(f"unknown command {name!r}")
+            raise MeasurementError(f"unknown command {name!r}")
         return True
 
     def _reduce(self, tag: str, nvnodes: int, start_at: float, timeout: float) -> None:
@@ -322,7 +317,7 @@ class _Run:
     def send(self, rank: int, *cmd: object) -> None:
         p = self.procs[rank]
         if not p.alive:
-            raise MeasureError(f"rank {rank}'s worker is gone")
+            raise MeasurementError(f"rank {rank}'s worker is gone")
         p.conn.send(cmd)
 
     def _live(self) -> list[_Proc]:
@@ -352,7 +347,7 @@ class _Run:
         elif msg[0] == "up":
             p.up = msg[2]
         elif msg[0] == "error":
-            raise MeasureError(f"rank {msg[1]}: {msg[2]}")
+            raise MeasurementError(f"rank {msg[1]}: {msg[2]}")
         else:
             self.inbox.append(msg)
 
@@ -365,7 +360,7 @@ class _Run:
         op.bad_size += size != op.nbytes
 
     def expect(self, kind: str, n: int, timeout: float | None = None) -> list[tuple]:
-        """Wait for ``n`` messages of ``kind``; raise :class:`MeasureError` on timeout."""
+        """Wait for ``n`` messages of ``kind``; raise :class:`MeasurementError` on timeout."""
         deadline = time.monotonic() + (self.timeout_s if timeout is None else timeout)
         while True:
             got = [m for m in self.inbox if m[0] == kind]
@@ -376,7 +371,7 @@ class _Run:
                 return taken
             left = deadline - time.monotonic()
             if left <= 0:
-                raise MeasureError(f"timed out waiting for {n} {kind!r} (got {len(got)})")
+                raise MeasurementError(f"timed out waiting for {n} {kind!r} (got {len(got)})")
             self.pump(min(left, 1.0))
 
     def ask(self, kind: str, ranks: Sequence[int], *cmd: object) -> dict[int, tuple]:
@@ -393,7 +388,7 @@ class _Run:
         for p in live:
             with contextlib.suppress(OSError):
                 p.conn.send(("stop",))
-        with contextlib.suppress(MeasureError):
+        with contextlib.suppress(MeasurementError):
             stopped = self.expect("stopped", len(live), timeout=20.0)
         self.closed = True
         for p in (*self.procs.values(), *self.retired, *self.spares):
@@ -410,9 +405,9 @@ class _Run:
         deadline = time.monotonic() + timeout
         while any(p.up is None for p in procs):
             if time.monotonic() > deadline:
-                raise MeasureError("workers did not start in time")
+                raise MeasurementError("workers did not start in time")
             if any(not p.alive and p.up is None for p in procs):
-                raise MeasureError("a worker exited while starting (see its stderr)")
+                raise MeasurementError("a worker exited while starting (see its stderr)")
             self.pump(1.0)
         return [p.up - p.spawned for p in procs]  # type: ignore[operator]
 
@@ -466,7 +461,7 @@ class _Run:
             for (r, dst), vs in moves.items():
                 self.send(r, "migrate", vs, self.procs[dst].pid)
             self.expect("migrated", len(moves))
-        raise MeasureError(f"vnodes not placed one per process within {timeout} s")
+        raise MeasurementError(f"vnodes not placed one per process within {timeout} s")
 
     def settle(self, timeout: float) -> tuple[float, bool]:
         """Wait until no process probes and the probe counts stand still."""
@@ -526,12 +521,12 @@ class _Run:
     def bcast_done(self, nbytes: int, kind: str | None = None) -> _Op:
         op = self.bcast(nbytes, time.monotonic())
         if not self.finish(op, time.monotonic() + self.timeout_s):
-            raise MeasureError(
+            raise MeasurementError(
                 f"a {nbytes}-byte broadcast reached {len(op.counts)} of "
                 f"{self.grid.nranks} vnodes in {self.timeout_s} s"
             )
         if any(c != 1 for c in op.counts.values()) or op.bad_size:
-            raise MeasureError(f"a {nbytes}-byte broadcast was delivered wrongly: {op.counts}")
+            raise MeasurementError(f"a {nbytes}-byte broadcast was delivered wrongly: {op.counts}")
         return op
 
 
@@ -732,7 +727,9 @@ def reduction(
                 run.send(r, "reduce", f"r{i}", n, start_at, timeout_s)
             _, _, _, value, missing, done = run.expect("reduced", 1)[0]
             if value != expected or missing:
-                raise MeasureError(f"reduction {i}: {value!r} (want {expected}), missing {missing}")
+                raise MeasurementError(
+                    f"reduction {i}: {value!r} (want {expected}), missing {missing}"
+                )
             times.append(done - start_at)
         return {"times": times, "sum": expected, "nprobes": run.nprobes()}
 

@@ -205,9 +205,9 @@ from typing import Any, Protocol
 
 import zmq
 
-from gridcoll.errors import GridcollError, ParameterError
+from gridcoll.errors import GroupError, ParameterError, WireError
 from gridcoll.phoenix import protocol as p
-from gridcoll.phoenix.wire import MAX_MESSAGE, OPS, Codec, Reader, WireError, Writer
+from gridcoll.phoenix.wire import MAX_MESSAGE, OPS, Codec, Reader, Writer
 
 __all__ = ["Delivery", "Emulation", "Group", "GroupError", "GroupStats", "ReduceResult"]
 
@@ -250,11 +250,6 @@ with the chunks that came."""
 _SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux's value; SCM_ the same
 _UDP_LAYOUTS = {_PING: _PING_BODY, _PONG: _PONG_BODY, _FETCH: _FETCH_BODY, _DATA: _DATA_HEAD}
 _NO_RANK = 2**64 - 1
-
-
-class GroupError(GridcollError):
-    """A group operation failed: a refused or timed-out join, a closed group, a core in
-    ERROR, or a call this process cannot make now."""
 
 
 class Emulation(Protocol):

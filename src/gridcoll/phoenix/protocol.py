@@ -462,7 +462,7 @@ from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import Enum
 
-from gridcoll.errors import GridcollError
+from gridcoll.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
 from gridcoll.phoenix.nodesets import NodeSet
 from gridcoll.phoenix.trees import (
     NEAR_RATIO,
@@ -541,18 +541,6 @@ microseconds per message, as MPI over TCP on the paper's Gigabit-era clusters.""
 
 KINDS = ("latency", "bandwidth")
 """The two tree kinds, one of each per root (sec. IV-A)."""
-
-
-class ProtocolError(GridcollError):
-    """A process was used against the protocol's rules."""
-
-
-class LocalProtocolError(ProtocolError):
-    """This process was fed an event it cannot take (or is in ERROR)."""
-
-
-class RemoteProtocolError(ProtocolError):
-    """A message broke an invariant (e.g. a second delivery to a vnode)."""
 
 
 class State(Enum):

@@ -60,7 +60,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gridcoll.errors import GridcollError
+from gridcoll.errors import WireError
 from gridcoll.phoenix.nodesets import NodeSet
 from gridcoll.phoenix.protocol import (
     KINDS,
@@ -98,7 +98,6 @@ __all__ = [
     "VERSION",
     "Codec",
     "Reader",
-    "WireError",
     "Writer",
     "decode",
     "encode",
@@ -112,10 +111,6 @@ MAX_MESSAGE = 64 * 1024 * 1024
 MAX_DEPTH = 8
 """Deepest nesting of tuples in a value."""
 _MAX_BIGINT = 1024
-
-
-class WireError(GridcollError, ValueError):
-    """Bytes that are not a valid message, or a message that cannot be encoded."""
 
 
 def _vmin(a: object, b: object) -> object:
