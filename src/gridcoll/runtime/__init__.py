@@ -15,8 +15,10 @@
 The modules behind ``Comm``, each importing only the ones before it: ``buffers``
 (mpi4py's buffer specs), ``state`` (a communicator's grid, options, private
 communicator and caches), ``prepare`` (the one path from a call to its plan, compiled
-program and layout, and running it), ``collectives`` (one helper per collective),
-``comm`` (the class). Below them: ``choice``, ``host``, ``layout``, ``watchdog``,
+program and layout, and running it), ``mpi_ops`` (MPI reduction operations: checks,
+labels, the combine), ``collectives`` (one helper per buffer collective over one
+preamble driven by a table), ``objects`` (the pickled object forms), ``comm`` (the
+class). Below them: ``choice``, ``host``, ``layout``, ``watchdog``,
 ``doorbell``, ``emulation``, ``header`` (the call header every receiver checks),
 ``notices`` (how a failure is told to the other ranks) and ``executor`` (which uses
 the ones before it).
