@@ -85,7 +85,7 @@ class Comm(MPI.Intracomm):
         (:mod:`gridcoll.runtime.record`; ``gridcoll report`` summarises it). Default
         ``GRIDCOLL_LOG``, else none. Communicators made from this one share it.
     adaptive : bool, optional
-        Broadcasts adapt to the network while the program runs (seed 001; issue 13):
+        Broadcasts adapt to the network while the program runs (seed 001):
         each root's advisor watches its calls and the emulated WAN messages' times,
         plans ahead in a background thread and hands the plan over in the next
         broadcast's trailer (:mod:`gridcoll.runtime.adaptive`). Default
