@@ -43,7 +43,7 @@ from gridcoll.experiments.adaptive import (
 from gridcoll.network import get_grid
 from gridcoll.network.load import seed001_trace
 from gridcoll.simulate import simulate
-from gridcoll.tune import PlanCache, plan
+from gridcoll.tune import Call, PlanCache, PlanOptions, plan
 
 KiB = 1024
 SEEDS = (0, 1, 2)
@@ -58,9 +58,11 @@ def handoff_cost(grid, sizes) -> list[dict]:
     trailer = trailer_bytes(grid)
     rows = []
     for m in sizes:
-        chosen = plan(grid, "bcast", m + trailer, 0)
+        chosen = plan(grid, Call("bcast", m + trailer, 0))
         with_trailer = simulate(chosen.build(), grid).total_s
-        bare = plan(grid, "bcast", m, 0, algo=chosen.algorithm, params=chosen.params)
+        bare = plan(
+            grid, Call("bcast", m, 0), PlanOptions(algo=chosen.algorithm, params=chosen.params)
+        )
         without = simulate(bare.build(), grid).total_s
         ann = announcement(1, grid, {}, [(m, chosen)])
         start = time.process_time()

@@ -24,7 +24,7 @@ from gridcoll.algorithms.registry import get_builder
 from gridcoll.network import broadcast_bound, get_grid
 from gridcoll.network.bounds import cluster_classes
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, plan
 
 NBYTES = 2**20
 GRIDS = (
@@ -66,7 +66,7 @@ def tightness(spec: str, nbytes: int) -> dict:
     grid = get_grid(spec)
     bound = broadcast_bound(grid, nbytes, 0)
     best, name = float("inf"), ""
-    for cand in plan(grid, "bcast", nbytes, 0).candidates:
+    for cand in plan(grid, Call("bcast", nbytes, 0)).candidates:
         schedule = get_builder("bcast", cand.algorithm).build(grid, nbytes, 0, **cand.params)
         sim = simulate(schedule, grid).total_s
         if sim < best:

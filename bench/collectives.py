@@ -28,7 +28,7 @@ from _common import Bench, console, percent, rel_error, seconds, table, times
 from gridcoll.algorithms import get_builder, list_builders
 from gridcoll.network import get_grid
 from gridcoll.simulate import simulate
-from gridcoll.tune import PlanCache, plan
+from gridcoll.tune import Call, PlanCache, PlanOptions, plan
 
 MB = 2**20
 """Seed 000's "1 MB" (gridcoll reads sizes with binary prefixes)."""
@@ -62,7 +62,7 @@ ALLREDUCE_ALGOS = ("auto", "mpich", "rabenseifner", "recursive-doubling")
 
 def _simulate(grid, op: str, nbytes: int, algo: str, cache: PlanCache) -> dict:
     """Plan (``algo`` or auto), build, simulate; the row of one call."""
-    p = plan(grid, op, nbytes, 0, algo=algo, cache=cache)
+    p = plan(grid, Call(op, nbytes, 0), PlanOptions(algo=algo), cache=cache)
     sim = simulate(p.build(grid), grid).total_s
     return {
         "chosen": p.algorithm,
@@ -100,7 +100,7 @@ def model_vs_sim(bench: Bench, cache: PlanCache) -> list[dict]:
             for nbytes in (
                 [0] if op == "barrier" else (QUICK_MODEL_SIZES if bench.quick else MODEL_SIZES)
             ):
-                p = plan(grid, op, nbytes, 0, cache=cache)
+                p = plan(grid, Call(op, nbytes, 0), cache=cache)
                 for cand in p.candidates:
                     builder = get_builder(op, cand.algorithm)
                     schedule = builder.build(grid, nbytes, 0, **cand.params)

@@ -45,9 +45,9 @@ from _common import Bench, console, percent, rel_error, seconds, table, times
 from gridcoll.network import get_grid
 from gridcoll.network.bounds import collective_bound
 from gridcoll.runtime.host import default_host_overhead, external_load
-from gridcoll.runtime.launcher import measure_calls
+from gridcoll.runtime.worker import measure_calls
 from gridcoll.simulate import simulate
-from gridcoll.tune import PlanCache, plan
+from gridcoll.tune import Call, PlanCache, PlanOptions, plan
 
 MB = 2**20
 """Seed 000's "1 MB" (gridcoll reads sizes with binary prefixes)."""
@@ -97,9 +97,11 @@ def _agreement_s(grid, op: str, root: int, overhead: float, cache: PlanCache) ->
     (Alltoallv), nothing (Allgatherv)."""
     P = grid.nranks
     if op in ("scatterv", "gatherv"):
-        p = plan(grid, "bcast", 8 * P, root, cache=cache, host_overhead=overhead)
+        p = plan(grid, Call("bcast", 8 * P, root), PlanOptions(host_overhead=overhead), cache=cache)
     elif op == "alltoallv":
-        p = plan(grid, "allgather", 16 * P, 0, cache=cache, host_overhead=overhead)
+        p = plan(
+            grid, Call("allgather", 16 * P, 0), PlanOptions(host_overhead=overhead), cache=cache
+        )
     else:
         return 0.0
     return simulate(p.build(), p.network).total_s
@@ -115,27 +117,11 @@ def _row(grid, overhead: float, part: str, op: str, size: int, algo: str, cache:
         counts = uneven_counts(op, grid.nranks, size)
         nbytes = max(counts)
         agreement = _agreement_s(grid, op, 0, overhead, cache)
-    p = plan(
-        grid,
-        base,
-        nbytes,
-        0,
-        algo=algo,
-        cache=cache,
-        host_overhead=overhead,
-        counts=None if counts is None else tuple(counts),
-    )
+    call = Call(base, nbytes, 0, counts=None if counts is None else tuple(counts))
+    p = plan(grid, call, PlanOptions(algo=algo, host_overhead=overhead), cache=cache)
     schedule = p.build()  # on p.network: the grid plus the overhead
-    case = {
-        "op": base,
-        "size": nbytes,
-        "root": 0,
-        "algo": p.algorithm,
-        "params": dict(p.params),
-        "itemsize": 1,
-    }
-    if counts is not None:
-        case["counts"] = counts
+    # the ranks run this plan's choice, its parameters fixed
+    case = (call, PlanOptions(p.algorithm, dict(p.params), host_overhead=overhead))
     return {
         "part": part,
         "grid": grid.name,
@@ -164,7 +150,6 @@ def run_grid(spec: str, wanted: list[tuple[str, str, int, str]], repeat: int, lo
         [r["case"] for r in rows],
         repeat=repeat,
         timeout=max(120.0, 5 * longest),
-        host_overhead=overhead,
     )
     for row, got in zip(rows, measured, strict=True):
         median = statistics.median(got["measured_all_s"])

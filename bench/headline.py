@@ -16,7 +16,7 @@ from __future__ import annotations
 from _common import Bench, console, percent, rel_error, seconds, table, times
 from gridcoll.network import broadcast_bound, get_grid
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 
 MB = 2**20
 """Seed 000's "1 MB" (gridcoll reads sizes with binary prefixes)."""
@@ -39,7 +39,7 @@ PAPER_TOLERANCE = 0.10
 def run_case(spec: str, algorithm: str) -> dict:
     """Plan, build and simulate one broadcast of 1 MB from rank 0."""
     grid = get_grid(spec)
-    result = plan(grid, "bcast", MB, 0, algo=algorithm)
+    result = plan(grid, Call("bcast", MB, 0), PlanOptions(algo=algorithm))
     sim = simulate(result.build(grid), grid)
     bound = broadcast_bound(grid, MB, 0).time_s
     paper = PAPER_MS.get((spec, algorithm))

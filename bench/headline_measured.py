@@ -24,9 +24,9 @@ import statistics
 from _common import Bench, console, percent, rel_error, seconds, table, times
 from gridcoll.network import broadcast_bound, get_grid
 from gridcoll.runtime.host import default_host_overhead, external_load
-from gridcoll.runtime.launcher import measure_schedules
+from gridcoll.runtime.worker import measure_schedules
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 
 MB = 2**20
 """Seed 000's "1 MB" (gridcoll reads sizes with binary prefixes)."""
@@ -50,7 +50,9 @@ def run_grid(spec: str, repeat: int, load: float) -> list[dict]:
     bound = broadcast_bound(grid, MB, 0).time_s
     rows, schedules = [], []
     for algorithm in ALGORITHMS:
-        result = plan(grid, "bcast", MB, 0, algo=algorithm, host_overhead=overhead)
+        result = plan(
+            grid, Call("bcast", MB, 0), PlanOptions(algo=algorithm, host_overhead=overhead)
+        )
         schedule = result.build()  # on result.network: the grid plus the overhead
         schedules.append(schedule)
         rows.append(

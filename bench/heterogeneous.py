@@ -42,7 +42,7 @@ from gridcoll.errors import GridcollError
 from gridcoll.models import tree_time
 from gridcoll.network import get_grid
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 
 KiB, MiB = 1024, 1024 * 1024
 SEED003_NODES = (10, 20, 30, 40, 50, 60)
@@ -80,7 +80,7 @@ def run_case(grid, algo: str, nbytes: int, root: int, budget: float, bare) -> di
     """Plan (timed), build, simulate one algorithm; the contention-free view of its tree."""
     budget = row_budget("bcast", algo, budget)
     wall, cpu = time.perf_counter(), time.process_time()
-    result = plan(grid, "bcast", nbytes, root, algo=algo, budget_s=budget)
+    result = plan(grid, Call("bcast", nbytes, root), PlanOptions(algo=algo, budget_s=budget))
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     schedule = result.build(grid)
     tree = schedule_tree(schedule)
@@ -256,7 +256,7 @@ def planning_times(budget: float, repeat: int) -> list[dict]:
             for _ in range(repeat):
                 grid = get_grid(spec)
                 wall, cpu = time.perf_counter(), time.process_time()
-                plan(grid, "bcast", MiB, root, budget_s=b)
+                plan(grid, Call("bcast", MiB, root), PlanOptions(budget_s=b))
                 walls.append(time.perf_counter() - wall)
                 cpus.append(time.process_time() - cpu)
             out.append(

@@ -24,7 +24,7 @@ from _common import Bench, console, seconds, table
 from gridcoll.algorithms import get_builder
 from gridcoll.network import get_grid
 from gridcoll.runtime import host
-from gridcoll.runtime.launcher import measure_schedules
+from gridcoll.runtime.worker import measure_schedules
 from gridcoll.simulate import simulate
 
 KiB = 1024

@@ -136,9 +136,9 @@ def discovery(bench: Bench, tmp: Path, spec: str) -> None:
 
 
 def prediction(bench: Bench, tmp: Path, sizes: list[int], max_size: str) -> None:
-    from gridcoll.runtime.launcher import measure_schedule
+    from gridcoll.runtime.worker import measure_schedule
     from gridcoll.simulate import simulate
-    from gridcoll.tune import plan
+    from gridcoll.tune import Call, plan
 
     grid = get_grid("magpie:2,2")
     path = tmp / "g0.json"
@@ -156,7 +156,7 @@ def prediction(bench: Bench, tmp: Path, sizes: list[int], max_size: str) -> None
     measuring_s = time.monotonic() - start
     measured = load_grid(path)
     for nbytes in sizes:
-        chosen = plan(measured, "bcast", nbytes)
+        chosen = plan(measured, Call("bcast", nbytes))
         schedule = chosen.build(measured)
         predicted = simulate(schedule, measured).total_s
         configured = simulate(schedule, grid).total_s

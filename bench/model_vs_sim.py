@@ -23,7 +23,7 @@ from gridcoll.errors import GridcollError
 from gridcoll.models import single_layer as formulas
 from gridcoll.network import broadcast_bound, get_grid
 from gridcoll.simulate import simulate
-from gridcoll.tune import PlanCache, plan
+from gridcoll.tune import Call, PlanCache, PlanOptions, plan
 
 GRIDS = ("lan:16", "magpie:4,4", "magpie:8,1", "das2:4")
 SIZES = (1024, 16 * 1024, 256 * 1024, 1024 * 1024, 4 * 1024 * 1024)
@@ -75,7 +75,9 @@ def main(argv: list[str] | None = None) -> int:
             bound = broadcast_bound(grid, nbytes).time_s
             for builder in list_builders("bcast"):
                 try:
-                    result = plan(grid, "bcast", nbytes, 0, algo=builder.name, cache=cache)
+                    result = plan(
+                        grid, Call("bcast", nbytes, 0), PlanOptions(algo=builder.name), cache=cache
+                    )
                     sim = simulate(result.build(grid), grid).total_s
                 except GridcollError as err:
                     skipped.append({"grid": spec, "algorithm": builder.name, "nbytes": nbytes,

@@ -34,7 +34,7 @@ from gridcoll.errors import GridcollError
 from gridcoll.models.registry import MODELS, optimistic_s
 from gridcoll.network import get_grid
 from gridcoll.network.bounds import collective_bound
-from gridcoll.tune import PlanCache, plan
+from gridcoll.tune import Call, PlanCache, plan
 from gridcoll.tune.search import heuristic_search
 
 NBYTES = 2**20
@@ -91,13 +91,13 @@ def _measure(spec: str) -> dict[str, Any]:
     """One grid, cold: runs in the child process."""
     grid = get_grid(spec)
     start = time.perf_counter()
-    result = plan(grid, "bcast", NBYTES, 0)
+    result = plan(grid, Call("bcast", NBYTES, 0))
     cold = time.perf_counter() - start
     cache = PlanCache()
-    plan(grid, "bcast", NBYTES, 0, cache=cache)
+    plan(grid, Call("bcast", NBYTES, 0), cache=cache)
     start = time.perf_counter()
     for _ in range(200):
-        plan(grid, "bcast", NBYTES, 0, cache=cache)
+        plan(grid, Call("bcast", NBYTES, 0), cache=cache)
     cached = (time.perf_counter() - start) / 200
     fresh = get_grid(spec)
     start = time.perf_counter()

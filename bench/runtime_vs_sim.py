@@ -37,9 +37,9 @@ from gridcoll.algorithms import list_builders
 from gridcoll.errors import GridcollError
 from gridcoll.network import broadcast_bound, get_grid
 from gridcoll.runtime.host import default_host_overhead, external_load
-from gridcoll.runtime.launcher import measure_schedules
+from gridcoll.runtime.worker import measure_schedules
 from gridcoll.simulate import simulate
-from gridcoll.tune import PlanCache, plan
+from gridcoll.tune import Call, PlanCache, PlanOptions, plan
 from gridcoll.units import format_size
 
 GRIDS = ("magpie:4,2", "magpie:8,1")
@@ -60,7 +60,12 @@ def planned_cases(spec: str, nbytes: int, names, cache, load: float) -> list[dic
     cases = []
     for name in names:
         try:
-            result = plan(grid, "bcast", nbytes, 0, algo=name, cache=cache, host_overhead=overhead)
+            result = plan(
+                grid,
+                Call("bcast", nbytes, 0),
+                PlanOptions(algo=name, host_overhead=overhead),
+                cache=cache,
+            )
             schedule = result.build()  # on result.network: the grid plus the overhead
             sim = simulate(schedule, result.network).total_s
         except GridcollError as err:  # a builder that cannot be planned here: say so

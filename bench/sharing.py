@@ -14,7 +14,7 @@ from __future__ import annotations
 from _common import Bench, console, percent, rel_error, seconds, table
 from gridcoll.network import get_grid
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 
 KiB, MiB = 1024, 1024 * 1024
 
@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         if bench.quick and algo not in QUICK:
             continue
         grid = get_grid(spec)
-        chosen = plan(grid, "bcast", nbytes, 0, algo=algo, check=False)
+        chosen = plan(grid, Call("bcast", nbytes, 0), PlanOptions(algo=algo, check=False))
         schedule = chosen.build(grid)
         fifo = simulate(schedule, grid).total_s
         fair = simulate(schedule, grid.with_link_sharing("fair")).total_s

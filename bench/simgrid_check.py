@@ -57,7 +57,7 @@ from gridcoll.network.bounds import peak_rate
 from gridcoll.schedule import Recv, Schedule, Send
 from gridcoll.simulate import simulate
 from gridcoll.simulate.streams import resource_gap
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 from sharing import CASES, QUICK
 
 KiB, MiB = 1024, 1024 * 1024
@@ -289,7 +289,7 @@ def simgrid_time(replay: Replay, config: Sequence[str] = SIMGRID_CONFIG) -> dict
 def compare(spec: str, algo: str, nbytes: int) -> dict[str, Any]:
     """One case: plan on the FIFO grid, simulate FIFO and fair, replay in SimGrid."""
     grid = get_grid(spec)
-    chosen = plan(grid, "bcast", nbytes, 0, algo=algo, check=False)
+    chosen = plan(grid, Call("bcast", nbytes, 0), PlanOptions(algo=algo, check=False))
     name, schedule = chosen.algorithm, chosen.build(grid)
     replay = translate(schedule, grid)
     fifo = simulate(schedule, grid).total_s

@@ -1,4 +1,4 @@
-"""The physical limits (network/bounds.py): exact values on small grids, the quotient
+"""The physical limits (network/bounds/): exact values on small grids, the quotient
 graphs against the per-rank graphs, and validity against the simulator on random grids
 (no builder's simulated time falls below the bound)."""
 
@@ -20,15 +20,16 @@ from gridcoll.network import (
     PLogP,
     Route,
     broadcast_bound,
+    capacity_graph,
     get_grid,
     latency_bound,
     throughput_rate,
 )
-from gridcoll.network import bounds as B
+from gridcoll.network.bounds import broadcast as B
 from gridcoll.network.bounds import cluster_classes, collective_bound, peak_rate, set_flow
 from gridcoll.network.presets import das2, lan_plogp, magpie, transit_stub, wan_plogp
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, plan
 
 MiB = 2**20
 LAN = lan_plogp()
@@ -169,7 +170,7 @@ def test_receiver_flows_match_networkx_on_the_per_rank_graph(spec):
     import networkx as nx
 
     grid = get_grid(spec)
-    graph = B.capacity_graph(grid)
+    graph = capacity_graph(grid)
     root = grid.nranks - 1
     flows = {}
     for cls in cluster_classes(grid, (grid.cluster_of[root],)):
@@ -326,7 +327,7 @@ def test_set_flow_matches_networkx_on_the_per_rank_graph(grid, data):
     if not rest:
         return
     sinks = frozenset(data.draw(st.sets(st.sampled_from(rest), min_size=1)))
-    graph = B.capacity_graph(grid)
+    graph = capacity_graph(grid)
     for r in sources:
         graph.add_edge("source", ("rank", r))
     for r in sinks:
@@ -339,7 +340,7 @@ def _bcast_schedules(grid: Grid, nbytes: int, root: int):
     """Every registered broadcast builder: the tuned candidates of ``plan``, each
     builder with its defaults, the segmented ones with four segments, the annealing ones
     on a small budget."""
-    out = [(c.algorithm, c.params) for c in plan(grid, "bcast", nbytes, root).candidates]
+    out = [(c.algorithm, c.params) for c in plan(grid, Call("bcast", nbytes, root)).candidates]
     for builder in list_builders("bcast"):
         if builder.anytime:
             out.append((builder.name, {"evaluations": 200}))
@@ -376,7 +377,7 @@ def test_no_collective_beats_its_bound(grid, nbytes, data):
     for op in OPS:
         size = 0 if op == "barrier" else nbytes
         bound = collective_bound(grid, op, size, root).time_s
-        for cand in plan(grid, op, size, root).candidates:
+        for cand in plan(grid, Call(op, size, root)).candidates:
             schedule = get_builder(op, cand.algorithm).build(grid, size, root, **cand.params)
             sim = simulate(schedule, grid).total_s
             assert sim >= bound * (1 - 1e-9), (op, cand.algorithm, sim, bound)

@@ -376,7 +376,7 @@ def test_entry_point_subprocess_json_and_error(tmp_path):
 @pytest.mark.mpi
 def test_demo_measure_runs_the_schedules_over_mpi(capsys, tmp_path):
     pytest.importorskip("mpi4py")
-    from gridcoll.runtime.launcher import default_mpiexec
+    from gridcoll.runtime.processes import default_mpiexec
 
     try:
         default_mpiexec()
@@ -404,14 +404,18 @@ def test_fixed_segment_size_is_planned_and_simulated_as_given(capsys):
         "--explain",
     )  # fmt: skip
     from gridcoll.simulate import simulate
-    from gridcoll.tune import plan
+    from gridcoll.tune import Call, PlanOptions, plan
 
     assert data["segment_size"] == 16384
     for cand in data["candidates"]:
         if "segment_size" in cand["params"]:
             assert cand["params"]["segment_size"] == 16384, cand
     # the reported simulation is the simulation of that very plan
-    chosen = plan("magpie:4,4", "bcast", 2**20, params={"segment_size": 16384}, budget_s=1.0)
+    chosen = plan(
+        "magpie:4,4",
+        Call("bcast", 2**20),
+        PlanOptions(params={"segment_size": 16384}, budget_s=1.0),
+    )
     assert data["simulated_s"] == pytest.approx(
         simulate(chosen.build(), get_grid("magpie:4,4")).total_s
     )
@@ -465,11 +469,11 @@ def _synthetic_log(path: Path, grid: str = "magpie:2,2") -> None:
     """Two ranks, 3 broadcasts of 64 KiB (the model right) and 2 allreduces of 8 KB
     (measured 10x the prediction), as the runtime writes them."""
     from gridcoll.runtime.record import record_line
-    from gridcoll.tune import plan
+    from gridcoll.tune import Call, PlanOptions, plan
 
     network = get_grid("magpie:2,2")
-    bcast = plan(network, "bcast", 65536, 0, algo="binomial")
-    allreduce = plan(network, "allreduce", 8000, 0, algo="two-level", itemsize=8)
+    bcast = plan(network, Call("bcast", 65536, 0), PlanOptions(algo="binomial"))
+    allreduce = plan(network, Call("allreduce", 8000, 0, itemsize=8), PlanOptions(algo="two-level"))
     lines, call = [], {0: 0, 1: 0}
     for i in range(3):
         for rank in (0, 1):
@@ -491,14 +495,16 @@ def _synthetic_log(path: Path, grid: str = "magpie:2,2") -> None:
 
 
 def test_report_on_a_synthetic_log(capsys, tmp_path):
-    from gridcoll.tune import plan
+    from gridcoll.tune import Call, PlanOptions, plan
 
     log = tmp_path / "run.jsonl"
     _synthetic_log(log)
     out = run_json(capsys, "report", str(log))
     rows = {row["op"]: row for row in out["rows"]}
     assert set(rows) == {"bcast", "allreduce"} and out["lines"] == 10
-    predicted = plan(get_grid("magpie:2,2"), "bcast", 65536, 0, algo="binomial").predicted_s
+    predicted = plan(
+        get_grid("magpie:2,2"), Call("bcast", 65536, 0), PlanOptions(algo="binomial")
+    ).predicted_s
     bcast = rows["bcast"]
     assert (bcast["calls"], bcast["ranks"], bcast["size"]) == (3, 2, 65536)
     assert bcast["algorithms"] == {"binomial": 6}
@@ -524,10 +530,10 @@ def test_report_reads_several_logs_and_shows_names_as_written(capsys, tmp_path):
 
 def _bad_logs(tmp_path: Path) -> dict[str, tuple[str, str]]:
     from gridcoll.runtime.record import record_line
-    from gridcoll.tune import plan
+    from gridcoll.tune import Call, plan
 
     good = record_line(
-        plan(get_grid("lan:2"), "bcast", 100, 0), measured_s=1e-5, rank=0, nranks=2, call=1,
+        plan(get_grid("lan:2"), Call("bcast", 100, 0)), measured_s=1e-5, rank=0, nranks=2, call=1,
         grid="lan:2",
     )  # fmt: skip
     cases = {
@@ -581,10 +587,10 @@ def test_mpirun_checks_algo_text_and_log_before_launching(capsys):
 def test_mpirun_world_flag_and_environment_reach_the_launch(capsys, monkeypatch):
     """``--world`` or ``GRIDCOLL_WORLD=1``: the launch adds gridcoll's sitecustomize
     (``launch(world=True)``); neither: it does not. No job is started here."""
-    from gridcoll.runtime import launcher
+    from gridcoll.runtime import supervisor
 
     seen = []
-    monkeypatch.setattr(launcher, "launch", lambda grid, command, **kw: seen.append(kw) or 0)
+    monkeypatch.setattr(supervisor, "launch", lambda grid, command, **kw: seen.append(kw) or 0)
     monkeypatch.delenv("GRIDCOLL_WORLD", raising=False)
     assert run(capsys, "mpirun", "--grid", "lan:2", "--", "true")[0] == 0
     assert run(capsys, "mpirun", "--grid", "lan:2", "--world", "--", "true")[0] == 0

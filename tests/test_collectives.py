@@ -24,7 +24,7 @@ from gridcoll.network import das2, get_grid, lan, magpie
 from gridcoll.network.bounds import collective_bound
 from gridcoll.schedule import Recv, Schedule, schedule_from_json, schedule_to_json, validate
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 from gridcoll.tune.contention import simulated_contention
 
 OPS = ("scatter", "gather", "allgather", "alltoall", "reduce", "allreduce", "barrier")
@@ -197,23 +197,23 @@ def test_reordering_tree_is_refused_for_non_commutative_ops():
     with pytest.raises(ParameterError, match="commutative"):
         dary_segmented_reduce(grid, 64, 0, segment_size=8, degree=2, commutative=False)
     with pytest.raises(ParameterError, match="needs a commutative operation"):
-        plan(grid, "reduce", 64, algo="dary-segmented", commutative=False)
+        plan(grid, Call("reduce", 64, commutative=False), PlanOptions(algo="dary-segmented"))
     with pytest.raises(ParameterError, match="commutative must be"):
-        plan(grid, "reduce", 64, commutative="no")
+        plan(grid, Call("reduce", 64, commutative="no"))
 
 
 def test_auto_never_picks_a_reordering_tree_for_non_commutative_ops():
     grid = magpie(4, 4)
     for nbytes in (8, 4096, 1 << 20):
         for op in REDUCTIONS:
-            p = plan(grid, op, nbytes, 3, commutative=False)
+            p = plan(grid, Call(op, nbytes, 3, commutative=False))
             names = {c.algorithm for c in p.candidates}
             assert "dary-segmented" not in names
             assert all(c.params["commutative"] is False for c in p.candidates)
             schedule = p.build(grid)
             assert schedule.params["commutative"] is False
             validate(schedule)
-    assert "dary-segmented" in {c.algorithm for c in plan(grid, "reduce", 4096).candidates}
+    assert "dary-segmented" in {c.algorithm for c in plan(grid, Call("reduce", 4096)).candidates}
 
 
 def test_validator_catches_reordered_operands():
@@ -279,12 +279,16 @@ def test_runs_follow_the_placement():
 @pytest.mark.parametrize(
     ("call", "error", "match"),
     [
-        (lambda g: plan(g, "scatter", 7, itemsize=2), ParameterError, "whole number"),
-        (lambda g: plan(g, "nosuch", 64), UnknownAlgorithm, "no algorithms are registered"),
-        (lambda g: plan(g, "gather", 64, algo="nosuch"), UnknownAlgorithm, "choose one of"),
-        (lambda g: plan(g, "allgather", 0), ParameterError, "positive"),
-        (lambda g: plan(g, "barrier", -1), ParameterError, "barrier"),
-        (lambda g: plan(g, "alltoall", 64, root=99), ParameterError, "out of range"),
+        (lambda g: plan(g, Call("scatter", 7, itemsize=2)), ParameterError, "whole number"),
+        (lambda g: plan(g, Call("nosuch", 64)), UnknownAlgorithm, "no algorithms are registered"),
+        (
+            lambda g: plan(g, Call("gather", 64), PlanOptions(algo="nosuch")),
+            UnknownAlgorithm,
+            "choose one of",
+        ),
+        (lambda g: plan(g, Call("allgather", 0)), ParameterError, "positive"),
+        (lambda g: plan(g, Call("barrier", -1)), ParameterError, "barrier"),
+        (lambda g: plan(g, Call("alltoall", 64, 99)), ParameterError, "out of range"),
         (
             lambda g: get_builder("scatter", "magpie-segmented").build(
                 g, 64, segment_size=3, itemsize=2
@@ -373,7 +377,7 @@ def test_planned_predictions_track_the_simulator(op):
     for spec in ("magpie:8,1", "magpie:4,4"):
         grid = get_grid(spec)
         for nbytes in [0] if op == "barrier" else [65536, 1 << 20]:
-            for cand in plan(grid, op, nbytes, 0).candidates:
+            for cand in plan(grid, Call(op, nbytes, 0)).candidates:
                 sim = simulate(
                     get_builder(op, cand.algorithm).build(grid, nbytes, 0, **cand.params), grid
                 ).total_s
@@ -385,7 +389,7 @@ def test_auto_is_within_five_percent_of_its_prediction_on_the_papers_grid():
     grid = magpie(8, 1)
     for op in OPS:
         nbytes = 0 if op == "barrier" else 1 << 20
-        p = plan(grid, op, nbytes)
+        p = plan(grid, Call(op, nbytes))
         sim = simulate(p.build(grid), grid).total_s
         assert p.predicted_s == pytest.approx(sim, rel=0.05), op
 
@@ -445,7 +449,7 @@ def test_no_algorithm_beats_the_bound(op):
         for nbytes in [0] if op == "barrier" else [8, 1 << 20]:
             bound = collective_bound(grid, op, nbytes, 1).time_s
             assert bound > 0
-            for cand in plan(grid, op, nbytes, 1).candidates:
+            for cand in plan(grid, Call(op, nbytes, 1)).candidates:
                 schedule = get_builder(op, cand.algorithm).build(grid, nbytes, 1, **cand.params)
                 assert simulate(schedule, grid).total_s >= bound * (1 - 1e-9), cand.algorithm
 
@@ -466,7 +470,7 @@ def test_bounds_of_the_papers_grid():
 
 def test_plan_reports_the_bound_of_every_op():
     for op in OPS:
-        p = plan("magpie:4,2", op, 0 if op == "barrier" else 4096)
+        p = plan("magpie:4,2", Call(op, 0 if op == "barrier" else 4096))
         assert math.isfinite(p.bound_s) and 0 < p.bound_s <= p.predicted_s * (1 + 1e-9)
 
 
@@ -474,8 +478,8 @@ def test_plan_reports_the_bound_of_every_op():
 def test_seed000_scatter_headline_in_simulation():
     grid = magpie(8, 1)
     MB = 1 << 20
-    segmented = plan(grid, "scatter", MB, algo="magpie-segmented")
-    original = plan(grid, "scatter", MB, algo="magpie-original")
+    segmented = plan(grid, Call("scatter", MB), PlanOptions(algo="magpie-segmented"))
+    original = plan(grid, Call("scatter", MB), PlanOptions(algo="magpie-original"))
     seg_s = simulate(segmented.build(grid), grid).total_s
     orig_s = simulate(original.build(grid), grid).total_s
     assert seg_s == pytest.approx(1.078, rel=0.10)  # paper: 1078 ms

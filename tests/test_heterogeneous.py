@@ -39,7 +39,7 @@ from gridcoll.network.plogp import PLogP
 from gridcoll.network.presets import lan_plogp, transit_stub, wan_plogp
 from gridcoll.schedule import validate
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 
 pytestmark = pytest.mark.usefixtures("no_wall_clock")  # budgets: nominal only (conftest)
 
@@ -394,41 +394,45 @@ def test_mateescu_overloads_the_wide_area_links():
 # -- planning budget ---------------------------------------------------------------------
 def test_auto_skips_annealing_without_a_budget_and_runs_it_with_one():
     grid = magpie(3, 3)
-    plain = plan(grid, "bcast", 1024)
+    plain = plan(grid, Call("bcast", 1024))
     skipped = dict(plain.skipped)
     assert set(skipped) >= {"sa", "sa-segmented", "sa-clustered", "sa-clustered-segmented"}
     assert "budget" in skipped["sa"]
-    budgeted = plan(grid, "bcast", 1024, budget_s=0.5)
+    budgeted = plan(grid, Call("bcast", 1024), PlanOptions(budget_s=0.5))
     sa = [c for c in budgeted.candidates if c.algorithm.startswith("sa")]
     assert len(sa) == 4 and all(c.params["evaluations"] >= 1000 for c in sa)
-    again = plan(magpie(3, 3), "bcast", 1024, budget_s=0.5)  # deterministic: same choice
+    again = plan(
+        magpie(3, 3), Call("bcast", 1024), PlanOptions(budget_s=0.5)
+    )  # deterministic: same choice
     assert [(c.algorithm, c.params, c.predicted_s) for c in again.candidates] == [
         (c.algorithm, c.params, c.predicted_s) for c in budgeted.candidates
     ]
     best = min(budgeted.candidates, key=lambda c: c.predicted_s)
     assert budgeted.predicted_s == best.predicted_s <= plain.predicted_s
     validate(budgeted.build(grid))
-    big = plan(grid, "bcast", 2**16, budget_s=0.5)  # the multi-tree wins: sa not searched
+    big = plan(
+        grid, Call("bcast", 2**16), PlanOptions(budget_s=0.5)
+    )  # the multi-tree wins: sa not searched
     assert {"sa", "sa-clustered-segmented"} <= set(dict(big.pruned))
-    tiny = plan(grid, "bcast", 1024, budget_s=1e-3)
+    tiny = plan(grid, Call("bcast", 1024), PlanOptions(budget_s=1e-3))
     assert "evaluations" in dict(tiny.skipped)["sa"]
     with pytest.raises(ParameterError, match="budget_s"):
-        plan(grid, "bcast", 1024, budget_s=-1.0)
+        plan(grid, Call("bcast", 1024), PlanOptions(budget_s=-1.0))
 
 
 def test_named_annealing_gets_the_whole_budget():
     grid = magpie(2, 2)
-    named = plan(grid, "bcast", 4096, algo="sa", budget_s=0.2)
-    auto = plan(grid, "bcast", 4096, budget_s=0.2)
+    named = plan(grid, Call("bcast", 4096), PlanOptions(algo="sa", budget_s=0.2))
+    auto = plan(grid, Call("bcast", 4096), PlanOptions(budget_s=0.2))
     sa_auto = next(c for c in auto.candidates if c.algorithm == "sa")
     assert abs(named.params["evaluations"] - 4 * sa_auto.params["evaluations"]) <= 4
     with pytest.raises(Unfeasible, match="evaluations"):
-        plan(grid, "bcast", 4096, algo="sa", budget_s=1e-4)
+        plan(grid, Call("bcast", 4096), PlanOptions(algo="sa", budget_s=1e-4))
 
 
 def test_budget_skips_expensive_builders_on_large_grids():
     grid = magpie(4, 16)  # 64 ranks: a segment-size search costs about 15 ms nominal
-    result = plan(grid, "bcast", 2**16, budget_s=0.01)
+    result = plan(grid, Call("bcast", 2**16), PlanOptions(budget_s=0.01))
     reasons = dict(result.skipped)
     assert "look-ahead-segmented" in reasons and "needs about" in reasons["look-ahead-segmented"]
     assert result.candidates  # the builders without a declared cost are still there
@@ -445,13 +449,13 @@ def test_auto_ranks_its_best_predictions_on_the_simulator():
         Candidate("binomial", {}, 2**20, 1.1),
         Candidate("chain", {}, 2**20, 2.0),  # beyond 1.25x the best: not simulated
     ]
-    ranked = _verified(grid, "bcast", 2**20, 0, 1, fake)
+    ranked = _verified(grid, Call("bcast", 2**20), fake)
     assert [c.algorithm for c in ranked] == ["binomial", "flat", "chain"]
     for c in ranked[:2]:
         schedule = get_builder("bcast", c.algorithm).build(grid, 2**20, 0)
         assert c.simulated_s == simulate(schedule, grid).total_s
     assert ranked[2].simulated_s is None
-    chosen = plan(grid, "bcast", 2**20)  # the real thing: the choice was simulated
+    chosen = plan(grid, Call("bcast", 2**20))  # the real thing: the choice was simulated
     assert chosen.candidates[0].simulated_s is not None
     assert "checked on the simulator" in chosen.explain()
 
@@ -469,11 +473,11 @@ def test_a_candidate_too_large_to_simulate_still_wins_on_a_better_prediction():
         Candidate("binomial", {}, 2**20, 0.011),
         Candidate("chain", {"segment_size": 1}, 1, 0.012),  # within 1.25x: too large
     ]
-    ranked = _verified(grid, "bcast", 2**20, 0, 1, fake)
+    ranked = _verified(grid, Call("bcast", 2**20), fake)
     simulated = [c.simulated_s for c in ranked if c.simulated_s is not None]
     assert len(simulated) == 2 and min(simulated) > 0.012  # flat and binomial: > 80 ms
     assert ranked[0].algorithm == "chain" and ranked[0].simulated_s is None
-    chosen = plan(get_grid("transit-stub:60,4"), "bcast", 1024, budget_s=1.0)
+    chosen = plan(get_grid("transit-stub:60,4"), Call("bcast", 1024), PlanOptions(budget_s=1.0))
     assert chosen.algorithm == "fef-segmented" and chosen.candidates[0].simulated_s is None
     assert "its prediction beats the simulated times" in chosen.explain()
     assert [c.algorithm for c in ranked[1:]] == sorted(

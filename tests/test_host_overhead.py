@@ -15,7 +15,7 @@ from gridcoll.network import PiecewiseLinear, PLogP, get_grid, grid_to_dict
 from gridcoll.network.presets import lan_plogp, wan_plogp
 from gridcoll.runtime import host
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 
 LAN = lan_plogp()
 WAN = wan_plogp(10e-3, 1e6, LAN)
@@ -129,9 +129,9 @@ def test_simulated_time_grows_with_the_host_overhead_when_host_bound():
 
 def test_planning_on_the_effective_grid_cuts_coarser_segments():
     grid = get_grid("magpie:8,1")
-    fast = plan(grid, "bcast", 2**20, algo="multitree")
+    fast = plan(grid, Call("bcast", 2**20), PlanOptions(algo="multitree"))
     eff = grid.with_host_overhead(160e-6)
-    slow = plan(eff, "bcast", 2**20, algo="multitree")
+    slow = plan(eff, Call("bcast", 2**20), PlanOptions(algo="multitree"))
     assert slow.params["segment_size"] >= 2 * fast.params["segment_size"]
     # the coarser plan costs little in the model, and the simulation agrees with it
     assert slow.predicted_s < 1.1 * fast.predicted_s
@@ -233,7 +233,7 @@ def test_gridcoll_run_json_reports_the_host_overhead(capsys, monkeypatch):
 def test_the_ranks_plan_with_the_launchers_host_overhead():
     if not _have_mpi():
         pytest.skip("no mpiexec / mpi4py")
-    from gridcoll.runtime.launcher import run_worker
+    from gridcoll.runtime.worker import run_worker
 
     grid = get_grid("magpie:2,2")
     outcome = run_worker(grid, 8192, algo="auto", repeat=1, host_overhead=250e-6, timeout=30)

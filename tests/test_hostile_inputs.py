@@ -24,7 +24,7 @@ from gridcoll.cli.main import EXIT_ERROR, main
 from gridcoll.errors import GridcollError, GridError
 from gridcoll.limits import MAX_JSON_DEPTH, MAX_RANKS
 from gridcoll.network import get_grid, grid_from_dict, load_grid, place_by_host
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 
 VALID = {
     "format": "gridcoll-grid/1",
@@ -244,7 +244,7 @@ def test_out_of_range_values_are_refused(argv, capsys):
 
 def test_planning_api_refuses_huge_calls():
     with pytest.raises(GridcollError, match="largest supported"):
-        plan(get_grid("magpie:2,2"), "bcast", 10**30)
+        plan(get_grid("magpie:2,2"), Call("bcast", 10**30))
 
 
 # -- fuzz -----------------------------------------------------------------------------------
@@ -285,7 +285,7 @@ def test_fuzzed_grid_files_load_and_plan_or_say_why(mutations):
         return
     for nbytes in (1, 4096):  # a grid that loads must plan
         with contextlib.suppress(GridcollError):
-            plan(grid, "bcast", nbytes)
+            plan(grid, Call("bcast", nbytes))
 
 
 @settings(
@@ -348,7 +348,7 @@ def test_a_free_per_message_network_is_not_cut_into_millions_of_segments(tmp_pat
     }
     path = tmp_path / "short.json"
     path.write_text(json.dumps(shorthand))
-    result = plan(load_grid(path), "bcast", 2**20, budget_s=1.0)
+    result = plan(load_grid(path), Call("bcast", 2**20), PlanOptions(budget_s=1.0))
     for cand in result.candidates:
         for name, value in cand.params.items():
             if name.endswith("segment_size"):

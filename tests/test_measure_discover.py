@@ -18,7 +18,7 @@ from gridcoll.measure import (
 )
 from gridcoll.measure.discover import _rounds
 from gridcoll.network import PLogP, get_grid, load_grid, save_grid
-from gridcoll.tune import plan
+from gridcoll.tune import Call, plan
 
 TABLE1 = [  # seed 001, Table 1 (Mb/s); h8's row completes the h7,h8 column
     [100, 80, 80, 60, 60, 20, 10, 10],
@@ -106,7 +106,7 @@ def test_a_discovered_grid_is_a_grid_file_every_command_accepts(tmp_path):
     assert found.plogp(0, 2).bandwidth == pytest.approx(grid.plogp(0, 2).bandwidth, rel=1e-3)
     save_grid(found, tmp_path / "found.json")
     again = load_grid(tmp_path / "found.json")
-    assert plan(again, "bcast", 65536).predicted_s > 0
+    assert plan(again, Call("bcast", 65536)).predicted_s > 0
 
 
 def test_matrix_files_round_trip_and_bad_ones_are_named(tmp_path):

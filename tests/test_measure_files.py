@@ -19,7 +19,7 @@ from gridcoll.network.gridfile import (
     load_plogp,
     save_plogp,
 )
-from gridcoll.tune import plan
+from gridcoll.tune import Call, plan
 
 LINK = PLogP.linear(10e-3, 1e6, g0=8e-6, os0=4e-6, or0=4e-6)
 POINTS = [
@@ -67,9 +67,9 @@ def incomplete_grid():
 def test_gridcoll_refuses_to_plan_with_an_incomplete_table(incomplete_grid, monkeypatch):
     monkeypatch.delenv("GRIDCOLL_ALLOW_INCOMPLETE", raising=False)
     with pytest.raises(GridError, match=r"route 'c0' -> 'c1' is marked incomplete"):
-        plan(incomplete_grid, "bcast", 65536)
+        plan(incomplete_grid, Call("bcast", 65536))
     monkeypatch.setenv("GRIDCOLL_ALLOW_INCOMPLETE", "1")
-    assert plan(incomplete_grid, "bcast", 65536).predicted_s > 0
+    assert plan(incomplete_grid, Call("bcast", 65536)).predicted_s > 0
 
 
 def test_an_incomplete_grid_file_is_refused_naming_the_entry(

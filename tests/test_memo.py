@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from gridcoll.memo import Memo
 from gridcoll.network import get_grid
-from gridcoll.tune import plan
+from gridcoll.tune import Call, plan
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "gridcoll"
 
@@ -58,11 +58,11 @@ def test_bad_table_size_is_refused():
 
 def test_planning_fills_the_grids_own_memo_and_clearing_it_changes_no_plan():
     grid = get_grid("das2:3")
-    first = plan(grid, "bcast", 2**20)
+    first = plan(grid, Call("bcast", 2**20))
     assert len(grid.memo) > 0  # bounds, edge costs, trees... all in one place
     assert all(size <= grid.memo.limits()[name] for name, size in grid.memo.sizes().items())
     grid.memo.clear()
-    again = plan(grid, "bcast", 2**20)
+    again = plan(grid, Call("bcast", 2**20))
     assert (again.algorithm, again.params, again.predicted_s) == (
         first.algorithm,
         first.params,

@@ -23,7 +23,7 @@ import pytest
 
 pytest.importorskip("mpi4py")
 
-from gridcoll.runtime.launcher import mpiexec_command
+from gridcoll.runtime.processes import mpiexec_command
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi]
 

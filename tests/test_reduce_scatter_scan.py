@@ -19,7 +19,7 @@ from gridcoll.network.bounds import BOUND_OPS, collective_bound
 from gridcoll.schedule import OPERATIONS, Recv, Schedule, Send, validate
 from gridcoll.schedule.validate import REDUCTIONS as VALIDATED
 from gridcoll.simulate import simulate
-from gridcoll.tune import plan
+from gridcoll.tune import Call, plan
 from gridcoll.tune.select import REDUCTIONS, ROOTED
 
 OPS = ("reduce_scatter", "scan", "exscan")
@@ -203,7 +203,7 @@ def test_one_rank_needs_no_message():
             validate(schedule)
             assert schedule.nmessages == 0 and simulate(schedule, grid).total_s == 0.0
             assert predict(grid, op, builder.name, 8, **params_for(builder, 1)) == 0.0
-        p = plan(grid, op, 8)
+        p = plan(grid, Call(op, 8))
         assert p.predicted_s == 0.0 and p.bound_s == 0.0
 
 
@@ -347,7 +347,7 @@ def test_planned_predictions_track_the_simulator(op):
         grid = get_grid(spec)
         for nbytes in (65536, 1 << 20):
             for commutative in (True, False):
-                p = plan(grid, op, nbytes, commutative=commutative)
+                p = plan(grid, Call(op, nbytes, commutative=commutative))
                 for cand in p.candidates:
                     assert cand.params["commutative"] is commutative
                     schedule = get_builder(op, cand.algorithm).build(grid, nbytes, **cand.params)
@@ -359,15 +359,15 @@ def test_planned_predictions_track_the_simulator(op):
 def test_auto_is_within_five_percent_of_its_prediction_on_the_papers_grid():
     grid = magpie(8, 1)
     for op in OPS:
-        p = plan(grid, op, 1 << 20)
+        p = plan(grid, Call(op, 1 << 20))
         assert p.predicted_s == pytest.approx(simulate(p.build(grid), grid).total_s, rel=0.05)
 
 
 def test_auto_picks_the_wan_aware_builders_on_a_grid():
     grid = magpie(4, 4)
-    assert plan(grid, "reduce_scatter", 1 << 16).algorithm == "two-level"
-    assert plan(grid, "scan", 1 << 20).algorithm == "chain-segmented"
-    assert plan(grid, "exscan", 1 << 20, commutative=False).algorithm == "chain-segmented"
+    assert plan(grid, Call("reduce_scatter", 1 << 16)).algorithm == "two-level"
+    assert plan(grid, Call("scan", 1 << 20)).algorithm == "chain-segmented"
+    assert plan(grid, Call("exscan", 1 << 20, commutative=False)).algorithm == "chain-segmented"
 
 
 # -- bounds -------------------------------------------------------------------------------
@@ -378,7 +378,7 @@ def test_no_algorithm_beats_the_bound(op):
             bound = collective_bound(grid, op, nbytes).time_s
             assert bound > 0
             for commutative in (True, False):
-                for cand in plan(grid, op, nbytes, commutative=commutative).candidates:
+                for cand in plan(grid, Call(op, nbytes, commutative=commutative)).candidates:
                     schedule = get_builder(op, cand.algorithm).build(grid, nbytes, **cand.params)
                     assert simulate(schedule, grid).total_s >= bound * (1 - 1e-9), cand.algorithm
 
@@ -399,7 +399,7 @@ def test_bounds_of_the_papers_grid():
 
 def test_plan_reports_the_bound():
     for op in OPS:
-        p = plan("magpie:4,2", op, 4096)
+        p = plan("magpie:4,2", Call(op, 4096))
         assert 0 < p.bound_s <= p.predicted_s * (1 + 1e-9)
         assert p.root == 0 and not p.rooted
 
@@ -408,10 +408,10 @@ def test_plan_reports_the_bound():
 @pytest.mark.parametrize(
     ("call", "match"),
     [
-        (lambda g: plan(g, "scan", 64, commutative="no"), "commutative must be"),
-        (lambda g: plan(g, "reduce_scatter", 7, itemsize=2), "whole number"),
-        (lambda g: plan(g, "exscan", 0), "positive"),
-        (lambda g: plan(g, "scan", 64, root=99), "out of range"),
+        (lambda g: plan(g, Call("scan", 64, commutative="no")), "commutative must be"),
+        (lambda g: plan(g, Call("reduce_scatter", 7, itemsize=2)), "whole number"),
+        (lambda g: plan(g, Call("exscan", 0)), "positive"),
+        (lambda g: plan(g, Call("scan", 64, 99)), "out of range"),
         (
             lambda g: get_builder("reduce_scatter", "two-level").build(
                 g, 64, segment_size=3, lan_degree=1, itemsize=2

@@ -18,12 +18,9 @@ import pytest
 pytest.importorskip("mpi4py")
 
 from gridcoll.network import get_grid, grid_from_dict
-from gridcoll.runtime.launcher import (
-    default_mpiexec,
-    measure_schedule,
-    mpiexec_command,
-    run_worker,
-)
+from gridcoll.runtime.processes import default_mpiexec, mpiexec_command
+from gridcoll.runtime.worker import Batch, measure_schedule, run_worker
+from gridcoll.tune import Call, PlanOptions
 
 pytestmark = [pytest.mark.slow, pytest.mark.mpi]
 
@@ -573,9 +570,10 @@ def test_several_hosts_worker_times_barrier_to_barrier(tmp_path):
     timing at rank 0 and a barrier verified by completing; bytes still verified."""
     grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2}))
     env = clean_env(GRIDCOLL_GRID=str(grid), GRIDCOLL_FAKE_HOSTNAME="host-{rank//2}")
-    cases = ['{"op": "barrier", "size": 0}', '{"op": "bcast", "size": 4096}']
-    worker = [sys.executable, "-m", "gridcoll.runtime.worker", "--repeat", "2"]
-    cmd = mpiexec_command(4, [*worker, "--case", cases[0], "--case", cases[1]])
+    calls = ((Call("barrier"), PlanOptions()), (Call("bcast", 4096), PlanOptions()))
+    batch = tmp_path / "batch.json"
+    batch.write_text(json.dumps(Batch(calls, repeat=2).to_json()))
+    cmd = mpiexec_command(4, [sys.executable, "-m", "gridcoll.runtime.worker", str(batch)])
     proc = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stderr[-3000:]
     line = next(x for x in proc.stdout.splitlines() if x.startswith("GRIDCOLL-RESULT "))

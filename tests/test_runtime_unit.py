@@ -27,12 +27,6 @@ from gridcoll.runtime.emulation import (  # noqa: E402
 )
 from gridcoll.runtime.executor import compile_program  # noqa: E402
 from gridcoll.runtime.header import HEADER_BYTES, CallInfo, empty_digest  # noqa: E402
-from gridcoll.runtime.launcher import (  # noqa: E402
-    LaunchResult,
-    RankReport,
-    _reports,
-    mpiexec_command,
-)
 from gridcoll.runtime.notices import (  # noqa: E402
     FAILED_DRAINS,
     NOTICE_ERROR,
@@ -44,9 +38,11 @@ from gridcoll.runtime.notices import (  # noqa: E402
     pack_notice,
     take_notice,
 )
+from gridcoll.runtime.processes import mpiexec_command  # noqa: E402
 from gridcoll.runtime.state import state_of  # noqa: E402
+from gridcoll.runtime.supervisor import LaunchResult, RankReport, _reports  # noqa: E402
 from gridcoll.schedule import Recv, Schedule, Send  # noqa: E402
-from gridcoll.tune import NATIVE, Plan, plan  # noqa: E402
+from gridcoll.tune import NATIVE, Call, Plan, PlanOptions, plan  # noqa: E402
 
 
 @pytest.fixture
@@ -655,12 +651,13 @@ def test_every_call_is_planned_by_tune_plan_with_the_runtime_arguments():
     assert isinstance(prepared.plan, Plan)
     expected = plan(
         get_grid("lan:1"),
-        "bcast",
-        100,
-        algo="chain-segmented",
-        params={"segment_size": 16},
-        host_overhead=comm.host_overhead,  # 10 us, parsed
-        native=True,
+        Call("bcast", 100),
+        PlanOptions(
+            algo="chain-segmented",
+            params={"segment_size": 16},
+            host_overhead=comm.host_overhead,
+            native=True,
+        ),
     )
     assert prepared.plan == expected
     assert prepared.plan.params == {"segment_size": 16}
@@ -678,7 +675,7 @@ def test_the_hot_path_flag_is_tune_plans_native_choice(spec, algo):
     native=True chooses the MPI library's broadcast; explain() then says why."""
     comm = gridcoll.Comm(MPI.COMM_SELF, grid=spec, algo=algo)
     state = state_of(comm)
-    chosen = plan(get_grid(spec), "bcast", 100, algo=algo, native=True)
+    chosen = plan(get_grid(spec), Call("bcast", 100), PlanOptions(algo=algo, native=True))
     assert state.native_bcast == (chosen.algorithm == NATIVE)
     state.last = (100, 0, 1)  # what the hot path records
     assert comm.last_plan.algorithm == chosen.algorithm
@@ -848,7 +845,7 @@ def test_a_log_line_holds_the_plan_and_the_measured_time(tmp_path):
 
     from gridcoll.runtime.record import FORMAT, log_path, open_log, parse_line, record_line
 
-    chosen = plan(get_grid("magpie:2,2"), "allreduce", 8000, 0, itemsize=8)
+    chosen = plan(get_grid("magpie:2,2"), Call("allreduce", 8000, 0, itemsize=8))
     line = record_line(
         chosen, measured_s=0.02, prepare_s=0.001, rank=3, nranks=4, call=7, grid="magpie:2,2"
     )

@@ -31,7 +31,7 @@ from gridcoll.schedule import Recv, Schedule, Send
 from gridcoll.simulate import simulate
 from gridcoll.simulate.fairshare import max_min_rates
 from gridcoll.simulate.streams import replay_streams
-from gridcoll.tune import plan
+from gridcoll.tune import Call, PlanOptions, plan
 
 LAN = PLogP.linear(0.0, 1e12, g0=0.0)  # a LAN that costs (almost) nothing
 L_W = 5e-3
@@ -338,11 +338,11 @@ def test_plan_on_a_fair_grid_simulates_fairly():
     """The models stay FIFO-based; plan's check simulates on the fair grid. ECEF's 1 MiB
     tree on teragrid (7.78 s FIFO, slower when its WAN messages share links)."""
     grid = get_grid("teragrid+fair")
-    p = plan(grid, "bcast", 1 << 20, 0, algo="ecef", check=True)
+    p = plan(grid, Call("bcast", 1 << 20, 0), PlanOptions(algo="ecef", check=True))
     schedule = p.build(grid)
     assert p.simulated_s == simulate(schedule, grid).total_s
     fifo = simulate(schedule, get_grid("teragrid")).total_s
     assert fifo == pytest.approx(7.78, abs=0.01) and p.simulated_s > 1.3 * fifo
     assert p.simulated_s >= p.bound_s * (1 - 1e-9)
-    auto = plan("magpie:4,1+fair", "bcast", 65536, 0, budget_s=0.5, check=True)
+    auto = plan("magpie:4,1+fair", Call("bcast", 65536, 0), PlanOptions(budget_s=0.5, check=True))
     assert auto.simulated_s >= auto.bound_s * (1 - 1e-9)

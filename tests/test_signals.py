@@ -33,18 +33,16 @@ import pytest
 
 from gridcoll.cli import algorithms as algorithms_cli
 from gridcoll.cli.main import Interrupted, interrupts_raise, main
-from gridcoll.runtime.launcher import (
+from gridcoll.runtime.processes import (
     ENV_LAUNCH,
     LaunchedJob,
-    LaunchResult,
-    RankReport,
     _open_files,
-    _reports,
     describe_exit,
     describe_exits,
     read_procs,
     wrap_ranks,
 )
+from gridcoll.runtime.supervisor import LaunchResult, RankReport, _reports
 
 SRC = Path(__file__).resolve().parent.parent / "src"
 
@@ -466,7 +464,7 @@ def test_gridcoll_mpirun_names_the_rank_that_died(tmp_path, death, how):
 def test_run_worker_says_how_the_rank_that_died_ended():
     pytest.importorskip("mpi4py")
     from gridcoll.network import get_grid
-    from gridcoll.runtime.launcher import run_worker
+    from gridcoll.runtime.worker import run_worker
 
     result = run_worker(
         get_grid("lan:4"),

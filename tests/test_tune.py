@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -13,8 +15,10 @@ from gridcoll.models import MODELS, nsegments
 from gridcoll.network import broadcast_bound, get_grid, magpie
 from gridcoll.simulate import simulate
 from gridcoll.tune import (
+    Call,
     Plan,
     PlanCache,
+    PlanOptions,
     degree_candidates,
     degree_start,
     exhaustive_search,
@@ -229,7 +233,7 @@ def test_two_layer_reasoning_names_the_wan_rule():
 # -- plan() ------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def magpie_plan() -> Plan:
-    return plan(magpie(8, 1), "bcast", MiB)
+    return plan(magpie(8, 1), Call("bcast", MiB))
 
 
 def test_plan_candidates_sorted_best_first(magpie_plan):
@@ -247,7 +251,7 @@ def test_plan_bound_and_prediction_on_magpie(magpie_plan):
     assert magpie_plan.bound_s == broadcast_bound(magpie(8, 1), MiB).time_s
     # seed 000 measured 1079 ms for its segmented broadcast of 1 MB to 8 clusters: one
     # flat WAN tree, every link carrying the whole message; the best plan is no slower
-    dary = plan(magpie(8, 1), "bcast", MiB, algo="dary-segmented")
+    dary = plan(magpie(8, 1), Call("bcast", MiB), PlanOptions(algo="dary-segmented"))
     assert dary.predicted_s == pytest.approx(1.079, rel=0.05)
     assert dary.params["degree"] == 7
     assert magpie_plan.predicted_s <= dary.predicted_s
@@ -267,18 +271,18 @@ def test_plan_build_runs_the_chosen_builder(magpie_plan):
 
 
 def test_explain_names_choice_bound_runners_up_and_reasoning():
-    p = plan("lan:16", "bcast", MiB, algo="dary-segmented")
+    p = plan("lan:16", Call("bcast", MiB), PlanOptions(algo="dary-segmented"))
     text = p.explain()
     assert "chosen: dary-segmented(segment_size=" in text
     assert "x the bound" in text
     assert "d from floor(g(m)/s(m))=1" in text and "hill-climbing" in text
-    full = plan("lan:16", "bcast", MiB).explain()
+    full = plan("lan:16", Call("bcast", MiB)).explain()
     assert "runners-up:" in full and "%" in full
     assert len(full.splitlines()) >= 4 + len(list_builders("bcast")) - 1
 
 
 def test_plan_one_algorithm(magpie_plan):
-    p = plan(magpie(8, 1), "bcast", MiB, algo="chain-segmented")
+    p = plan(magpie(8, 1), Call("bcast", MiB), PlanOptions(algo="chain-segmented"))
     assert [c.algorithm for c in p.candidates] == ["chain-segmented"]
     assert p.algorithm == "chain-segmented" and "segment_size" in p.params
 
@@ -289,14 +293,14 @@ def test_builders_whose_model_fails_are_skipped(monkeypatch):
 
     monkeypatch.setitem(MODELS, ("bcast", "flat"), broken)
     monkeypatch.delitem(MODELS, ("bcast", "binary"))
-    p = plan("lan:8", "bcast", 64 * KiB)
+    p = plan("lan:8", Call("bcast", 64 * KiB))
     skipped = dict(p.skipped)
     assert "two clusters" in skipped["flat"]
     assert skipped["binary"] == "no model is registered"
     assert "flat" not in {c.algorithm for c in p.candidates}
     assert "skipped:" in p.explain()
     with pytest.raises(Unfeasible, match="binary: no model"):
-        plan("lan:8", "bcast", 64 * KiB, algo="binary")
+        plan("lan:8", Call("bcast", 64 * KiB), PlanOptions(algo="binary"))
 
 
 @pytest.mark.parametrize(
@@ -314,8 +318,10 @@ def test_builders_whose_model_fails_are_skipped(monkeypatch):
 )
 def test_plan_rejects_bad_arguments(args, kwargs, error, match):
     cache = PlanCache()
+    itemsize = kwargs.get("itemsize", 1)
     with pytest.raises(error, match=match):
-        plan(magpie(8, 1), *args, cache=cache, **kwargs)
+        call = Call(*args, itemsize=itemsize)
+        plan(magpie(8, 1), call, PlanOptions(algo=kwargs.get("algo", "auto")), cache=cache)
     assert len(cache) == 0
 
 
@@ -325,36 +331,40 @@ def test_cache_hit_returns_the_identical_plan_without_planning(monkeypatch):
 
     cache = PlanCache()
     grid = magpie(8, 1)
-    first = plan(grid, "bcast", MiB, cache=cache)
+    first = plan(grid, Call("bcast", MiB), cache=cache)
 
     def no_planning(*args, **kwargs):
         raise AssertionError("a cache hit must not plan, check or parse")
 
-    for name in ("_make_plan", "check_complete", "get_grid", "_check_call"):
+    for name in ("_make_plan", "check_complete", "get_grid", "_check_on"):
         monkeypatch.setattr(select, name, no_planning)
     for _ in range(100):
-        again = plan(grid, "bcast", MiB, cache=cache)
+        again = plan(grid, Call("bcast", MiB), cache=cache)
     assert again is first
-    assert plan(magpie(8, 1), "bcast", MiB, cache=cache) is first  # same fingerprint
+    assert plan(magpie(8, 1), Call("bcast", MiB), cache=cache) is first  # same fingerprint
     assert cache.hits == 101 and cache.misses == 1
 
 
 def test_every_argument_of_plan_is_in_the_cache_key():
     cache, grid = PlanCache(), magpie(2, 2)
     variants = [
-        {},
-        {"params": {"segment_size": 4096}},
-        {"budget_s": 1.0},
-        {"host_overhead": 45e-6},
-        {"check": True},
-        {"algo": "binomial"},
-        {"itemsize": 8},
-        {"root": 1},
+        ({}, {}),
+        ({}, {"params": {"segment_size": 4096}}),
+        ({}, {"budget_s": 1.0}),
+        ({}, {"host_overhead": 45e-6}),
+        ({}, {"check": True}),
+        ({}, {"algo": "binomial"}),
+        ({"itemsize": 8}, {}),
+        ({"root": 1}, {}),
     ]
-    plans = [plan(grid, "bcast", 64 * KiB, cache=cache, **v) for v in variants]
+
+    def planned(call: dict, options: dict):
+        return plan(grid, Call("bcast", 64 * KiB, **call), PlanOptions(**options), cache=cache)
+
+    plans = [planned(*v) for v in variants]
     assert len(cache) == len(variants) and cache.hits == 0
     for v, p in zip(variants, plans, strict=True):
-        assert plan(grid, "bcast", 64 * KiB, cache=cache, **v) is p
+        assert planned(*v) is p
     assert plans[1].params["segment_size"] == 4096
     assert plans[3].grid.endswith("+host45us") and plans[3].host_overhead_s == 45e-6
 
@@ -362,17 +372,19 @@ def test_every_argument_of_plan_is_in_the_cache_key():
 def test_cache_keys_and_lru_eviction():
     cache = PlanCache(maxsize=2)
     grid = get_grid("lan:8")
-    a = plan(grid, "bcast", KiB, cache=cache)
-    b = plan(grid, "bcast", KiB, root=1, cache=cache)
+    a = plan(grid, Call("bcast", KiB), cache=cache)
+    b = plan(grid, Call("bcast", KiB, 1), cache=cache)
     assert a is not b
-    assert plan(grid, "bcast", KiB, cache=cache) is a  # a is now the most recent
-    plan(grid, "bcast", KiB, algo="chain", cache=cache)  # evicts b, the least recent
+    assert plan(grid, Call("bcast", KiB), cache=cache) is a  # a is now the most recent
+    plan(
+        grid, Call("bcast", KiB), PlanOptions(algo="chain"), cache=cache
+    )  # evicts b, the least recent
     assert len(cache) == 2
-    assert PlanCache.key(grid, "bcast", KiB, 1, 1, "auto") not in cache
-    assert PlanCache.key(grid, "bcast", KiB, 0, 1, "auto") in cache
-    assert plan(grid, "bcast", KiB, cache=cache) is a
+    assert PlanCache.key(grid, Call("bcast", KiB, 1), PlanOptions()) not in cache
+    assert PlanCache.key(grid, Call("bcast", KiB, 0), PlanOptions()) in cache
+    assert plan(grid, Call("bcast", KiB), cache=cache) is a
     cache.clear()
-    assert len(cache) == 0 and plan(grid, "bcast", KiB, cache=cache) is not a
+    assert len(cache) == 0 and plan(grid, Call("bcast", KiB), cache=cache) is not a
 
 
 def test_cache_size_must_be_positive():
@@ -383,16 +395,20 @@ def test_cache_size_must_be_positive():
 # -- the one entry point: everything a caller varies is an argument ----------------------
 def test_fixed_parameters_are_kept_and_only_the_rest_searched():
     grid = magpie(8, 1)
-    p = plan(grid, "bcast", MiB, algo="magpie-segmented", params={"segment_size": 4096})
+    p = plan(
+        grid,
+        Call("bcast", MiB),
+        PlanOptions(algo="magpie-segmented", params={"segment_size": 4096}),
+    )
     assert p.params["segment_size"] == 4096 and p.segment_size == 4096
-    free = plan(grid, "bcast", MiB, algo="magpie-segmented")
+    free = plan(grid, Call("bcast", MiB), PlanOptions(algo="magpie-segmented"))
     pinned_degree = {"segment_size": free.params["segment_size"], "wan_degree": 2}
-    q = plan(grid, "bcast", MiB, algo="magpie-segmented", params=pinned_degree)
+    q = plan(grid, Call("bcast", MiB), PlanOptions(algo="magpie-segmented", params=pinned_degree))
     assert q.params["wan_degree"] == 2 and q.predicted_s >= free.predicted_s
     assert q.predicted_s == pytest.approx(
         MODELS["bcast", "magpie-segmented"](grid, MiB, 0, itemsize=1, **q.params)
     )
-    auto = plan(grid, "bcast", MiB, params={"segment_size": 8192})
+    auto = plan(grid, Call("bcast", MiB), PlanOptions(params={"segment_size": 8192}))
     for cand in auto.candidates:  # every segmented candidate runs the caller's segments
         for name, value in cand.params.items():
             if name.endswith("segment_size"):
@@ -400,18 +416,24 @@ def test_fixed_parameters_are_kept_and_only_the_rest_searched():
 
 
 def test_a_fixed_segment_larger_than_the_message_is_clamped_and_said():
-    p = plan(magpie(4, 1), "bcast", KiB, algo="dary-segmented", params={"segment_size": 4 * KiB})
+    p = plan(
+        magpie(4, 1),
+        Call("bcast", KiB),
+        PlanOptions(algo="dary-segmented", params={"segment_size": 4 * KiB}),
+    )
     assert p.params["segment_size"] == KiB and "clamped" in p.explain()
 
 
 def test_host_overhead_plans_on_the_effective_grid_and_bounds_on_the_physical():
     grid = magpie(4, 2)
-    p = plan(grid, "bcast", 64 * KiB, host_overhead=100e-6)
+    p = plan(grid, Call("bcast", 64 * KiB), PlanOptions(host_overhead=100e-6))
     effective = grid.with_host_overhead(100e-6)
     assert p.network.name == effective.name == p.grid
-    assert p.network is plan(grid, "bcast", KiB, host_overhead=100e-6).network  # memoised
-    assert p.bound_s == plan(grid, "bcast", 64 * KiB).bound_s  # the wire's limit
-    direct = plan(effective, "bcast", 64 * KiB)
+    assert (
+        p.network is plan(grid, Call("bcast", KiB), PlanOptions(host_overhead=100e-6)).network
+    )  # memoised
+    assert p.bound_s == plan(grid, Call("bcast", 64 * KiB)).bound_s  # the wire's limit
+    direct = plan(effective, Call("bcast", 64 * KiB))
     assert (p.algorithm, p.params, p.predicted_s) == (
         direct.algorithm,
         direct.params,
@@ -420,21 +442,23 @@ def test_host_overhead_plans_on_the_effective_grid_and_bounds_on_the_physical():
 
 
 def test_native_is_an_argument_of_the_plan():
-    one = plan("lan:4", "allreduce", KiB, native=True)
+    one = plan("lan:4", Call("allreduce", KiB), PlanOptions(native=True))
     assert one.native and one.algorithm == "native" and "one cluster" in one.reason
     with pytest.raises(GridcollError, match="no gridcoll schedule"):
         one.build()
-    assert not plan(magpie(2, 2), "allreduce", KiB, native=True).native  # a WAN: plan it
-    forced = plan(magpie(2, 2), "bcast", KiB, algo="native")
+    assert not plan(
+        magpie(2, 2), Call("allreduce", KiB), PlanOptions(native=True)
+    ).native  # a WAN: plan it
+    forced = plan(magpie(2, 2), Call("bcast", KiB), PlanOptions(algo="native"))
     assert forced.native and "asked" in forced.reason
 
 
 def test_check_simulates_the_plan_itself():
     grid = magpie(4, 2)
     for algo in ("auto", "binomial", "magpie-segmented"):
-        p = plan(grid, "bcast", 256 * KiB, algo=algo, check=True)
+        p = plan(grid, Call("bcast", 256 * KiB), PlanOptions(algo=algo, check=True))
         assert p.simulated_s == simulate(p.build(), grid).total_s
-    assert plan(grid, "bcast", 256 * KiB, algo="binomial").simulated_s is None
+    assert plan(grid, Call("bcast", 256 * KiB), PlanOptions(algo="binomial")).simulated_s is None
 
 
 # -- the planning deadline (--budget bounds planning) ---------------------------------------
@@ -457,14 +481,16 @@ def test_a_deadline_that_is_never_reached_changes_nothing():
     """A frozen clock never reaches the deadline: the plan is the nominal budget's,
     which without anytime builders (allreduce) is the plan without a budget."""
     grid = magpie(3, 2)
-    frozen = plan(grid, "allreduce", 64 * KiB, budget_s=0.1, clock=SteppingClock())
-    plain = plan(grid, "allreduce", 64 * KiB)
+    frozen = plan(
+        grid, Call("allreduce", 64 * KiB), PlanOptions(budget_s=0.1), clock=SteppingClock()
+    )
+    plain = plan(grid, Call("allreduce", 64 * KiB))
     assert frozen.budget_note == "" and frozen.bound_s == plain.bound_s
     assert [(c.algorithm, c.params, c.predicted_s) for c in frozen.candidates] == [
         (c.algorithm, c.params, c.predicted_s) for c in plain.candidates
     ]
-    again = plan(grid, "bcast", 4 * KiB, budget_s=0.5, clock=SteppingClock())
-    twice = plan(grid, "bcast", 4 * KiB, budget_s=0.5, clock=SteppingClock())
+    again = plan(grid, Call("bcast", 4 * KiB), PlanOptions(budget_s=0.5), clock=SteppingClock())
+    twice = plan(grid, Call("bcast", 4 * KiB), PlanOptions(budget_s=0.5), clock=SteppingClock())
     assert again.budget_note == "" and again.candidates == twice.candidates
 
 
@@ -476,7 +502,7 @@ def test_every_stage_stops_at_the_deadline():
     would show here (no clock sleeps)."""
     clock = SteppingClock(expire_after=1)  # the Deadline's start is the one reading
     grid = magpie(8, 1)
-    p = plan(grid, "bcast", 64 * KiB, budget_s=1.0, clock=clock, check=True)
+    p = plan(grid, Call("bcast", 64 * KiB), PlanOptions(budget_s=1.0, check=True), clock=clock)
     assert len(p.candidates) == 1 and p.simulated_s is None and p.candidates[0].simulated_s is None
     assert "1 model evaluation" in p.candidates[0].reasoning
     assert p.bound_s != p.bound_s  # NaN: not computed
@@ -494,7 +520,7 @@ def test_a_deadline_refuses_builders_it_cannot_fit_with_one_clear_error():
     deadline not one can start, and planning says so in one sentence."""
     clock = SteppingClock(expire_after=1)
     with pytest.raises(Unfeasible, match=r"a planning budget above 1 s may allow it") as err:
-        plan(magpie(8, 1), "alltoall", KiB, budget_s=1.0, clock=clock)
+        plan(magpie(8, 1), Call("alltoall", KiB), PlanOptions(budget_s=1.0), clock=clock)
     assert "\n" not in str(err.value) and "needs about" in str(err.value)
 
 
@@ -540,7 +566,9 @@ def test_budget_bounds_planning_on_a_large_grid():
     grid = get_grid("magpie:200,1")
     for budget in (1.0, 5.0):
         start = time.process_time()
-        p = plan(grid, "allreduce", KiB, budget_s=budget, clock=time.monotonic)  # real
+        p = plan(
+            grid, Call("allreduce", KiB), PlanOptions(budget_s=budget), clock=time.monotonic
+        )  # real
         assert time.process_time() - start < budget + 5.0  # grace, one evaluation, slack
         reasons = " ".join(why for _, why in p.skipped) + p.budget_note
         assert p.candidates and ("planning budget" in reasons or p.budget_note)
@@ -567,7 +595,9 @@ def test_an_uneven_plan_is_checked_on_its_real_counts_and_bounded(op, seed):
     counts = tuple(rng.choice([0, 8, 800, 8000]) for _ in range(n))
     if not any(counts):
         counts = (8, *counts[1:])
-    chosen = plan(grid, op, max(counts), 1 if op in ("scatter", "gather") else 0, counts=counts)
+    chosen = plan(
+        grid, Call(op, max(counts), 1 if op in ("scatter", "gather") else 0, counts=counts)
+    )
     schedule = chosen.build()
     assert chosen.counts == counts and schedule.nbytes == max(counts)
     simulated = simulate(schedule, grid).total_s
@@ -580,18 +610,18 @@ def test_an_uneven_plan_is_checked_on_its_real_counts_and_bounded(op, seed):
 def test_uneven_counts_are_checked():
     grid = magpie(2, 2)
     with pytest.raises(ParameterError, match="largest count"):
-        plan(grid, "scatter", 16, counts=(8, 8, 8, 8))
+        plan(grid, Call("scatter", 16, counts=(8, 8, 8, 8)))
     with pytest.raises(ParameterError, match="4 blocks, got 2"):
-        plan(grid, "scatter", 8, counts=(8, 8))
+        plan(grid, Call("scatter", 8, counts=(8, 8)))
     with pytest.raises(ParameterError, match="whole number of 4-byte items"):
-        plan(grid, "gather", 8, itemsize=4, counts=(8, 6, 0, 8))
+        plan(grid, Call("gather", 8, itemsize=4, counts=(8, 6, 0, 8)))
     with pytest.raises(ParameterError, match="uneven collectives"):
-        plan(grid, "bcast", 8, counts=(8, 8, 8, 8))
+        plan(grid, Call("bcast", 8, counts=(8, 8, 8, 8)))
     cache = PlanCache()
-    a = plan(grid, "scatter", 8, counts=(8, 0, 0, 8), cache=cache)
-    b = plan(grid, "scatter", 8, counts=(8, 8, 0, 8), cache=cache)
+    a = plan(grid, Call("scatter", 8, counts=(8, 0, 0, 8)), cache=cache)
+    b = plan(grid, Call("scatter", 8, counts=(8, 8, 0, 8)), cache=cache)
     assert a is not b and a.counts != b.counts  # the counts are part of the key
-    assert plan(grid, "scatter", 8, counts=(8, 0, 0, 8), cache=cache) is a
+    assert plan(grid, Call("scatter", 8, counts=(8, 0, 0, 8)), cache=cache) is a
 
 
 def test_frugal_plans_trade_a_little_predicted_time_for_fewer_messages():
@@ -599,15 +629,81 @@ def test_frugal_plans_trade_a_little_predicted_time_for_fewer_messages():
     segments are 8 KiB; within 1 % of it the frugal plan takes the largest, with far
     fewer messages, and says so."""
     grid = get_grid("das2:4")
-    best = plan(grid, "allreduce", 4 * 2**20, host_overhead=360e-6)
-    frugal = plan(grid, "allreduce", 4 * 2**20, host_overhead=360e-6, frugal=0.01)
+    best = plan(grid, Call("allreduce", 4 * 2**20), PlanOptions(host_overhead=360e-6))
+    frugal = plan(
+        grid, Call("allreduce", 4 * 2**20), PlanOptions(host_overhead=360e-6, frugal=0.01)
+    )
     assert frugal.algorithm == best.algorithm
     assert frugal.segment_size >= 4 * best.segment_size
     assert best.predicted_s <= frugal.predicted_s <= 1.01 * best.predicted_s
     assert frugal.build().nmessages * 4 <= best.build().nmessages
     assert "frugal: segments of" in frugal.explain()
-    pinned = plan(grid, "allreduce", 4 * 2**20, host_overhead=360e-6, frugal=0.01,
-                  params={"segment_size": 8192})  # fmt: skip
+    pinned = plan(
+        grid,
+        Call("allreduce", 4 * 2**20),
+        PlanOptions(host_overhead=360e-6, frugal=0.01, params={"segment_size": 8192}),
+    )
     assert pinned.segment_size == 8192  # a caller's segment size is kept
     with pytest.raises(ParameterError, match="frugal"):
-        plan(grid, "allreduce", 1024, frugal=1.5)
+        plan(grid, Call("allreduce", 1024), PlanOptions(frugal=1.5))
+
+
+# -- the call and its options -------------------------------------------------------------
+def test_the_cache_key_is_the_frozen_call_and_options_whole():
+    """A field added to Call or PlanOptions is in the key by being declared: the key
+    holds the two values themselves, never a hand-made copy of their fields."""
+    grid = magpie(2, 2)
+    call, options = Call("allreduce", 64 * KiB, itemsize=8), PlanOptions(frugal=0.01)
+    key = PlanCache.key(grid, call, options)
+    assert key == (grid.fingerprint, call, options)
+    for field in dataclasses.fields(Call):
+        other = {"op": "reduce", "nbytes": 32 * KiB, "root": 1, "itemsize": 4,
+                 "counts": None, "commutative": False}[field.name]  # fmt: skip
+        if field.name == "counts":
+            changed = Call("allgather", 8, counts=(8, 0, 8, 8))
+        else:
+            changed = dataclasses.replace(call, **{field.name: other})
+        assert PlanCache.key(grid, changed, options) != key, field.name
+    for field in dataclasses.fields(PlanOptions):
+        other = {"algo": "ring", "params": {"segment_size": 8}, "budget_s": 1.0,
+                 "host_overhead": 1e-5, "native": True, "check": True,
+                 "frugal": 0.0}[field.name]  # fmt: skip
+        changed = dataclasses.replace(options, **{field.name: other})
+        assert PlanCache.key(grid, call, changed) != key, field.name
+
+
+@pytest.mark.parametrize(
+    ("make", "match"),
+    [
+        (lambda: Call("bcast", 0), "positive number of bytes"),
+        (lambda: Call("bcast", 10, itemsize=4), "not a whole number of 4-byte elements"),
+        (lambda: Call("bcast", 2**31), "above the largest supported"),
+        (lambda: Call("bcast", 8, itemsize=0), "itemsize must be >= 1"),
+        (lambda: Call("bcast", True), "positive number of bytes"),
+        (lambda: Call("allreduce", 8, commutative="no"), "commutative must be"),
+        (lambda: Call("bcast", 8, counts=(8,)), "counts= is for the uneven"),
+        (lambda: Call("scatter", 8, counts=(4, 4)), "largest count"),
+        (lambda: Call("barrier", -1), "barrier's size"),
+        (lambda: PlanOptions(budget_s=0), "budget_s must be"),
+        (lambda: PlanOptions(frugal=1.0), "frugal must be"),
+        (lambda: PlanOptions(host_overhead=2.0), "host_overhead must be"),
+        (lambda: PlanOptions(params=[1, 2]), "params must be a dict"),
+    ],
+)
+def test_call_and_options_validate_once_on_construction(make, match):
+    with pytest.raises(ParameterError, match=match):
+        make()
+
+
+def test_call_and_options_round_trip_through_json():
+    import json
+
+    call = Call("alltoall", 8, counts=(8, 0, 0, 8), itemsize=4)
+    options = PlanOptions(algo="pairwise", params={"segment_size": 4}, host_overhead=4e-5)
+    text = json.dumps({"call": call.to_json(), "options": options.to_json()})
+    back = json.loads(text)
+    assert Call.from_json(back["call"]) == call
+    assert PlanOptions.from_json(back["options"]) == options
+    assert Call("barrier", 64).nbytes == 0  # a barrier moves no data
+    with pytest.raises(ParameterError, match="unknown field"):
+        Call.from_json({"op": "bcast", "nbytes": 8, "size": 8})

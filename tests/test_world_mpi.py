@@ -21,7 +21,7 @@ import pytest
 
 pytest.importorskip("mpi4py")
 
-from gridcoll.runtime.launcher import mpiexec_command
+from gridcoll.runtime.processes import mpiexec_command
 from gridcoll.runtime.world import SITE_DIR
 from test_runtime_mpi import HERE, clean_env, fast_grid, last_json, write_grid
 

@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 
 from gridcoll.adapt.forecast import TREND_METHODS, Forecaster
 from gridcoll.network.grid import Grid
-from gridcoll.tune import PlanCache, plan
+from gridcoll.tune import Call, PlanCache, PlanOptions, plan
 from gridcoll.tune.select import Plan
 
 IDLE_SIZES = tuple(2**k for k in range(10, 22))
@@ -189,14 +189,13 @@ class Advisor:
         self.plans_made += 1
         return plan(
             view,
-            self.op,
-            nbytes + self.extra_bytes,
-            self.root,
-            algo=self.algo,
-            itemsize=self.itemsize,
-            host_overhead=self.host_overhead,
-            budget_s=budget_s,
+            Call(self.op, nbytes + self.extra_bytes, self.root, itemsize=self.itemsize),
+            PlanOptions(
+                algo=self.algo,
+                host_overhead=self.host_overhead,
+                budget_s=budget_s,
+                frugal=self.frugal,
+            ),
             cache=self.cache,
             clock=self.clock,
-            frugal=self.frugal,
         )

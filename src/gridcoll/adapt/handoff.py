@@ -29,7 +29,7 @@ from typing import Any
 
 from gridcoll.adapt.monitor import LOAD_QUANTUM, quantized
 from gridcoll.network.grid import Grid
-from gridcoll.tune import PlanCache, plan
+from gridcoll.tune import Call, PlanCache, PlanOptions, plan
 from gridcoll.tune.select import Plan
 
 MAGIC = b"GCA1"
@@ -171,12 +171,7 @@ def planned(
         return None
     return plan(
         view_of(ann, grid),
-        "bcast",
-        nbytes + extra,
-        root,
-        algo=entry.algorithm,
-        params=dict(entry.params),
-        itemsize=itemsize,
-        host_overhead=host_overhead,
+        Call("bcast", nbytes + extra, root, itemsize=itemsize),
+        PlanOptions(algo=entry.algorithm, params=dict(entry.params), host_overhead=host_overhead),
         cache=cache,
     )

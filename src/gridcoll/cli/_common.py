@@ -1,8 +1,10 @@
 """Shared plumbing of the subcommands: call arguments, planning, output.
 
-The subcommands ``plan``, ``simulate`` and ``demo`` describe one collective call the
+The subcommands ``plan``, ``simulate`` and ``run`` describe one collective call the
 same way (grid, op, size, root, algorithm, datatype size); this module parses those
-arguments into checked values, plans the call with :func:`gridcoll.tune.plan`, and
+arguments into a :class:`Request`: the grid and the call as the tuner takes it
+(:class:`gridcoll.tune.Call`, which checks the size, item size and the rest once, and
+:class:`gridcoll.tune.PlanOptions`), plans it with :func:`gridcoll.tune.plan`, and
 prints the result as a rich table or as one JSON object.
 """
 
@@ -13,35 +15,34 @@ import json
 import math
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from gridcoll.algorithms import get_builder, list_builders
-from gridcoll.errors import GridcollError, GridError, ParameterError, UnknownAlgorithm
+from gridcoll.errors import GridcollError, GridError, ParameterError
 from gridcoll.limits import MAX_MESSAGE_BYTES
 from gridcoll.network import Grid, get_grid
 from gridcoll.schedule import OPERATIONS, split_segments
-from gridcoll.tune.select import NATIVE
+from gridcoll.tune import Call, Plan, PlanCache, PlanOptions, plan
 from gridcoll.units import format_size, format_time, parse_size
 
 __all__ = [
     "PARAMS_CAPTION",
     "PARAM_SYMBOLS",
-    "Call",
+    "Request",
     "add_call_arguments",
-    "call_from_args",
     "console",
     "error_console",
     "format_params",
     "load_grid_arg",
-    "plan_call",
     "plan_json",
+    "plan_request",
     "plan_table",
     "print_json",
+    "request_from_args",
     "size_arg",
 ]
 
@@ -86,14 +87,15 @@ def size_arg(text: str) -> int:
     return value
 
 
-def _positive_int(text: str) -> int:
+def _call_size(text: str) -> int:
+    """argparse type of a call's ``--size``: the text parsed (``1MiB``, ``-5``); the
+    value is the call's to check (:class:`gridcoll.tune.Call`)."""
+    text = text.strip()
     try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be >= 1, got {text!r}")
-    return value
+        value = parse_size(text.removeprefix("-"))
+    except ParameterError as err:
+        raise argparse.ArgumentTypeError(str(err)) from err
+    return -value if text.startswith("-") else value
 
 
 def _rank(text: str) -> int:
@@ -116,7 +118,7 @@ def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool =
     )
     parser.add_argument(
         "--size",
-        type=size_arg,
+        type=_call_size,
         default=None,
         metavar="SIZE",
         help=(
@@ -143,7 +145,7 @@ def add_call_arguments(parser: argparse.ArgumentParser, *, size_required: bool =
     )
     parser.add_argument(
         "--itemsize",
-        type=_positive_int,
+        type=int,
         default=1,
         metavar="N",
         help="bytes per datatype element; sizes and segments are whole elements (default 1)",
@@ -212,91 +214,67 @@ def load_grid_arg(spec: str) -> Grid:
 
 
 @dataclass(frozen=True)
-class Call:
-    """One collective call, checked: everything a planner needs."""
+class Request:
+    """One collective call of the command line: the grid it names, the call (checked
+    once, by :class:`gridcoll.tune.Call`) and the planning options its flags give."""
 
     spec: str
+    """The grid as the user wrote it (a preset name or a file)."""
     grid: Grid
-    op: str
-    nbytes: int
-    root: int
-    algo: str
-    itemsize: int
-    segment_size: int | None
-    commutative: bool = True
-    budget_s: float | None = None
+    call: Call
+    options: PlanOptions
 
 
-def call_from_args(args: argparse.Namespace, nbytes: int | None = None) -> Call:
-    """Check the call arguments; raise a GridcollError naming the first bad one."""
+def request_from_args(args: argparse.Namespace, nbytes: int | None = None) -> Request:
+    """The :class:`Request` of the call arguments; raise a GridcollError naming the first
+    bad one (the call's own checks are :class:`gridcoll.tune.Call`'s, the grid's
+    :func:`gridcoll.tune.plan`'s)."""
     grid = load_grid_arg(args.grid)
     nbytes = args.size if nbytes is None else nbytes
     if args.op == "barrier":
         nbytes = 0  # a barrier moves no data
     elif nbytes is None and getattr(args, "size_required", True):
         raise ParameterError(f"the following arguments are required: --size (for --op {args.op})")
-    grid.check_rank(args.root, "root")
-    if args.algo not in ("auto", NATIVE):
-        get_builder(args.op, args.algo)  # UnknownAlgorithm lists the choices
-    elif not list_builders(args.op):
-        raise UnknownAlgorithm(f"no {args.op} algorithms are registered yet")
-    # size and segment size must be whole elements: split_segments names the problem
-    if nbytes:
-        split_segments(nbytes, args.segment_size, args.itemsize)
-    if args.segment_size is not None and nbytes and args.segment_size > nbytes:
-        raise ParameterError(
-            f"--segment-size {format_size(args.segment_size)} is larger than the "
-            f"{format_size(nbytes)} message"
-        )
-    return Call(
-        args.grid,
-        grid,
+    call = Call(
         args.op,
-        nbytes,
+        nbytes or 0,
         args.root,
-        args.algo,
         args.itemsize,
-        args.segment_size,
-        getattr(args, "commutative", True),
-        getattr(args, "budget", None),
+        commutative=getattr(args, "commutative", True),
     )
-
-
-def plan_call(call: Call, cache: Any = None, **options: Any) -> Any:
-    """Plan ``call`` with :func:`gridcoll.tune.plan`, the one entry point: a fixed
-    ``--segment-size`` is its ``params`` argument (``options``: ``host_overhead``,
-    ``check``, ...)."""
-    from gridcoll.tune import plan
-
     params = None
-    if call.segment_size is not None and call.op != "barrier":
-        params = {"segment_size": call.segment_size}
-    return plan(
-        call.grid,
-        call.op,
-        call.nbytes,
-        call.root,
-        algo=call.algo,
-        params=params,
-        itemsize=call.itemsize,
-        cache=cache,
-        commutative=call.commutative,
-        budget_s=call.budget_s,
-        **options,
-    )
+    segment = args.segment_size
+    if segment is not None and call.nbytes:
+        split_segments(call.nbytes, segment, call.itemsize)  # a segment of whole elements
+        if segment > call.nbytes:
+            raise ParameterError(
+                f"--segment-size {format_size(segment)} is larger than the "
+                f"{format_size(call.nbytes)} message"
+            )
+        params = {"segment_size": segment}
+    options = PlanOptions(args.algo, params, budget_s=getattr(args, "budget", None))
+    return Request(args.grid, grid, call, options)
+
+
+def plan_request(request: Request, cache: PlanCache | None = None, **options: Any) -> Plan:
+    """Plan ``request`` with :func:`gridcoll.tune.plan`, the one entry point; ``options``
+    replace fields of its :class:`~gridcoll.tune.PlanOptions` (``host_overhead``,
+    ``check``, ...)."""
+    chosen = replace(request.options, **options) if options else request.options
+    return plan(request.grid, request.call, chosen, cache=cache)
 
 
 def _finite(x: float) -> float | None:
     return x if math.isfinite(x) else None
 
 
-def plan_json(call: Call, result: Any, **extra: Any) -> dict[str, Any]:
+def plan_json(request: Request, result: Plan, **extra: Any) -> dict[str, Any]:
     """The JSON object of ``plan`` and ``simulate`` (``extra`` adds e.g. simulated_s)."""
     out: dict[str, Any] = {
-        "op": call.op,
-        "grid": call.spec,
-        "size": call.nbytes,
-        "root": call.root if result.rooted else None,
+        "op": request.call.op,
+        "grid": request.spec,
+        "size": request.call.nbytes,
+        "root": request.call.root if result.rooted else None,
         "algorithm": result.algorithm,
         "params": dict(result.params),
         "segment_size": result.segment_size,
@@ -366,13 +344,14 @@ def ratio(seconds: float, bound: float) -> str:
     return f"{seconds / bound:.2f}x"
 
 
-def plan_table(call: Call, result: Any, simulated_s: float | None = None) -> Table:
+def plan_table(request: Request, result: Plan, simulated_s: float | None = None) -> Table:
     """Every candidate with its predicted time and ratio to the bound, the choice marked."""
+    call, grid = request.call, request.grid
     origin = f", root {call.root}" if result.rooted else ""
     table = Table(
         title=(
-            f"{call.op} of {format_size(call.nbytes)} on {call.spec} "
-            f"({call.grid.nranks} ranks, {call.grid.nclusters} clusters){origin}"
+            f"{call.op} of {format_size(call.nbytes)} on {request.spec} "
+            f"({grid.nranks} ranks, {grid.nclusters} clusters){origin}"
         ),
         title_justify="left",
         caption=PARAMS_CAPTION,
@@ -406,7 +385,7 @@ def plan_table(call: Call, result: Any, simulated_s: float | None = None) -> Tab
     return table
 
 
-def summary_line(call: Call, result: Any, simulated_s: float | None = None) -> str:
+def summary_line(request: Request, result: Plan, simulated_s: float | None = None) -> str:
     """One line: the choice, its prediction, the bound (and the simulation: the plan's
     own check unless ``simulated_s`` is given); a second one when the planning
     budget's deadline cut anything (:attr:`gridcoll.tune.Plan.budget_note`)."""

@@ -194,11 +194,11 @@ def _row(
     grid: Grid, bare: Grid, spec: str, op: str, algo: str, nbytes: int, root: int, budget
 ) -> CompareRow:
     from gridcoll.simulate import simulate
-    from gridcoll.tune import plan
+    from gridcoll.tune import Call, PlanOptions, plan
 
     start = time.perf_counter()
     budget = row_budget(op, algo, budget)
-    result = plan(grid, op, nbytes, root, algo=algo, budget_s=budget)
+    result = plan(grid, Call(op, nbytes, root), PlanOptions(algo=algo, budget_s=budget))
     elapsed = time.perf_counter() - start
     schedule = result.build()
     return CompareRow(

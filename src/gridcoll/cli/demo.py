@@ -17,7 +17,7 @@ machine without ``mpiexec``/mpi4py) only plans and simulates, for the grid as de
 
 :func:`compute_row` makes one :class:`DemoRow` per (grid, algorithm, size) and takes an
 optional ``measure(grid, schedule) -> seconds`` hook; :func:`demo_rows` plans every row
-and measures a grid's rows in one launch (:func:`gridcoll.runtime.launcher.measure_schedules`).
+and measures a grid's rows in one launch (:func:`gridcoll.runtime.worker.measure_schedules`).
 """
 
 from __future__ import annotations
@@ -89,12 +89,12 @@ def mpi_measure(repeat: int = 3, timeout: float = 60.0) -> Measure:
     """A :data:`Measure` that runs one schedule over MPI on the emulated WAN ``repeat``
     times (every rank's bytes verified) and returns the median time.
 
-    Raises :class:`gridcoll.runtime.launcher.LaunchError` (a GridcollError) when a run
+    Raises :class:`gridcoll.errors.LaunchError` (a GridcollError) when a run
     fails or is not verified.
     """
 
     def measure(grid: Grid, schedule: Schedule) -> float:
-        from gridcoll.runtime.launcher import measure_schedule
+        from gridcoll.runtime.worker import measure_schedule
 
         return statistics.median(measure_schedule(grid, schedule, repeat=repeat, timeout=timeout))
 
@@ -106,7 +106,7 @@ def mpi_available() -> str | None:
     if importlib.util.find_spec("mpi4py") is None:
         return "mpi4py is not installed (pip install mpi4py mpich)"
     from gridcoll.errors import LaunchError
-    from gridcoll.runtime.launcher import default_mpiexec
+    from gridcoll.runtime.processes import default_mpiexec
 
     try:
         default_mpiexec()
@@ -173,12 +173,16 @@ def _plan_row(
     spec: str | None,
     host_overhead: float,
 ) -> tuple[DemoRow, Schedule]:
-    from gridcoll.tune import DEFAULT_BUDGET_S, plan
+    from gridcoll.tune import DEFAULT_BUDGET_S, Call, PlanOptions, plan
 
     result = plan(
-        grid, "bcast", nbytes, root, algo=algorithm, cache=cache,
-        budget_s=DEFAULT_BUDGET_S, host_overhead=host_overhead, check=True,
-    )  # fmt: skip
+        grid,
+        Call("bcast", nbytes, root),
+        PlanOptions(
+            algo=algorithm, budget_s=DEFAULT_BUDGET_S, host_overhead=host_overhead, check=True
+        ),
+        cache=cache,
+    )
     schedule = result.build()
     row = DemoRow(
         grid=spec or grid.name,
@@ -251,7 +255,7 @@ def _overhead_for(grid: Grid, real: bool, explicit: float | None, load: float) -
 
 def _measure_grid(grid, spec, planned, repeat, on_run):
     """Run every planned schedule of one grid in one launch; fill the measured times."""
-    from gridcoll.runtime.launcher import measure_schedules
+    from gridcoll.runtime.worker import measure_schedules
 
     schedules = [schedule for _, schedule in planned]
     longest = max(row.simulated_s for row, _ in planned)

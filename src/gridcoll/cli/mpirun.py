@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
     import os
 
     from gridcoll.runtime.choice import algo_table
-    from gridcoll.runtime.launcher import launch
+    from gridcoll.runtime.supervisor import launch
     from gridcoll.runtime.world import requested
 
     command = list(args.command)

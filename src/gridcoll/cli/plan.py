@@ -6,12 +6,12 @@ import argparse
 
 from gridcoll.cli._common import (
     add_call_arguments,
-    call_from_args,
     console,
-    plan_call,
     plan_json,
+    plan_request,
     plan_table,
     print_json,
+    request_from_args,
     summary_line,
 )
 
@@ -35,17 +35,17 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan the call and print the candidates (or one JSON object)."""
-    call = call_from_args(args)
-    result = plan_call(call)
+    request = request_from_args(args)
+    result = plan_request(request)
     if args.json:
-        data = plan_json(call, result)
+        data = plan_json(request, result)
         if args.explain:
             data["explanation"] = result.explain()
         print_json(data)
         return 0
     out = console()
-    out.print(plan_table(call, result))
-    out.print(summary_line(call, result), soft_wrap=True)
+    out.print(plan_table(request, result))
+    out.print(summary_line(request, result), soft_wrap=True)
     if args.explain:
         out.print(result.explain())
     return 0

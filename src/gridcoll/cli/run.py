@@ -3,8 +3,8 @@
 Plans the call as ``gridcoll plan`` does, simulates the chosen schedule, then starts
 ``mpiexec`` with one rank per grid rank (the WAN emulated, unless ``--no-emulation``),
 runs the collective (``--op``, default bcast) ``--repeat`` times with every rank's bytes
-verified against a result computed with numpy alone (:mod:`gridcoll.runtime.worker`),
-and reports
+verified against a result computed with numpy alone (:mod:`gridcoll.runtime.worker`,
+which gets the call and the choice as one JSON document), and reports
 the median measured time beside the model's prediction, the simulator's time and the
 bound. ``--json`` prints the fields of ``gridcoll simulate --json`` plus
 ``measured_s`` (median), ``measured_all_s``, ``verified`` and ``host_overhead_s``.
@@ -23,16 +23,17 @@ import statistics
 import sys
 
 from gridcoll.cli._common import (
+    Request,
     add_call_arguments,
     add_load_argument,
-    call_from_args,
     console,
     format_params,
     load_trace_arg,
-    plan_call,
     plan_json,
+    plan_request,
     print_json,
     ratio,
+    request_from_args,
 )
 from gridcoll.errors import ParameterError
 from gridcoll.runtime.host import (
@@ -131,74 +132,46 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan, simulate, launch, report; 0 if every repetition was verified, else 1."""
-    from gridcoll.runtime.launcher import run_worker
-    from gridcoll.tune import FRUGAL
+    from gridcoll.runtime.worker import Batch, run_batch, verifiable
+    from gridcoll.tune import FRUGAL, PlanOptions
 
-    _check_reduction_itemsize(args)
-    call = call_from_args(args)
-    load = load_trace_arg(args, call.grid)  # refused before anything starts
-    emulated = not args.no_emulation and not call.grid.is_single_cluster
+    request = request_from_args(args)
+    call, grid = verifiable(request.call), request.grid  # refused before anything starts
+    load = load_trace_arg(args, grid)
+    emulated = not args.no_emulation and not grid.is_single_cluster
     overhead = resolve_host_overhead(
-        args.host_overhead, call.grid.nranks, emulated=emulated, load=external_load()
+        args.host_overhead, grid.nranks, emulated=emulated, load=external_load()
     )
     # as gridcoll.Comm plans: the runtime's host overhead, the native collective allowed
     # (auto on one cluster), frugal, the chosen schedule simulated
-    result = plan_call(call, host_overhead=overhead, native=True, check=True, frugal=FRUGAL)
+    result = plan_request(request, host_overhead=overhead, native=True, check=True, frugal=FRUGAL)
     estimate = max(
         (x for x in (result.predicted_s, result.simulated_s or 0.0) if math.isfinite(x)),
         default=0.0,
     )
     timeout = args.timeout or max(30.0, 10.0 * estimate)
-    outcome = run_worker(
-        call.grid,
-        call.nbytes,
-        op=call.op,
-        commutative=call.commutative,
-        root=call.root,
-        itemsize=call.itemsize,
-        algo=result.algorithm,
-        params=None if result.native else dict(result.params),
-        repeat=args.repeat,
-        emulate=not args.no_emulation,
-        timeout=timeout,
-        mpiexec=args.mpiexec,
-        host_overhead=overhead,
-        load=load,
-    )
+    # the ranks run this plan's choice: its algorithm and parameters, fixed
+    params = None if result.native else dict(result.params)
+    chosen = PlanOptions(result.algorithm, params, host_overhead=overhead)
+    batch = Batch(((call, chosen),), repeat=args.repeat, timeout=timeout)
+    outcome = run_batch(grid, batch, emulate=not args.no_emulation, mpiexec=args.mpiexec, load=load)
     times = list(outcome.result.get("measured_all_s", [])) if outcome.result else []
     measured = statistics.median(times) if times and outcome.ok else None
     if args.json:
-        _print_json(call, result, outcome, times, measured, args)
+        _print_json(request, result, outcome, times, measured, args)
     else:
-        _print_text(call, result, outcome, times, measured, args)
+        _print_text(request, result, outcome, times, measured, args)
     return 0 if outcome.verified else 1
 
 
-def _check_reduction_itemsize(args: argparse.Namespace) -> None:
-    """The worker verifies reductions of unsigned integers (sums) or of 2x2 int64
-    matrices (products, not commutative): refuse other element sizes before launching."""
-    if args.op not in ("reduce", "allreduce", "reduce_scatter", "scan", "exscan"):
-        return
-    if getattr(args, "commutative", True) and args.itemsize not in (1, 2, 4, 8):
-        raise ParameterError(
-            f"gridcoll run verifies {args.op} with unsigned integer sums: --itemsize must be "
-            f"1, 2, 4 or 8, not {args.itemsize}"
-        )
-    if not getattr(args, "commutative", True) and args.itemsize != 32:
-        raise ParameterError(
-            f"gridcoll run verifies a non-commutative {args.op} with 2x2 int64 matrix "
-            f"products: pass --itemsize 32 (got {args.itemsize})"
-        )
-
-
-def _print_json(call, result, outcome, times, measured, args) -> None:
-    data = plan_json(call, result)
+def _print_json(request: Request, result, outcome, times, measured, args) -> None:
+    data = plan_json(request, result)
     data.update(
         measured_s=measured,
         measured_all_s=times,
         verified=outcome.verified,
         emulated=not args.no_emulation,
-        nranks=call.grid.nranks,
+        nranks=request.grid.nranks,
         repeat=args.repeat,
         timing=(outcome.result or {}).get("timing"),
     )
@@ -208,17 +181,18 @@ def _print_json(call, result, outcome, times, measured, args) -> None:
     print_json(data)
 
 
-def _print_text(call, result, outcome, times, measured, args) -> None:
+def _print_text(request: Request, result, outcome, times, measured, args) -> None:
     out = console()
-    if call.grid.nclusters == 1:
+    call, grid = request.call, request.grid
+    if grid.nclusters == 1:
         wan = "one cluster (no WAN)"
     else:
         wan = "WAN not emulated" if args.no_emulation else "WAN emulated"
     per = " per rank per peer" if call.op in ("scatter", "gather", "allgather", "alltoall") else ""
     origin = f", root {call.root}" if result.rooted else ""
     out.print(
-        f"{call.op} of {format_size(call.nbytes)}{per} on {call.spec} ({call.grid.nranks} ranks, "
-        f"{call.grid.nclusters} clusters){origin}, {wan}",
+        f"{call.op} of {format_size(call.nbytes)}{per} on {request.spec} ({grid.nranks} ranks, "
+        f"{grid.nclusters} clusters){origin}, {wan}",
         markup=False,
     )
     if result.native:

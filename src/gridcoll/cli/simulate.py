@@ -8,13 +8,13 @@ from pathlib import Path
 from gridcoll.cli._common import (
     add_call_arguments,
     add_load_argument,
-    call_from_args,
     console,
     load_trace_arg,
-    plan_call,
     plan_json,
+    plan_request,
     plan_table,
     print_json,
+    request_from_args,
     summary_line,
 )
 from gridcoll.errors import ParameterError
@@ -48,18 +48,18 @@ def run(args: argparse.Namespace) -> int:
 
     if args.plot and Path(args.plot).suffix.lower() not in (".png", ".svg", ".pdf"):
         raise ParameterError(f"--plot needs a .png, .svg or .pdf file name, got {args.plot!r}")
-    call = call_from_args(args)
-    load = load_trace_arg(args, call.grid)
-    result = plan_call(call)
-    schedule = result.build(call.grid)
-    sim = simulate(schedule, call.grid, record=bool(args.plot), load=load)
+    request = request_from_args(args)
+    load = load_trace_arg(args, request.grid)
+    result = plan_request(request)
+    schedule = result.build(request.grid)
+    sim = simulate(schedule, request.grid, record=bool(args.plot), load=load)
     if args.plot:
         from gridcoll.plot.timeline import plot_timeline
 
         Path(args.plot).parent.mkdir(parents=True, exist_ok=True)
-        plot_timeline(sim, call.grid, args.plot)
+        plot_timeline(sim, request.grid, args.plot)
     if args.json:
-        data = plan_json(call, result, simulated_s=sim.total_s, nmessages=sim.nmessages)
+        data = plan_json(request, result, simulated_s=sim.total_s, nmessages=sim.nmessages)
         if args.plot:
             data["plot"] = str(args.plot)
         if args.explain:
@@ -67,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
         print_json(data)
         return 0
     out = console()
-    out.print(plan_table(call, result))
-    out.print(summary_line(call, result, sim.total_s), soft_wrap=True)
+    out.print(plan_table(request, result))
+    out.print(summary_line(request, result, sim.total_s), soft_wrap=True)
     if args.explain:
         out.print(result.explain())
     if args.plot:

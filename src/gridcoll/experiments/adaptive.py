@@ -43,11 +43,12 @@ from dataclasses import dataclass, field
 from gridcoll.adapt.advisor import ADVISOR_MAX_BUDGET_S, Advisor
 from gridcoll.adapt.handoff import announcement, decode, encode, planned, trailer_bytes
 from gridcoll.adapt.monitor import PERIOD_S, PROBE_BYTES, NetworkMonitor, Transfer
+from gridcoll.errors import LaunchError
 from gridcoll.network.grid import Grid
 from gridcoll.network.load import LoadTrace, occupancy_end
-from gridcoll.runtime.launcher import STARTUP_S, LaunchError, run_job
+from gridcoll.runtime.supervisor import STARTUP_S, run_job
 from gridcoll.simulate import simulate
-from gridcoll.tune import PlanCache, plan
+from gridcoll.tune import Call, PlanCache, PlanOptions, plan
 
 STRATEGIES = ("mpich-g2", "mateescu", "adaptive", "static")
 INTERVAL_DECAY = 0.97
@@ -136,11 +137,8 @@ def run_strategy(
         for i, call in enumerate(app):
             chosen = plan(
                 grid,
-                "bcast",
-                call.nbytes,
-                root,
-                algo=algo,
-                budget_s=budget,
+                Call("bcast", call.nbytes, root),
+                PlanOptions(algo=algo, budget_s=budget),
                 cache=cache,
                 clock=_frozen_clock,
             )
@@ -175,7 +173,12 @@ def run_strategy(
         # rides in this call's trailer, for the next.
         chosen = planned(grid, announced, call.nbytes, root, extra=trailer, cache=cache)
         if chosen is None:
-            chosen = plan(grid, "bcast", call.nbytes + trailer, root, algo=algo, cache=cache)
+            chosen = plan(
+                grid,
+                Call("bcast", call.nbytes + trailer, root),
+                PlanOptions(algo=algo),
+                cache=cache,
+            )
         offered_load, ready = advisor.offer()
         trailer_out = encode(announcement(i, grid, offered_load, ready), grid)
         out.advisor_cpu_s += time.process_time() - cpu
@@ -394,7 +397,7 @@ def run_scenario(
     (:mod:`gridcoll.experiments.adaptive_worker` on every rank), the WAN emulated under
     ``load``; ``period_s``: the root's monitor period (``GRIDCOLL_MONITOR_PERIOD``).
     Returns a :class:`StrategyRun`; raises
-    :class:`~gridcoll.runtime.launcher.LaunchError` unless every call's bytes were
+    :class:`~gridcoll.errors.LaunchError` unless every call's bytes were
     verified."""
     calls = json.dumps([[c.t, c.nbytes] for c in app])
     program = [

@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from gridcoll.runtime.worker import ENV_STATUS_DIR, ERROR_PREFIX, RESULT_PREFIX
+from gridcoll.runtime.supervisor import ENV_STATUS_DIR, ERROR_PREFIX, RESULT_PREFIX
 
 __all__ = ["STRATEGY_COMM", "main"]
 

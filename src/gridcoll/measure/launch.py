@@ -1,40 +1,38 @@
 """Start a measurement job under ``mpiexec`` on an (emulated) grid and watch it.
 
-Like :func:`gridcoll.runtime.launcher.run_worker`, but the job is
-:mod:`gridcoll.measure.worker`, its output goes to files, and the caller is told about
-every progress line while it runs (``on_progress``). The job runs in its own session:
-Ctrl-C (or the CLI's SIGTERM/SIGHUP, turned into the same exception) reaches only this
-process, which then stops the job (:class:`gridcoll.runtime.launcher.LaunchedJob`:
-``mpiexec`` and every process carrying the launch's mark, nothing else), removes the
-shared-memory files it left, and re-raises, leaving the work directory's partial
-results readable until the context ends.
+The job supervisor of ``gridcoll run`` (:mod:`gridcoll.runtime.supervisor`: its
+:func:`~gridcoll.runtime.supervisor.session`, the work directory, grid file, link state
+and environment, and :func:`~gridcoll.runtime.supervisor.watch`, which stops the ranks
+still running 10 s after the first one failed), with the measurement worker
+(:mod:`gridcoll.measure.worker`) as the program: its results go to files in the work
+directory, and the caller is told about every progress line while it runs
+(``on_progress``). Several jobs may run in one session (:meth:`Job.run`). The job runs
+in its own session: Ctrl-C (or the CLI's SIGTERM/SIGHUP, turned into the same
+exception) reaches only this process, which then stops the job
+(:class:`gridcoll.runtime.processes.LaunchedJob`: ``mpiexec`` and every process carrying
+the launch's mark, nothing else), removes the shared-memory files it left, and
+re-raises, leaving the work directory's partial results readable until the context
+ends.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
-import os
-import shutil
 import signal
 import sys
-import tempfile
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridcoll.network.grid import Grid
-from gridcoll.network.gridfile import save_grid
-from gridcoll.runtime import emulation as emu
-from gridcoll.runtime.launcher import (
-    ENV_LAUNCH,
-    OVERSUBSCRIBE_ENV,
-    LaunchedJob,
-    mpiexec_command,
-)
+from gridcoll.runtime.processes import LaunchedJob, mpiexec_command
+from gridcoll.runtime.supervisor import session, watch
 
 __all__ = ["Job", "JobOutcome", "job"]
+
+HUNG_S = 10.0
+"""A rank still running this long after another reported an error is hung: stopped."""
 
 
 @dataclass
@@ -87,7 +85,13 @@ class Job:
         cmd = mpiexec_command(self.grid.nranks, program, mpiexec=mpiexec, keep_going=True)
         err_path = self.workdir / "stderr"
         progress_path = self.workdir / "progress.jsonl"
-        deadline = None if wall_timeout is None else time.monotonic() + wall_timeout
+        seen = 0
+
+        def failed() -> bool:  # and the progress lines so far, handed on
+            nonlocal seen
+            seen = _follow(progress_path, seen, on_progress)
+            return any(self.workdir.glob("error-*.json"))
+
         with (
             open(err_path, "w") as err,
             open(self.workdir / "stdout", "w") as out,
@@ -95,17 +99,7 @@ class Job:
                 cmd, self.env, self.workdir, stdout=out, stderr=err, preexec_fn=_die_with_parent
             ) as running,
         ):
-            seen, killed, first_error = 0, False, None
-            while running.poll(wait=0.1) is None:
-                seen = _follow(progress_path, seen, on_progress)
-                now = time.monotonic()
-                if first_error is None and any(self.workdir.glob("error-*.json")):
-                    first_error = now
-                hung = first_error is not None and now - first_error > 10.0
-                if hung or (deadline is not None and now > deadline):
-                    running.stop()
-                    killed = True
-                    break
+            killed = watch(running, grace=HUNG_S, wall=wall_timeout, failed=failed)
             _follow(progress_path, seen, on_progress)
         return self.outcome(running.returncode, killed)
 
@@ -154,26 +148,7 @@ def _follow(path: Path, seen: int, on_progress) -> int:
 @contextlib.contextmanager
 def job(grid: Grid, *, emulate: bool = True) -> Iterator[Job]:
     """A work directory, the grid file and the shared link state, and the environment
-    every rank reads; removed afterwards."""
-    workdir = Path(tempfile.mkdtemp(prefix="gridcoll-measure-"))
-    link_state = None
-    try:
-        grid_file = workdir / "grid.json"
-        save_grid(grid, grid_file)
-        env = dict(os.environ)
-        env.update(OVERSUBSCRIBE_ENV)
-        env["PYTHONUNBUFFERED"] = "1"
-        env[ENV_LAUNCH] = str(workdir)  # how LaunchedJob finds every process of the job
-        env[emu.ENV_GRID] = str(grid_file)
-        env[emu.ENV_EMULATE] = "1" if emulate else "0"
-        for name in (emu.ENV_LINK_STATE, emu.ENV_LOAD, emu.ENV_LOAD_T0):
-            env.pop(name, None)  # measurements run on the unloaded links
-        if emulate and not grid.is_single_cluster:
-            link_state = emu.create_link_state(grid)
-            env[emu.ENV_LINK_STATE] = str(link_state)
+    every rank reads (:func:`gridcoll.runtime.supervisor.session`: the measurements run
+    on the unloaded links); removed afterwards."""
+    with session(grid, emulate=emulate, prefix="gridcoll-measure-") as (workdir, env):
         yield Job(workdir, env, grid)
-    finally:
-        if link_state is not None:
-            with contextlib.suppress(OSError):
-                link_state.unlink()
-        shutil.rmtree(workdir, ignore_errors=True)

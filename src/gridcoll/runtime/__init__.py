@@ -6,8 +6,11 @@
   and serialises them at the link bandwidth, below every algorithm;
 * :mod:`~gridcoll.runtime.comm` is :class:`Comm`, the mpi4py-style API, whose methods
   are one-liners over :mod:`~gridcoll.runtime.collectives`;
-* :mod:`~gridcoll.runtime.launcher` starts ``mpiexec`` on a grid (``gridcoll run``,
-  ``gridcoll mpirun``); :mod:`~gridcoll.runtime.worker` is what ``gridcoll run`` starts.
+* :mod:`~gridcoll.runtime.supervisor` starts a program under ``mpiexec`` on a grid and
+  watches it (``gridcoll mpirun``, ``gridcoll run``, ``gridcoll measure``), over
+  :mod:`~gridcoll.runtime.processes` (the job's processes and files);
+  :mod:`~gridcoll.runtime.worker` is the program ``gridcoll run`` starts, and how to
+  start it (:mod:`~gridcoll.runtime.launcher` re-exports the three).
 
 * :mod:`~gridcoll.runtime.host` is the runtime's per-message host overhead, which the
   runtime adds to the grid it plans and simulates on.
@@ -24,8 +27,8 @@ class). Below them: ``choice``, ``host``, ``layout``, ``watchdog``,
 the ones before it).
 
 Importing :mod:`~gridcoll.runtime.comm` or :mod:`~gridcoll.runtime.executor` (or using
-``gridcoll.runtime.Comm``) needs mpi4py and initialises MPI; the launcher, the emulation
-and the host-overhead module do not.
+``gridcoll.runtime.Comm``) needs mpi4py and initialises MPI; the supervisor, the
+emulation and the host-overhead module do not.
 """
 
 import importlib as _importlib

@@ -52,7 +52,7 @@ from gridcoll.runtime.notices import (
 from gridcoll.runtime.state import PROCESS, Prepared, State, note_failure
 from gridcoll.runtime.watchdog import MAIN, PROGRESS
 from gridcoll.schedule.ir import Schedule
-from gridcoll.tune import FRUGAL, NATIVE, Plan, native_reason, plan
+from gridcoll.tune import FRUGAL, NATIVE, Call, Plan, PlanOptions, native_reason, plan
 
 __all__ = [
     "Uneven",
@@ -105,18 +105,11 @@ def plan_call(
     name, params = state.algos.get(op, ("auto", None))
     return plan(
         state.grid,
-        op,
-        nbytes,
-        root,
-        algo=name,
-        params=params,
-        itemsize=itemsize,
+        Call(op, nbytes, root, itemsize=itemsize, commutative=commutative, counts=counts),
+        PlanOptions(
+            algo=name, params=params, host_overhead=state.host_overhead, native=True, frugal=FRUGAL
+        ),
         cache=PROCESS.plans,
-        commutative=commutative,
-        host_overhead=state.host_overhead,
-        native=True,
-        counts=counts,
-        frugal=FRUGAL,
     )
 
 
@@ -126,13 +119,9 @@ def native_plan(state: State, op: str, nbytes: int, root: int, reason: str) -> P
     ``algo="native"``, its reason replaced by ``reason``."""
     chosen = plan(
         state.grid,
-        op,
-        0 if op == "barrier" else max(nbytes, 1),
-        root,
-        algo=NATIVE,
+        Call(op, 0 if op == "barrier" else max(nbytes, 1), root),
+        PlanOptions(algo=NATIVE, host_overhead=state.host_overhead, native=True),
         cache=PROCESS.plans,
-        host_overhead=state.host_overhead,
-        native=True,
     )
     return replace(chosen, reason=reason)
 

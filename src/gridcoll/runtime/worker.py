@@ -1,10 +1,22 @@
-"""What ``gridcoll run`` starts on every rank: ``python -m gridcoll.runtime.worker``.
+"""The program ``gridcoll run`` starts on every rank, and how to start it.
 
-Each rank wraps ``MPI.COMM_WORLD`` in a :class:`gridcoll.Comm` (the grid and the WAN
-emulation come from the environment the launcher set), then runs the broadcast
-``--repeat`` times. Before each run the root fills its buffer with pseudo-random bytes
-(seeded by the repetition) and every other rank fills its own with bytes that differ
-from them everywhere; after it, every rank compares its bytes with the root's (which it
+The parent side: :func:`run_batch` writes a :class:`Batch` (the calls, each a
+:class:`gridcoll.tune.Call` with the :class:`gridcoll.tune.PlanOptions` the ranks plan
+it with, or broadcast schedule files; the repetitions, the timeout) as one JSON
+document and runs ``python -m gridcoll.runtime.worker BATCH.json`` on every rank under
+the job supervisor (:func:`gridcoll.runtime.supervisor.run_job`); :func:`run_worker`
+builds the batch of one call, :func:`measure_calls` and :func:`measure_schedules` of
+several. A call is checked once, when its :class:`~gridcoll.tune.Call` is made, and
+:func:`verifiable` refuses, before anything starts, a reduction the worker cannot verify.
+
+The rank side (:func:`main`): each rank reads the batch, wraps ``MPI.COMM_WORLD`` in a
+:class:`gridcoll.Comm` with the call's algorithm, parameters and host overhead (the grid
+and the WAN emulation come from the environment the supervisor set), plans the call
+once (before the timed runs), then runs it ``repeat`` times.
+
+A broadcast: before each run the root fills its buffer with pseudo-random bytes (seeded
+by the repetition) and every other rank fills its own with bytes that differ from them
+everywhere; after it, every rank compares its bytes with the root's (which it
 regenerates from the seed) exactly.
 
 Timing: on one machine ``time.monotonic()`` is one system-wide clock, so the ranks
@@ -21,105 +33,321 @@ fakes that for a test) the clocks are not comparable, and the time is rank 0's f
 barrier exit to the exit of a second barrier after the broadcast (an upper bound
 including one barrier). The result says which (``"timing"``).
 
-Several ``--schedule`` files run one after the other in one launch (the demo and the
+Several schedule files run one after the other in one launch (the demo and the
 benchmarks: one ``mpiexec`` start-up per grid instead of one per row); so do several
-``--case`` calls (a JSON object each: ``op``, ``size``, ``root``, ``algo``, ``params``,
-``itemsize``, ``commutative``, ``counts``); the result has a row per schedule or case in
-``cases``, the first one's fields also at the top level. A case with ``counts`` (bytes
-per block: ``P``, or ``P * P`` for all-to-all) runs the uneven form, ``Scatterv``,
-``Gatherv``, ``Allgatherv`` or ``Alltoallv``, on packed buffers; its ``size`` is the
-largest count.
+calls; the result has a row per schedule or call in ``cases``, the first one's fields
+also at the top level. A call with ``counts`` (bytes per block: ``P``, or ``P * P`` for
+all-to-all) runs the uneven form, ``Scatterv``, ``Gatherv``, ``Allgatherv`` or
+``Alltoallv``, on packed buffers; its ``nbytes`` is the largest count.
 
-Other collectives (``--op scatter|gather|allgather|alltoall|reduce|allreduce|barrier``;
-``--size`` is the bytes per rank per peer, MPI's count times the extent): every rank
+Other collectives (scatter, gather, allgather, alltoall, reduce, allreduce, barrier...;
+``nbytes`` is the bytes per rank per peer, MPI's count times the extent): every rank
 generates every rank's input from the repetition's seed, so it computes its expected
 result with numpy alone (the blocks it must receive; the element-wise sum of all ranks'
-vectors of unsigned integers of ``--itemsize`` bytes, or with ``commutative`` false the
-rank-ordered product of 2x2 int64 matrices, ``--itemsize 32``), never with a schedule,
+vectors of unsigned integers of ``itemsize`` bytes, or with ``commutative`` false the
+rank-ordered product of 2x2 int64 matrices, ``itemsize`` 32), never with a schedule,
 and compares its bytes exactly. A barrier is verified by the shared clock: no rank may
 leave before the last one entered (on several hosts, whose clocks are not comparable,
 only by its completing).
 
-Output: rank 0 prints one line ``GRIDCOLL-RESULT {json}`` on stdout. A rank that fails
-prints ``GRIDCOLL-ERROR {json}`` on stderr and exits with status 1 without finalizing
-MPI. With ``GRIDCOLL_STATUS_DIR`` set, every rank also appends its progress to
-``rank-R`` there (``joined``, ``rep`` with its case and repetition, ``done`` or
-``error``), which lets the launcher name a rank that died without a word and report
-progress while the job runs.
+Output: the supervisor's protocol (:mod:`gridcoll.runtime.supervisor`): rank 0's
+``GRIDCOLL-RESULT`` line, a failed rank's ``GRIDCOLL-ERROR`` line and exit status 1
+without finalizing MPI, every rank's progress (``joined``, ``rep`` with its case and
+repetition, ``done`` or ``error``), which lets the supervisor name a rank that died
+without a word and report progress while the job runs.
 """
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
+import tempfile
 import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from gridcoll.schedule.ir import OPERATIONS
+from gridcoll.errors import LaunchError, ParameterError
+from gridcoll.network.grid import Grid
+from gridcoll.network.load import LoadTrace
+from gridcoll.runtime.supervisor import STARTUP_S, LaunchResult, RankStatus, run_job
+from gridcoll.tune.call import Call, PlanOptions
 
-__all__ = ["ENV_STATUS_DIR", "ERROR_PREFIX", "RESULT_PREFIX", "main"]
+__all__ = [
+    "Batch",
+    "main",
+    "measure_calls",
+    "measure_schedule",
+    "measure_schedules",
+    "run_batch",
+    "run_worker",
+    "verifiable",
+]
 
 
-ENV_STATUS_DIR = "GRIDCOLL_STATUS_DIR"
-"""Environment variable: directory where each rank appends its progress."""
 START_MARGIN_S = 0.005
 """How far ahead of the barrier exit rank 0 puts the common start instant."""
-RESULT_PREFIX = "GRIDCOLL-RESULT "
-ERROR_PREFIX = "GRIDCOLL-ERROR "
+
+REDUCTIONS = ("reduce", "allreduce", "reduce_scatter", "scan", "exscan")
+"""The collectives the worker verifies as sums (or 2x2 int64 matrix products)."""
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m gridcoll.runtime.worker")
-    p.add_argument("--op", default="bcast", choices=list(OPERATIONS))
-    p.add_argument("--size", type=int, required=False, default=None)
-    p.add_argument("--root", type=int, default=0)
-    p.add_argument("--itemsize", type=int, default=1, help="bytes per datatype element")
-    p.add_argument("--algo", default="auto")
-    p.add_argument("--params", default=None, help="JSON object of fixed builder parameters")
-    p.add_argument(
-        "--non-commutative",
-        dest="commutative",
-        action="store_false",
-        help="reduce/allreduce: 2x2 int64 matrix products (itemsize 32), in rank order",
+# -- the batch: what one launch runs -------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Batch:
+    """What one launch of the worker runs, shipped to the ranks as one JSON document.
+
+    ``calls``: (call, the options its ranks plan it with) pairs, each run on a
+    :class:`gridcoll.Comm` of its own; or ``schedules``: broadcast schedule files, run
+    with ``Comm.execute``. Each ``repeat`` times; ``timeout`` bounds each call's time
+    without progress. ``fail_rank`` makes that rank exit (``fail_mode="exit"``) or
+    never join (``"hang"``), to test the failure behaviour.
+    """
+
+    calls: tuple[tuple[Call, PlanOptions], ...] = ()
+    schedules: tuple[str, ...] = ()
+    repeat: int = 1
+    timeout: float = 60.0
+    fail_rank: int | None = None
+    fail_mode: str = "exit"
+
+    def __post_init__(self) -> None:
+        if bool(self.calls) == bool(self.schedules):
+            raise ParameterError("a batch runs calls or schedule files, and at least one")
+        if not isinstance(self.repeat, int) or self.repeat < 1:
+            raise ParameterError(f"repeat must be >= 1, got {self.repeat!r}")
+        if not self.timeout > 0:
+            raise ParameterError(f"timeout must be > 0 seconds, got {self.timeout!r}")
+        if self.fail_mode not in ("exit", "hang"):
+            raise ParameterError(f"fail_mode must be 'exit' or 'hang', got {self.fail_mode!r}")
+        for call, _options in self.calls:
+            verifiable(call)
+
+    def to_json(self) -> dict[str, Any]:
+        """The batch as one JSON object (:meth:`from_json` reads it back)."""
+        return {
+            "calls": [{"call": c.to_json(), "options": o.to_json()} for c, o in self.calls],
+            "schedules": list(self.schedules),
+            "repeat": self.repeat,
+            "timeout": self.timeout,
+            "fail_rank": self.fail_rank,
+            "fail_mode": self.fail_mode,
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Batch:
+        """The batch of a :meth:`to_json` object, every call checked again."""
+        calls = tuple(
+            (Call.from_json(c["call"]), PlanOptions.from_json(c["options"]))
+            for c in data.get("calls", ())
+        )
+        return cls(
+            calls,
+            tuple(data.get("schedules", ())),
+            data.get("repeat", 1),
+            data.get("timeout", 60.0),
+            data.get("fail_rank"),
+            data.get("fail_mode", "exit"),
+        )
+
+
+def verifiable(call: Call) -> Call:
+    """``call`` if the worker can verify it, else ParameterError before anything starts:
+    reductions sum unsigned integers (``itemsize`` 1, 2, 4 or 8), or, not commutative,
+    multiply 2x2 int64 matrices (``itemsize`` 32)."""
+    if call.op not in REDUCTIONS:
+        return call
+    if call.commutative and call.itemsize not in (1, 2, 4, 8):
+        raise ParameterError(
+            f"the worker verifies {call.op} with unsigned integer sums: --itemsize must be "
+            f"1, 2, 4 or 8, not {call.itemsize}"
+        )
+    if not call.commutative and call.itemsize != 32:
+        raise ParameterError(
+            f"the worker verifies a non-commutative {call.op} with 2x2 int64 matrix "
+            f"products: pass --itemsize 32 (got {call.itemsize})"
+        )
+    return call
+
+
+# -- the parent's side: start the worker under the supervisor -------------------------------
+
+
+def run_batch(
+    grid: Grid,
+    batch: Batch,
+    *,
+    emulate: bool = True,
+    wall_timeout: float | None = None,
+    mpiexec: str | None = None,
+    on_progress: Callable[[int], None] | None = None,
+    load: LoadTrace | None = None,
+) -> LaunchResult:
+    """Run ``batch`` on every rank of ``grid`` (one rank per grid rank; the WAN emulated
+    unless ``emulate`` is False, under ``load``'s cross traffic if given) and collect
+    rank 0's result and every rank's fate (:func:`gridcoll.runtime.supervisor.run_job`).
+
+    ``wall_timeout`` bounds the whole job (default: a start-up allowance plus ``repeat *
+    timeout`` per call or schedule); ``on_progress(n)`` is called as rank 0 completes
+    its ``n``-th repetition in all.
+    """
+    runs = batch.repeat * max(1, len(batch.calls) + len(batch.schedules))
+    wall = wall_timeout
+    if wall is None:
+        wall = STARTUP_S + 2 * grid.nranks + runs * batch.timeout
+    with tempfile.TemporaryDirectory(prefix="gridcoll-batch-") as tmp:
+        path = Path(tmp) / "batch.json"
+        path.write_text(json.dumps(batch.to_json()))
+        program = [sys.executable, "-m", "gridcoll.runtime.worker", str(path)]
+        return run_job(
+            grid,
+            program,
+            timeout=batch.timeout,
+            wall=wall,
+            emulate=emulate,
+            mpiexec=mpiexec,
+            on_progress=on_progress,
+            load=load,
+        )
+
+
+def run_worker(
+    grid: Grid,
+    call: Call | int,
+    options: PlanOptions | None = None,
+    *,
+    repeat: int = 1,
+    timeout: float = 60.0,
+    fail_rank: int | None = None,
+    fail_mode: str = "exit",
+    **launch: Any,
+) -> LaunchResult:
+    """Run one collective ``call`` ``repeat`` times on ``grid``, every rank's bytes
+    verified, its ranks planning it with ``options`` (:func:`run_batch`; ``launch``:
+    its ``emulate``, ``wall_timeout``, ``mpiexec``, ``on_progress``, ``load``).
+
+    For a quick broadcast ``call`` may be its size and ``options`` the keywords of
+    :class:`~gridcoll.tune.PlanOptions` among ``launch`` (``algo``, ``params``,
+    ``host_overhead``): ``run_worker(grid, 4096, algo="binomial")``.
+    """
+    fields = {k: launch.pop(k) for k in ("algo", "params", "host_overhead") if k in launch}
+    if not isinstance(call, Call):
+        call = Call("bcast", call)
+    if options is None:
+        options = PlanOptions(**fields)
+    elif fields:
+        raise ParameterError(f"give the options once: options= or {sorted(fields)}")
+    batch = Batch(((call, options),), (), repeat, timeout, fail_rank, fail_mode)
+    return run_batch(grid, batch, **launch)
+
+
+def measure_schedule(
+    grid: Grid,
+    schedule,
+    *,
+    repeat: int = 3,
+    emulate: bool = True,
+    timeout: float = 60.0,
+    mpiexec: str | None = None,
+) -> list[float]:
+    """Run one broadcast schedule for real on ``grid``; return the measured seconds of
+    each repetition. Raises :class:`LaunchError` if it failed or was not verified.
+    """
+    return measure_schedules(
+        grid, [schedule], repeat=repeat, emulate=emulate, timeout=timeout, mpiexec=mpiexec
+    )[0]
+
+
+def measure_schedules(
+    grid: Grid,
+    schedules: Sequence,
+    *,
+    repeat: int = 3,
+    emulate: bool = True,
+    timeout: float = 60.0,
+    mpiexec: str | None = None,
+    wall_timeout: float | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[list[float]]:
+    """Run several broadcast schedules for real on ``grid`` in one launch, one after
+    the other, each ``repeat`` times; return each one's measured seconds.
+
+    One ``mpiexec`` start-up (seconds of Python imports on an oversubscribed machine)
+    serves them all. ``on_progress(n)``: ``n`` repetitions done in all. Raises
+    :class:`LaunchError` unless every run of every schedule was verified.
+    """
+    from gridcoll.schedule import schedule_to_json
+
+    if not schedules:
+        return []
+    with tempfile.TemporaryDirectory(prefix="gridcoll-schedule-") as tmp:
+        paths = []
+        for i, schedule in enumerate(schedules):
+            path = Path(tmp) / f"schedule-{i}.json"
+            path.write_text(schedule_to_json(schedule))
+            paths.append(str(path))
+        outcome = run_batch(
+            grid,
+            Batch(schedules=tuple(paths), repeat=repeat, timeout=timeout),
+            emulate=emulate,
+            wall_timeout=wall_timeout,
+            mpiexec=mpiexec,
+            on_progress=on_progress,
+        )
+    if not outcome.verified:
+        names = ", ".join(sorted({s.algorithm for s in schedules}))
+        raise LaunchError(
+            f"running {names} on {grid.name}: "
+            f"{outcome.describe_failure() or 'the bytes were not verified'}"
+        )
+    return [list(case["measured_all_s"]) for case in outcome.result["cases"]]
+
+
+def measure_calls(
+    grid: Grid,
+    calls: Sequence[tuple[Call, PlanOptions]],
+    *,
+    repeat: int = 3,
+    emulate: bool = True,
+    timeout: float = 60.0,
+    mpiexec: str | None = None,
+    wall_timeout: float | None = None,
+    on_progress: Callable[[int], None] | None = None,
+) -> list[dict]:
+    """Run several collective calls for real on ``grid`` in one launch, each ``repeat``
+    times through :class:`gridcoll.Comm`, every rank's bytes verified.
+
+    ``calls``: (call, the options its ranks plan it with: the algorithm, fixed builder
+    parameters, the host overhead) pairs. Returns the worker's row per call
+    (``measured_all_s``, ``algorithm``, ``params``, ``explanation``...). Raises
+    :class:`LaunchError` unless every run was verified.
+    """
+    if not calls:
+        return []
+    outcome = run_batch(
+        grid,
+        Batch(calls=tuple(calls), repeat=repeat, timeout=timeout),
+        emulate=emulate,
+        wall_timeout=wall_timeout,
+        mpiexec=mpiexec,
+        on_progress=on_progress,
     )
-    p.add_argument(
-        "--case",
-        action="append",
-        default=None,
-        help="JSON object of one call (op, size, root, algo, params, itemsize, commutative); "
-        "repeat to run several in one launch",
-    )
-    p.add_argument(
-        "--schedule",
-        action="append",
-        default=None,
-        help="run this schedule file (JSON) instead; repeat to run several in one launch",
-    )
-    p.add_argument("--repeat", type=int, default=1)
-    p.add_argument("--timeout", type=float, default=None)
-    p.add_argument("--fail-rank", type=int, default=None, help=argparse.SUPPRESS)
-    p.add_argument("--fail-mode", default="exit", choices=["exit", "hang"], help=argparse.SUPPRESS)
-    return p
+    if not outcome.verified:
+        names = ", ".join(sorted({f"{c.op}:{o.algo}" for c, o in calls}))
+        raise LaunchError(
+            f"running {names} on {grid.name}: "
+            f"{outcome.describe_failure() or 'the bytes were not verified'}"
+        )
+    return list(outcome.result["cases"])
 
 
-class _Status:
-    """Appends progress lines to ``$GRIDCOLL_STATUS_DIR/rank-R`` (if set)."""
-
-    def __init__(self, rank: int):
-        directory = os.environ.get(ENV_STATUS_DIR)
-        self.path = Path(directory) / f"rank-{rank}" if directory else None
-        self.rank = rank
-
-    def write(self, event: str, **fields: object) -> None:
-        if self.path is None:
-            return
-        line = json.dumps({"event": event, "rank": self.rank, "pid": os.getpid(), **fields})
-        with open(self.path, "a") as f:
-            f.write(line + "\n")
+# -- the rank's side --------------------------------------------------------------------------
 
 
 def _expected(nbytes: int, rep: int, root: int) -> np.ndarray:
@@ -171,30 +399,56 @@ def _one_host(ctl, timeout: float) -> bool:
     return one_host(gather_hosts(ctl, wait, timeout))
 
 
-def _run(args: argparse.Namespace, status: _Status) -> dict | None:
+@dataclass(frozen=True)
+class _Case:
+    """One entry of a batch on a rank: a call (planned with ``options``) or a schedule."""
+
+    call: Call
+    options: PlanOptions | None = None
+    schedule: Any = None
+    file: str | None = None
+
+
+def _cases(batch: Batch) -> list[_Case]:
+    """What to run: one entry per call, or per schedule file."""
+    if batch.calls:
+        return [_Case(call, options) for call, options in batch.calls]
+    from gridcoll.schedule import schedule_from_json
+
+    cases = []
+    for path in batch.schedules:
+        schedule = schedule_from_json(Path(path).read_text())
+        if schedule.op != "bcast":
+            raise ValueError(f"schedule file {path}: only broadcast schedules run from files")
+        call = Call("bcast", schedule.nbytes, schedule.root)
+        cases.append(_Case(call, schedule=schedule, file=path))
+    return cases
+
+
+def _run(batch: Batch, status: RankStatus) -> dict | None:
     from mpi4py import MPI
 
     from gridcoll.runtime.executor import wait
     from gridcoll.runtime.state import PROCESS, ready, state_of
 
     world = MPI.COMM_WORLD
-    cases = _cases(args)
-    comm = _comm_for(cases[0], args)
+    cases = _cases(batch)
+    comm = _comm_for(cases[0], batch)
     timeout = state_of(comm).timeout
     ctl, req = MPI.Intracomm(world).Idup()
     wait(req, timeout, what="duplicating COMM_WORLD")
     status.write("joined")
     state = ready(comm)  # private communicator, emulator: outside the timed runs
     last_words = PROCESS.watchdog().last_words
-    last_words.append(lambda reason: _report(status, "CollectiveTimeout", reason))
+    last_words.append(lambda reason: status.fail("CollectiveTimeout", reason))
     one_host = _one_host(ctl, timeout)
     results = []
     for index, case in enumerate(cases):
-        if index and args.case:  # each --case its own algorithm: its own communicator
+        if index and case.schedule is None:  # each call its own algorithm: its own Comm
             state.close()
-            comm = _comm_for(case, args)
+            comm = _comm_for(case, batch)
             state = ready(comm)
-        results.append(_run_case(comm, ctl, state, case, index, args, status, one_host))
+        results.append(_run_case(comm, ctl, state, case, index, batch, status, one_host))
     wait(ctl.Ibarrier(), timeout, what="the final barrier")
     ctl.Free()
     state.close()  # the private communicator; COMM_WORLD itself is not ours to free
@@ -214,77 +468,22 @@ def _run(args: argparse.Namespace, status: _Status) -> dict | None:
     return result
 
 
-def _comm_for(case: dict, args: argparse.Namespace):
-    """A gridcoll.Comm on COMM_WORLD running the case's algorithm for its collective."""
+def _comm_for(case: _Case, batch: Batch):
+    """A gridcoll.Comm on COMM_WORLD planning the case's collective with its options."""
     from mpi4py import MPI
 
     from gridcoll.runtime.comm import Comm
 
-    op, algo, params = case["op"], case["algo"], case["params"]
-    if op == "bcast" and not args.case:  # as before: the algo names the broadcast's
-        return Comm(MPI.COMM_WORLD, algo=algo, params=params, timeout=args.timeout)
-    fixed = {op: params} if params is not None else None
-    return Comm(MPI.COMM_WORLD, algo={op: algo}, params=fixed, timeout=args.timeout)
-
-
-def _cases(args: argparse.Namespace) -> list[dict]:
-    """What to run: one entry per ``--case`` or schedule file, or the one planned call."""
-    from gridcoll.runtime.choice import params_from_json
-
-    call = {
-        "op": args.op,
-        "schedule": None,
-        "nbytes": args.size,
-        "root": args.root,
-        "file": None,
-        "algo": args.algo,
-        "params": params_from_json(args.params),
-        "itemsize": args.itemsize,
-        "commutative": args.commutative,
-    }
-    if args.case:
-        cases = []
-        for text in args.case:
-            given = json.loads(text)
-            case = dict(call, op=given.get("op", "bcast"), nbytes=given.get("size"))
-            for key in ("root", "algo", "params", "itemsize", "commutative"):
-                case[key] = given.get(key, call[key] if key != "params" else None)
-            if given.get("counts") is not None:
-                case["counts"] = tuple(int(c) for c in given["counts"])
-                case["nbytes"] = max(case["counts"])
-            _check_size(case)
-            cases.append(case)
-        return cases
-    if not args.schedule:
-        _check_size(call)
-        return [call]
-    from gridcoll.schedule import schedule_from_json
-
-    cases = []
-    for path in args.schedule:
-        schedule = schedule_from_json(Path(path).read_text())
-        if schedule.op != "bcast":
-            raise ValueError(f"schedule file {path}: only broadcast schedules run from files")
-        cases.append(
-            dict(call, schedule=schedule, nbytes=schedule.nbytes, root=schedule.root, file=path)
-        )
-    return cases
-
-
-def _check_size(case: dict) -> None:
-    if case["op"] == "barrier":
-        case["nbytes"] = 0
-        return
-    nbytes, itemsize = case["nbytes"], case["itemsize"]
-    if nbytes is None or nbytes < 1:
-        raise ValueError("--size must be a positive number of bytes")
-    if itemsize < 1 or nbytes % itemsize:
-        raise ValueError("--size must be a whole number of --itemsize elements")
-    if case["op"] in _REDUCE:
-        if case["commutative"] and itemsize not in (1, 2, 4, 8):
-            raise ValueError("a reduction's --itemsize must be 1, 2, 4 or 8 (unsigned sums)")
-        if not case["commutative"] and itemsize != 32:
-            raise ValueError("a non-commutative reduction needs --itemsize 32 (2x2 int64)")
+    options = case.options or PlanOptions()
+    op = case.call.op
+    fixed = None if options.params is None else {op: options.fixed}
+    return Comm(
+        MPI.COMM_WORLD,
+        algo={op: options.algo},
+        params=fixed,
+        timeout=batch.timeout,
+        host_overhead=options.host_overhead,
+    )
 
 
 def _pattern(rep: int, src: int, dst: int, n: int) -> np.ndarray:
@@ -299,9 +498,10 @@ def _pattern(rep: int, src: int, dst: int, n: int) -> np.ndarray:
 class _Call:
     """One rank's buffers, call and expected result of one collective (module notes)."""
 
-    def __init__(self, comm, case: dict):
-        self.comm, self.case = comm, case
-        self.op, self.root, self.n = case["op"], case["root"], case["nbytes"]
+    def __init__(self, comm, case: _Case):
+        self.comm, self.case, call = comm, case, case.call
+        self.op, self.root, self.n = call.op, call.root, call.nbytes
+        self.itemsize, self.commutative, self.counts = call.itemsize, call.commutative, call.counts
         self.rank, self.size = comm.Get_rank(), comm.Get_size()
         self.send = self.recv = self.expected = None
         self.message = None
@@ -316,8 +516,8 @@ class _Call:
             if self.recv is None:
                 self.recv = np.empty(n, dtype=np.uint8)
                 self.message = self.recv
-                itemsize = self.case["itemsize"]
-                if itemsize > 1 and self.case["schedule"] is None:
+                itemsize = self.itemsize
+                if itemsize > 1 and self.case.schedule is None:
                     from mpi4py import MPI
 
                     element = MPI.BYTE.Create_contiguous(itemsize).Commit()
@@ -329,10 +529,10 @@ class _Call:
             return
         if op == "barrier":
             return
-        if op in _REDUCE:
+        if op in REDUCTIONS:
             self._fill_reduction(rep)
             return
-        counts = self.case.get("counts")
+        counts = self.counts
         if counts is not None:
             self._fill_uneven(rep, counts)
             return
@@ -379,13 +579,13 @@ class _Call:
         """Reductions, scans and the reduce-scatter (``--size``: one rank's block, the
         vector ``P`` of them): the expected result is the fold of the ranks whose
         inputs the rank's result is made of (all; ``0..r``; ``0..r-1``), in rank order."""
-        op, P, r, itemsize = self.op, self.size, self.rank, self.case["itemsize"]
+        op, P, r, itemsize = self.op, self.size, self.rank, self.itemsize
         n = self.n * P if op == "reduce_scatter" else self.n
         upto = {"scan": r + 1, "exscan": r}.get(op, P)
         has = op != "reduce" or r == self.root
         if op == "exscan" and r == 0:
             has = False  # MPI leaves rank 0's result undefined
-        if self.case["commutative"]:
+        if self.commutative:
             dtype = np.dtype(f"u{itemsize}")
             vectors = [_pattern(rep, s, 0, n).view(dtype) for s in range(P)]
             self.send = vectors[r].copy()
@@ -415,14 +615,14 @@ class _Call:
         comm, op, root = self.comm, self.op, self.root
         self.entered = time.monotonic()
         if op == "bcast":
-            if self.case["schedule"] is None:
+            if self.case.schedule is None:
                 comm.Bcast(self.message, root=root)
             else:
-                comm.execute(self.case["schedule"], self.recv)
+                comm.execute(self.case.schedule, self.recv)
         elif op == "barrier":
             comm.Barrier()
-        elif self.case.get("counts") is not None:
-            self._run_uneven(comm, self.case["counts"])
+        elif self.counts is not None:
+            self._run_uneven(comm, self.counts)
         elif op == "scatter":
             comm.Scatter(self.send, self.recv, root)
         elif op == "gather":
@@ -432,9 +632,9 @@ class _Call:
         elif op == "alltoall":
             comm.Alltoall(self.send, self.recv)
         else:
-            mop = MPI.SUM if self.case["commutative"] else _matmul_op()
+            mop = MPI.SUM if self.commutative else _matmul_op()
             send, recv = self.send, self.recv
-            if not self.case["commutative"]:
+            if not self.commutative:
                 quad = _quad()
                 send = [send, len(send), quad]
                 recv = None if recv is None else [recv, len(recv), quad]
@@ -443,7 +643,7 @@ class _Call:
             elif op == "allreduce":
                 comm.Allreduce(send, recv, mop)
             elif op == "reduce_scatter":
-                if not self.case["commutative"]:  # per block: the count is a block's
+                if not self.commutative:  # per block: the count is a block's
                     send = [self.send, len(self.send) // self.size, _quad()]
                 comm.Reduce_scatter_block(send, recv, mop)
             else:
@@ -495,35 +695,36 @@ def _matmul_op():
     return _OPS["matmul"]
 
 
-def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
-    """``--repeat`` verified, timed runs of one case; rank 0 gets the result row."""
+def _run_case(comm, ctl, state, case, index, batch, status, one_host) -> dict:
+    """``repeat`` verified, timed runs of one case; rank 0 gets the result row."""
     from gridcoll.runtime.executor import wait
     from gridcoll.runtime.prepare import plan_call, prepare
 
     rank = comm.Get_rank()
-    op, schedule, nbytes, root = case["op"], case["schedule"], case["nbytes"], case["root"]
+    call, schedule = case.call, case.schedule
+    op, nbytes, root = call.op, call.nbytes, call.root
     plan = None
-    if schedule is None and case.get("counts") is not None:  # the plan the call makes
-        plan = plan_call(state, op, nbytes, root, case["itemsize"], counts=case["counts"])
-    elif schedule is None:  # plan before timing
-        itemsize = 1 if op == "barrier" else case["itemsize"]
-        commutative = case["commutative"] or op not in _REDUCE
+    if schedule is None and call.counts is not None:  # the plan the call makes
+        plan = plan_call(state, op, nbytes, root, call.itemsize, counts=call.counts)
+    elif schedule is None:  # the rank's one plan, made before the timed runs
+        itemsize = 1 if op == "barrier" else call.itemsize
+        commutative = call.commutative or op not in REDUCTIONS
         plan = prepare(state, rank, op, nbytes, root, itemsize, commutative).plan
     timeout = state.timeout
     times, verified, late_starts = [], True, 0
     call = _Call(comm, case)
-    if case.get("counts") is not None:  # its layout and its agreement's plans, untimed
+    if call.counts is not None:  # its layout and its agreement's plans, untimed
         call.fill(0)
         call.run()
-    for rep in range(args.repeat):
+    for rep in range(batch.repeat):
         call.fill(rep)
         wait(ctl.Ibarrier(), timeout, what="the barrier before a repetition")
         start, late = time.monotonic(), False
         if one_host:
             start = _common_start(ctl, timeout)
             late = time.monotonic() > start + 1e-3
-        if args.fail_rank == rank:  # testing the failure behaviour: leave, or never join
-            _fail(args.fail_mode)
+        if batch.fail_rank == rank:  # testing the failure behaviour: leave, or never join
+            _fail(batch.fail_mode)
         call.run()
         end = time.monotonic()
         if not one_host:
@@ -541,54 +742,45 @@ def _run_case(comm, ctl, state, case, index, args, status, one_host) -> dict:
     if schedule is not None:
         algorithm, params_out = schedule.algorithm, dict(schedule.params)
         segment = schedule.segment_size
-        explanation = f"schedule file {case['file']}"
+        explanation = f"schedule file {case.file}"
     else:
         algorithm, params_out = plan.algorithm, dict(plan.params)
         segment, explanation = plan.segment_size, plan.explain()
     return {
         "op": op,
         "size": nbytes,
-        "counts": case.get("counts"),
+        "counts": None if call.counts is None else list(call.counts),
         "root": root,
         "algorithm": algorithm,
         "params": params_out,
         "segment_size": segment,
         "measured_all_s": times,
-        "verified": verified and len(times) == args.repeat,
-        "repetitions": args.repeat,
+        "verified": verified and len(times) == batch.repeat,
+        "repetitions": batch.repeat,
         "late_starts": late_starts,
         "explanation": explanation,
     }
 
 
-_REDUCE = ("reduce", "allreduce", "reduce_scatter", "scan", "exscan")
-
-
-def _report(status: _Status, kind: str, message: str, peer: int | None = None) -> None:
-    """This rank's failure, for the launcher: a status line and an error line."""
-    info = {"rank": status.rank, "type": kind, "message": " ".join(message.split()), "peer": peer}
-    status.write("error", **{k: v for k, v in info.items() if k != "rank"})
-    sys.stderr.write(ERROR_PREFIX + json.dumps(info) + "\n")
-    sys.stderr.flush()
-    sys.stdout.flush()
-
-
 def main(argv: list[str] | None = None) -> int:
-    """Run the worker; return the exit status (0: done, 1: this rank failed)."""
-    args = _parser().parse_args(argv)
+    """Run the batch of the JSON document ``argv[0]`` on this rank; return the exit
+    status (0: done, 1: this rank failed)."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        sys.stderr.write("usage: python -m gridcoll.runtime.worker BATCH.json\n")
+        return 2
     from mpi4py import MPI
 
-    rank = MPI.COMM_WORLD.Get_rank()
-    status = _Status(rank)
+    status = RankStatus(MPI.COMM_WORLD.Get_rank())
     try:
-        result = _run(args, status)
+        batch = Batch.from_json(json.loads(Path(argv[0]).read_text()))
+        result = _run(batch, status)
     except Exception as err:  # report, then leave without MPI_Finalize (peers may be gone)
-        _report(status, type(err).__name__, str(err), getattr(err, "peer", None))
+        status.fail(type(err).__name__, str(err), getattr(err, "peer", None))
         os._exit(1)
     status.write("done")
     if result is not None:
-        sys.stdout.write(RESULT_PREFIX + json.dumps(result) + "\n")
-        sys.stdout.flush()
+        RankStatus.result(result)
     return 0
 
 

@@ -2,6 +2,8 @@
 
 * :mod:`gridcoll.tune.search` - the heuristics of seed 000 (sec. 3.1.1, 3.1.2) and the
   exhaustive reference search, both taking the model as a parameter;
+* :mod:`gridcoll.tune.call` - :class:`Call` and :class:`PlanOptions`, the frozen,
+  self-validating call and planning options :func:`plan` takes (and the cache keys);
 * :mod:`gridcoll.tune.select` - :func:`plan`: every builder's best parameters and
   predicted time, best first, with the physical bound;
 * :mod:`gridcoll.tune.deadline` - :class:`Deadline`, a planning budget on the wall
@@ -10,6 +12,7 @@
 """
 
 from gridcoll.tune.cache import PlanCache
+from gridcoll.tune.call import Call, PlanOptions
 from gridcoll.tune.deadline import Deadline
 from gridcoll.tune.search import (
     SearchResult,
@@ -38,10 +41,12 @@ __all__ = [
     "FRUGAL",
     "NATIVE",
     "ROOTED",
+    "Call",
     "Candidate",
     "Deadline",
     "Plan",
     "PlanCache",
+    "PlanOptions",
     "SearchResult",
     "degree_candidates",
     "degree_start",

@@ -1,10 +1,11 @@
 """The decision cache: plans of past calls, so a repeated call does not search again.
 
 An explicit object the caller owns (no module state): the runtime keeps one per
-communicator, the adaptive advisor its own. Keys hold every argument of
-:func:`~gridcoll.tune.plan` that can change its result, the grid by its fingerprint,
-which hashes the whole description, so a re-measured or loaded grid never reuses a
-stale plan. Least recently used plans are
+process, the adaptive advisor its own. A key is the grid's fingerprint, which hashes
+the whole description, so a re-measured or loaded grid never reuses a stale plan, and
+the :class:`~gridcoll.tune.Call` and :class:`~gridcoll.tune.PlanOptions` of
+:func:`~gridcoll.tune.plan` themselves (frozen, hashable): what can change a plan is a
+field of one of them, so it is in the key. Least recently used plans are
 dropped beyond ``maxsize``. Not thread-safe: share one across threads only under a lock.
 """
 
@@ -17,6 +18,7 @@ from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
 
 if TYPE_CHECKING:
+    from gridcoll.tune.call import Call, PlanOptions
     from gridcoll.tune.select import Plan
 
 __all__ = ["PlanCache"]
@@ -29,10 +31,10 @@ class PlanCache:
 
     Examples
     --------
-    >>> from gridcoll.tune import plan
+    >>> from gridcoll.tune import Call, plan
     >>> cache = PlanCache(maxsize=8)
-    >>> first = plan("lan:4", "bcast", 4096, cache=cache)
-    >>> plan("lan:4", "bcast", 4096, cache=cache) is first
+    >>> first = plan("lan:4", Call("bcast", 4096), cache=cache)
+    >>> plan("lan:4", Call("bcast", 4096), cache=cache) is first
     True
     >>> cache.hits, cache.misses, len(cache)
     (1, 1, 1)
@@ -50,29 +52,11 @@ class PlanCache:
         self._plans: OrderedDict[Key, Plan] = OrderedDict()
 
     @staticmethod
-    def key(
-        grid: Grid,
-        op: str,
-        nbytes: int,
-        root: int,
-        itemsize: int,
-        algo: str,
-        params: dict[str, Any] | None = None,
-        budget_s: float | None = None,
-        commutative: bool = True,
-        host_overhead: float | None = None,
-        native: bool = False,
-        check: bool | None = None,
-        counts: tuple[int, ...] | None = None,
-        frugal: float = 0.0,
-    ) -> Key:
-        """The cache key of a :func:`~gridcoll.tune.plan` call (same arguments and
-        defaults): the grid's fingerprint and every argument that can change the plan."""
-        fixed = tuple(sorted(params.items())) if params else None
-        return (
-            grid.fingerprint, op, nbytes, root, itemsize, algo, fixed, budget_s,
-            commutative, host_overhead, native, check, counts, frugal,
-        )  # fmt: skip
+    def key(grid: Grid, call: Call, options: PlanOptions) -> Key:
+        """The cache key of a :func:`~gridcoll.tune.plan` call: the grid's fingerprint
+        and the two frozen values themselves, so every field of :class:`Call` and of
+        :class:`PlanOptions` is in it by being declared there."""
+        return (grid.fingerprint, call, options)
 
     def get(self, key: Key) -> Plan | None:
         """The cached plan (now the most recently used), or None."""

@@ -32,12 +32,15 @@ Whatever it cut is listed in :attr:`Plan.budget_note` (and the builders in
 plan, deterministic; planning without a budget (``gridcoll.Comm``'s) has no deadline.
 
 One entry point. Every caller plans through :func:`plan`: the command line (``plan``,
-``simulate``, ``compare``, ``run``, ``demo``), :class:`gridcoll.Comm` and the benchmarks.
-What differs between them is an argument of the call, never code outside it: a forced
-algorithm (``algo``), fixed parameters (``params``, a segment size included), the MPI
-library's own collective (``native``), the runtime's per-message host overhead
-(``host_overhead``: the plan is made on :meth:`Grid.with_host_overhead`), the budget
-(``budget_s``) and the simulator check (``check``). The result is always a
+``simulate``, ``compare``, ``run``, ``demo``), :class:`gridcoll.Comm` and the benchmarks,
+with two frozen values (:mod:`gridcoll.tune.call`): the :class:`~gridcoll.tune.Call`
+(collective, size, root, item size, counts, commutative) and the
+:class:`~gridcoll.tune.PlanOptions`. What differs between the callers is a field of the
+options, never code outside it: a forced algorithm (``algo``), fixed parameters
+(``params``, a segment size included), the MPI library's own collective (``native``),
+the runtime's per-message host overhead (``host_overhead``: the plan is made on
+:meth:`Grid.with_host_overhead`), the budget (``budget_s``), the simulator check
+(``check``) and the frugal tolerance (``frugal``). The result is always a
 :class:`Plan`; its ``simulated_s`` is the simulation of that very plan.
 
 Pruning. ``auto`` searches the builders in increasing order of the lower bound on
@@ -68,18 +71,17 @@ from typing import Any
 from gridcoll.algorithms.annealing import nominal_setup_s
 from gridcoll.algorithms.registry import Builder, get_builder, list_builders
 from gridcoll.errors import GridcollError, ParameterError, Unfeasible, UnknownAlgorithm
-from gridcoll.limits import MAX_BUDGET_S, MAX_MESSAGE_BYTES
 from gridcoll.models.alltoall import CONTENTION_SIZES, DEFAULT_CONTENTION
 from gridcoll.models.registry import MODELS, optimistic_s
-from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.bounds import collective_bound
 from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import check_complete
 from gridcoll.network.presets import get_grid
 from gridcoll.schedule.ir import OPERATIONS, Schedule
-from gridcoll.schedule.transform import PERSONALISED, trimmed
+from gridcoll.schedule.transform import trimmed
 from gridcoll.tune import deadline as _deadline
 from gridcoll.tune.cache import PlanCache
+from gridcoll.tune.call import Call, PlanOptions
 from gridcoll.tune.contention import FITTED, MAX_FIT_RANKS, contention_model
 from gridcoll.tune.deadline import Deadline
 from gridcoll.tune.search import heuristic_search
@@ -100,7 +102,7 @@ __all__ = [
 ]
 
 NATIVE = "native"
-"""The algorithm name of the MPI library's own collective (``plan(..., native=True)``)."""
+"""The algorithm name of the MPI library's own collective (``PlanOptions(native=True)``)."""
 
 ROOTED = ("bcast", "scatter", "gather", "reduce")
 """The collectives with a root; the others ignore ``root`` (their plans say none)."""
@@ -187,7 +189,7 @@ class Plan:
     """What the planning budget's wall-clock deadline cut short or left out ('' when
     planning ended within it: then the plan is the nominal budget's, deterministic)."""
     counts: tuple[int, ...] | None = None
-    """The uneven (``v``) form's bytes per block (:func:`plan`'s ``counts``; ``nbytes``
+    """The uneven (``v``) form's bytes per block (:attr:`Call.counts`; ``nbytes``
     is then the largest, the blocks' stride); None: every block ``nbytes``."""
 
     @property
@@ -323,59 +325,36 @@ REDUCTIONS = ("reduce", "allreduce", "reduce_scatter", "scan", "exscan")
 """The collectives that combine data and take ``commutative``."""
 
 
-def _for_operation(op: str, algo: str, builders: list[Builder], commutative: bool) -> list[Builder]:
-    """The builders that can serve the operation: commutative-only trees are dropped for
-    a non-commutative one, and refused by name (before anything is built)."""
-    if not isinstance(commutative, bool):
-        raise ParameterError(f"commutative must be True or False, got {commutative!r}")
-    if commutative or op not in REDUCTIONS:
+def _for_operation(call: Call, algo: str, builders: list[Builder]) -> list[Builder]:
+    """The builders that can serve the call: commutative-only trees are dropped for a
+    non-commutative operation, and refused by name (before anything is built)."""
+    if call.commutative or call.op not in REDUCTIONS:
         return builders
     if algo != "auto" and builders and builders[0].commutative_only:
-        ordered = [b.name for b in list_builders(op) if not b.commutative_only]
+        ordered = [b.name for b in list_builders(call.op) if not b.commutative_only]
         raise ParameterError(
-            f"{op} algorithm {algo!r} reorders operands and needs a commutative operation; "
-            f"for a non-commutative one use one of: {', '.join(ordered)}"
+            f"{call.op} algorithm {algo!r} reorders operands and needs a commutative "
+            f"operation; for a non-commutative one use one of: {', '.join(ordered)}"
         )
     return [b for b in builders if not b.commutative_only]
 
 
-def _check_call(grid: Grid, op: str, nbytes: int, root: int, itemsize: int) -> int:
-    """The call's checks (:func:`check_model_call`); a barrier's size is ignored (0)."""
-    if op != "barrier":
-        if isinstance(nbytes, int) and nbytes > MAX_MESSAGE_BYTES:
+def _check_on(grid: Grid, call: Call) -> None:
+    """The checks of ``call`` that need the grid (the rest are :class:`Call`'s own): the
+    root is a rank, an uneven call has one count per block."""
+    grid.check_rank(call.root, "root")
+    if call.counts is not None:
+        P = grid.nranks
+        nblocks = P * P if call.op == "alltoall" else P
+        if len(call.counts) != nblocks:
             raise ParameterError(
-                f"a call of {nbytes} bytes is above the largest supported, {MAX_MESSAGE_BYTES}"
+                f"{call.op} on {P} ranks has {nblocks} blocks, got {len(call.counts)} counts"
             )
-        check_model_call(grid, nbytes, root, itemsize)
-        return nbytes
-    grid.check_rank(root, "root")
-    if not isinstance(nbytes, int) or isinstance(nbytes, bool) or nbytes < 0:
-        raise ParameterError(f"a barrier's size must be 0 (it is ignored), got {nbytes!r}")
-    return 0
 
 
-def _check_counts(
-    grid: Grid, op: str, nbytes: int, itemsize: int, counts: object
-) -> tuple[int, ...]:
-    """``counts`` as a tuple, checked against the call (:func:`plan`'s ``counts``)."""
-    if op not in PERSONALISED:
-        raise ParameterError(f"counts= is for the uneven collectives {PERSONALISED}, not {op!r}")
-    if not isinstance(counts, tuple | list):
-        raise ParameterError(f"counts must be a tuple of byte counts, got {type(counts).__name__}")
-    P = grid.nranks
-    nblocks = P * P if op == "alltoall" else P
-    if len(counts) != nblocks:
-        raise ParameterError(f"{op} on {P} ranks has {nblocks} blocks, got {len(counts)} counts")
-    for c in counts:
-        if not isinstance(c, int) or isinstance(c, bool) or c < 0 or c % itemsize:
-            raise ParameterError(
-                f"every count must be a whole number of {itemsize}-byte items >= 0, got {c!r}"
-            )
-    if max(counts) != nbytes:
-        raise ParameterError(
-            f"with counts, nbytes is the largest count ({max(counts)}), got {nbytes}"
-        )
-    return tuple(counts)
+def _model_size(call: Call) -> int:
+    """The size the models are evaluated at: ``nbytes``, or an uneven call's mean block."""
+    return call.nbytes if call.counts is None else _mean_block(call.counts, call.itemsize)
 
 
 def _mean_block(counts: tuple[int, ...], itemsize: int) -> int:
@@ -383,11 +362,6 @@ def _mean_block(counts: tuple[int, ...], itemsize: int) -> int:
     for an uneven call (equal blocks of the same total, within an item per block)."""
     items = -(-sum(counts) // (itemsize * len(counts)))
     return max(items, 1) * itemsize
-
-
-def _stride(nbytes: int, counts: tuple[int, ...] | None) -> int:
-    """The blocks' stride: the largest count of an uneven call, else ``nbytes``."""
-    return nbytes if counts is None else max(counts)
 
 
 def _pinned(builder: Builder, params: dict[str, Any], nbytes: int) -> tuple[dict, dict, str]:
@@ -604,14 +578,7 @@ def build_schedule(
 
 
 def _verified(
-    grid: Grid,
-    op: str,
-    nbytes: int,
-    root: int,
-    itemsize: int,
-    candidates: list[Candidate],
-    deadline: Deadline | None = None,
-    counts: tuple[int, ...] | None = None,
+    grid: Grid, call: Call, candidates: list[Candidate], deadline: Deadline | None = None
 ) -> list[Candidate]:
     """``candidates`` (best predicted first) with the few best simulated (module
     constants :data:`VERIFY_TOP`...) moved to the front, fastest simulated first.
@@ -620,6 +587,7 @@ def _verified(
     message, scaled to the machine's speed) is left out."""
     from gridcoll.simulate import simulate
 
+    op, nbytes = call.op, _model_size(call)
     best, left = candidates[0].predicted_s, VERIFY_MESSAGES
     checked: dict[int, Candidate] = {}
     seen: dict[tuple, float] = {}  # one schedule, many names: "sa" is "sa-segmented", k=1
@@ -634,10 +602,7 @@ def _verified(
         if op == "bcast" and -(-nbytes // max(cand.segment_size, 1)) * (grid.nranks - 1) > left:
             continue  # a tree sends P - 1 messages per segment: too many to simulate
         try:
-            schedule = build_schedule(
-                grid, op, cand.algorithm, _stride(nbytes, counts), root, itemsize, cand.params,
-                counts,
-            )  # fmt: skip
+            schedule = _schedule_of(grid, call, cand)
         except GridcollError:
             continue
         if schedule.nmessages > left:
@@ -684,14 +649,7 @@ def _bound_estimate(grid: Grid) -> float:
     return BOUND_PAIR_S * grid.nclusters * max(grid.nclusters - 1, 1)
 
 
-def _bound_first(
-    grid: Grid,
-    op: str,
-    nbytes: int,
-    root: int,
-    deadline: Deadline,
-    counts: tuple[int, ...] | None = None,
-) -> float:
+def _bound_first(grid: Grid, call: Call, deadline: Deadline) -> float:
     """With a deadline, the physical bound's time is computed before the search, if its
     estimate (at the machine's current speed) fits the whole deadline, so no overrun of
     the search can crowd it out; else NaN at once, noted."""
@@ -702,26 +660,32 @@ def _bound_first(
             f"{grid.nclusters} clusters)"
         )
         return math.nan
-    return collective_bound(grid, op, _stride(nbytes, counts), root, counts).time_s
+    return _bound(grid, call)
+
+
+def _bound(grid: Grid, call: Call) -> float:
+    """The physical bound's time of ``call`` on ``grid`` (:func:`collective_bound`)."""
+    return collective_bound(grid, call.op, call.nbytes, call.root, call.counts).time_s
+
+
+def _schedule_of(grid: Grid, call: Call, cand: Candidate) -> Schedule:
+    """The schedule of ``cand`` for ``call`` (uneven with the call's counts)."""
+    return build_schedule(
+        grid, call.op, cand.algorithm, call.nbytes, call.root, call.itemsize, cand.params,
+        call.counts,
+    )  # fmt: skip
 
 
 def _native_plan(
-    grid: Grid,
-    op: str,
-    nbytes: int,
-    root: int,
-    itemsize: int,
-    reason: str,
-    host: float,
-    deadline: Deadline | None = None,
-    counts: tuple[int, ...] | None = None,
+    grid: Grid, call: Call, reason: str, host: float, deadline: Deadline | None = None
 ) -> Plan:
     """The plan that hands the call to the MPI library. Its prediction is MPICH's
     algorithm (``mpich``, where registered) on the physical grid: the library's own
     overheads, not the Python runtime's."""
+    op, nbytes, root, itemsize = call.op, _model_size(call), call.root, call.itemsize
     bound = math.nan
     if deadline is not None:
-        bound = _bound_first(grid, op, nbytes, root, deadline, counts)
+        bound = _bound_first(grid, call, deadline)
     predicted = math.nan
     if (op, "mpich") in MODELS and op != "barrier":
         with contextlib.suppress(GridcollError):
@@ -729,12 +693,12 @@ def _native_plan(
             predicted = _candidate(builder, grid, nbytes, root, itemsize, deadline=deadline)
             predicted = predicted.predicted_s
     if deadline is None:
-        bound = collective_bound(grid, op, _stride(nbytes, counts), root, counts).time_s
+        bound = _bound(grid, call)
     cand = Candidate(NATIVE, {}, nbytes, predicted, "the MPI library's own algorithm")
     return Plan(
         op,
         grid.name,
-        _stride(nbytes, counts),
+        call.nbytes,
         root,
         itemsize,
         NATIVE,
@@ -747,7 +711,7 @@ def _native_plan(
         reason=reason,
         network=grid,
         budget_note=_budget_note(deadline),
-        counts=counts,
+        counts=call.counts,
     )
 
 
@@ -772,22 +736,13 @@ def _estimate(cand: Candidate) -> float:
 
 
 def _simulated(
-    grid: Grid,
-    op: str,
-    nbytes: int,
-    root: int,
-    itemsize: int,
-    cand: Candidate,
-    deadline: Deadline | None = None,
-    counts: tuple[int, ...] | None = None,
+    grid: Grid, call: Call, cand: Candidate, deadline: Deadline | None = None
 ) -> Candidate:
     """``cand`` with the simulator's time of its schedule (whatever its size, unless
     ``deadline`` leaves no time for it: then ``cand`` as it is, noted)."""
     from gridcoll.simulate import simulate
 
-    schedule = build_schedule(
-        grid, op, cand.algorithm, _stride(nbytes, counts), root, itemsize, cand.params, counts
-    )
+    schedule = _schedule_of(grid, call, cand)
     estimate = schedule.nmessages * SIMULATED_MESSAGE_S
     if deadline is not None and not deadline.allows(deadline.scaled(estimate)):
         deadline.note(
@@ -800,27 +755,23 @@ def _simulated(
 
 def _make_plan(
     grid: Grid,
-    op: str,
-    nbytes: int,
-    root: int,
-    itemsize: int,
+    call: Call,
+    options: PlanOptions,
     builders: list[Builder],
-    budget_s: float | None,
-    named: bool,
-    call_params: dict[str, Any] | None,
-    params: dict[str, Any] | None,
-    check: bool | None,
-    host: float,
     physical: Grid,
     deadline: Deadline | None = None,
-    counts: tuple[int, ...] | None = None,
-    frugal: float = 0.0,
 ) -> Plan:
     """Search every builder on ``grid`` (the effective grid), rank, check on the
-    simulator (``check``: None for the default, True to always simulate the choice);
-    the bound is the ``physical`` grid's. Every stage answers to ``deadline`` (module
-    docstring). With ``counts`` (an uneven call) ``nbytes`` is the mean block the
-    models are evaluated at, and the schedules checked are the uneven ones."""
+    simulator (``options.check``: None for the default, True to always simulate the
+    choice); the bound is the ``physical`` grid's. Every stage answers to ``deadline``
+    (module docstring). For an uneven call the models are evaluated at the mean block
+    (:func:`_model_size`), and the schedules checked are the uneven ones."""
+    op, root, itemsize, counts = call.op, call.root, call.itemsize, call.counts
+    nbytes, budget_s, named = _model_size(call), options.budget_s, options.named
+    params, frugal, check = options.fixed, options.frugal, options.check
+    if counts is not None and check is None:
+        check = True
+    call_params = {"commutative": call.commutative} if op in REDUCTIONS else None
     candidates, skipped, pruned = [], [], []
     allowed = []
     for index, (builder, fixed, why) in enumerate(_allowances(builders, grid, budget_s, named)):
@@ -837,7 +788,7 @@ def _make_plan(
     anytime: dict[str, int | None] = {}  # family -> evaluations the deadline allows
     bound = math.nan
     if deadline is not None and allowed:
-        bound = _bound_first(physical, op, nbytes, root, deadline, counts)
+        bound = _bound_first(physical, call, deadline)
 
     def search(entries: list) -> None:
         for lower, index, builder, fixed in entries:
@@ -875,7 +826,7 @@ def _make_plan(
         check = op == "bcast" and not named
     ranked = [c for c, _ in candidates]
     if check and nbytes > 0:
-        ranked = _verified(grid, op, nbytes, root, itemsize, ranked, deadline, counts)
+        ranked = _verified(grid, call, ranked, deadline)
         estimate = _estimate(ranked[0])
         late = [entry for entry in pruned if entry[0] < estimate]
         if late:  # the check raised the best estimate above some pruned builders' bounds
@@ -883,9 +834,9 @@ def _make_plan(
             search(late)
             candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))
             ranked = [c for c, _ in candidates]
-            ranked = _verified(grid, op, nbytes, root, itemsize, ranked, deadline, counts)
+            ranked = _verified(grid, call, ranked, deadline)
         if ranked[0].simulated_s is None and force:
-            ranked[0] = _simulated(grid, op, nbytes, root, itemsize, ranked[0], deadline, counts)
+            ranked[0] = _simulated(grid, call, ranked[0], deadline)
     if counts is not None:  # the models saw the mean block; the simulator the real counts
         ranked = [
             c if c.simulated_s is None else replace(c, predicted_s=c.simulated_s) for c in ranked
@@ -903,7 +854,7 @@ def _make_plan(
     ]
     candidates = ranked
     if deadline is None:
-        bound = collective_bound(physical, op, _stride(nbytes, counts), root, counts).time_s
+        bound = _bound(physical, call)
     reason = ""
     if named and params:
         reason = f"the caller fixed algo={best.algorithm!r} with params={params!r}"
@@ -912,7 +863,7 @@ def _make_plan(
     return Plan(
         op,
         grid.name,
-        _stride(nbytes, counts),
+        call.nbytes,
         root,
         itemsize,
         best.algorithm,
@@ -924,7 +875,7 @@ def _make_plan(
         tuple(skipped),
         budget_s,
         simulated_s=best.simulated_s,
-        host_overhead_s=host,
+        host_overhead_s=float(options.host_overhead or 0.0),
         reason=reason,
         pruned=tuple((b.name, lower) for lower, _, b, _ in sorted(pruned, key=lambda e: e[:2])),
         network=grid,
@@ -999,10 +950,6 @@ def _effective(grid: Grid, host_overhead: float | None) -> Grid:
     """The grid as the runtime's software layer sees it (memoised on the grid)."""
     if not host_overhead:
         return grid
-    if not (isinstance(host_overhead, int | float) and 0 < host_overhead < 1):
-        raise ParameterError(
-            f"host_overhead must be a number of seconds in [0, 1), got {host_overhead!r}"
-        )
     return grid.memo.get(
         "host_overhead", float(host_overhead), lambda: grid.with_host_overhead(host_overhead), 8
     )
@@ -1010,22 +957,11 @@ def _effective(grid: Grid, host_overhead: float | None) -> Grid:
 
 def plan(
     grid: Grid | str | Path,
-    op: str,
-    nbytes: int,
-    root: int = 0,
+    call: Call,
+    options: PlanOptions | None = None,
     *,
-    algo: str = "auto",
-    params: dict[str, Any] | None = None,
-    itemsize: int = 1,
     cache: PlanCache | None = None,
-    budget_s: float | None = None,
-    commutative: bool = True,
-    host_overhead: float | None = None,
-    native: bool = False,
-    check: bool | None = None,
     clock: Callable[[], float] | None = None,
-    counts: tuple[int, ...] | None = None,
-    frugal: float = 0.0,
 ) -> Plan:
     """Choose the algorithm and parameters for one collective call.
 
@@ -1035,72 +971,47 @@ def plan(
     ----------
     grid : Grid, preset name or grid file
         Pass a :class:`Grid` object on hot paths: a name is parsed on every call.
-    op : str
-        The collective: ``"bcast"``, ``"scatter"``, ``"gather"``, ``"allgather"``,
-        ``"alltoall"``, ``"reduce"``, ``"allreduce"``, ``"barrier"``,
-        ``"reduce_scatter"``, ``"scan"`` or ``"exscan"``.
-    nbytes, root : int
-        The call: ``M`` bytes from ``root``. For scatter, gather, allgather,
-        all-to-all and reduce_scatter ``nbytes`` is the count of one rank per peer in bytes (MPI's
-        ``sendcount`` times the extent); for a reduction the vector; a barrier
-        ignores it (its plan has ``nbytes = 0``). Rootless collectives check ``root``
-        and otherwise ignore it.
-    algo : str
-        ``"auto"`` searches every builder of ``op``; a builder name only that one;
-        ``"native"`` the MPI library's own collective.
-    params : dict, optional
-        Parameters the caller fixes (``{"segment_size": 8192}``, a degree, an
-        annealing ``seed``): kept as given, only the others are searched. With
-        ``auto`` they apply to every candidate that has them; a ``segment_size``
-        fixes every segment-size parameter, clamped to the message (the plan's
-        reasoning says so).
-    itemsize : int
-        The datatype extent: segment sizes are multiples of it.
+    call : Call
+        The collective call (:class:`gridcoll.tune.Call`: the collective, ``nbytes``,
+        root, item size, the uneven form's counts, a non-commutative reduction),
+        checked when it was made; here its root is checked against the grid, and a
+        rootless collective's plan has root 0. For scatter, gather, allgather,
+        all-to-all and reduce_scatter ``nbytes`` is one rank's block per peer (MPI's
+        ``sendcount`` times the extent); for a reduction the vector; a barrier's is 0.
+        With ``counts`` every builder serves the uneven form
+        (:func:`gridcoll.schedule.transform.trimmed`): the models are evaluated at the
+        mean block, exact for equal counts, and the best candidates are then checked on
+        the simulator with the real counts (``check`` defaults to True).
+        A non-commutative reduction leaves out the builders whose trees reorder
+        operands (:attr:`Builder.commutative_only`), every candidate combines in rank
+        order, and the chosen parameters carry ``commutative`` to the builder.
+    options : PlanOptions, optional
+        How to answer (:class:`gridcoll.tune.PlanOptions`; default: every builder, no
+        budget). ``algo``: ``"auto"``, a builder name or ``"native"``. ``params``: kept
+        as given, only the others searched; with ``auto`` they apply to every
+        candidate that has them; a ``segment_size`` fixes every segment-size
+        parameter, clamped to the message (the plan's reasoning says so).
+        ``budget_s``: lets ``auto`` run the simulated annealing builders and bounds the
+        others' declared costs; the plan depends on it deterministically, unless
+        planning would overrun it on the wall clock: every stage then stops at the
+        deadline (``budget_s`` plus :data:`gridcoll.tune.deadline.GRACE_S`), and
+        :attr:`Plan.budget_note` says what was cut. ``host_overhead``: the plan is made
+        on ``grid.with_host_overhead(host_overhead)`` and :attr:`Plan.network` is it.
+        ``native``: ``auto`` chooses the MPI library's own collective on a one-cluster
+        grid (:attr:`Plan.reason` says why). ``check``: simulate the best candidates
+        (at most :data:`VERIFY_TOP` within :data:`VERIFY_WITHIN` of the best prediction,
+        :data:`VERIFY_MESSAGES` messages) and rank them by the simulation (default:
+        ``auto`` broadcasts only). ``frugal``: each candidate's searched segment sizes
+        are doubled while its model stays within ``1 + frugal`` of its best
+        (:func:`_frugal`); :class:`gridcoll.Comm` plans with :data:`FRUGAL`.
     cache : PlanCache, optional
-        A repeated call with the same arguments returns the cached :class:`Plan`
-        object (a dictionary lookup: microseconds, whatever the grid's size).
-    budget_s : float, optional
-        Planning budget in nominal seconds (module docstring): lets ``auto`` run the
-        simulated annealing builders, and bounds the others' declared costs. The
-        plan depends on it deterministically, unless planning would overrun it on the
-        wall clock: every stage then stops at the deadline (``budget_s`` plus
-        :data:`gridcoll.tune.deadline.GRACE_S`), and :attr:`Plan.budget_note` says
-        what was cut.
-    commutative : bool
-        Reductions only: False for a non-commutative operation. ``auto`` then leaves
-        out the builders whose trees reorder operands (:attr:`Builder.commutative_only`),
-        every candidate combines in rank order, and the chosen parameters carry
-        ``commutative`` to the builder. Ignored by the other collectives.
-    host_overhead : float, optional
-        Seconds of software cost per message and side (the MPI runtime's, from
-        :mod:`gridcoll.runtime.host`): the plan is made on
-        ``grid.with_host_overhead(host_overhead)`` and :attr:`Plan.network` is it.
-    native : bool
-        The MPI library's own collective may serve the call: ``auto`` chooses it on a
-        one-cluster grid (:attr:`Plan.reason` says why). ``algo="native"`` forces it.
-    check : bool, optional
-        Simulate the best candidates (at most :data:`VERIFY_TOP` within
-        :data:`VERIFY_WITHIN` of the best prediction, :data:`VERIFY_MESSAGES` messages)
-        and rank them by the simulation; a named algorithm is simulated when it has at
-        most :data:`VERIFY_MESSAGES` messages. Default: ``auto`` broadcasts only.
+        A repeated call with equal ``call`` and ``options`` on a grid of the same
+        fingerprint returns the cached :class:`Plan` object (a dictionary lookup:
+        microseconds, whatever the grid's size).
     clock : callable, optional
         The clock the budget's deadline is kept on (default
         :data:`gridcoll.tune.deadline.CLOCK`, ``time.monotonic``); tests pass a fake
         one. Not part of the cache key.
-    counts : tuple of int, optional
-        The uneven (``v``) form of a personalised collective (``Scatterv``,
-        ``Gatherv``, ``Allgatherv``, ``Alltoallv``, ``Reduce_scatter``): the bytes of
-        every block (``P``; ``P * P`` for all-to-all, ``src * P + dst``), each a whole
-        number of items, ``nbytes`` their largest (the blocks' stride). Every builder
-        serves it (:func:`gridcoll.schedule.transform.trimmed`); the models are
-        evaluated at the mean block, exact for equal counts, and the best candidates
-        are then checked on the simulator with the real counts (``check`` defaults to
-        True): :attr:`Plan.counts`.
-    frugal : float
-        Accept a prediction up to this fraction above the best for fewer messages:
-        each candidate's searched segment sizes are doubled while its model stays
-        within ``1 + frugal`` of its best (:func:`_frugal`; the reasoning says so).
-        :class:`gridcoll.Comm` plans with :data:`FRUGAL` (1 %); default 0.
 
     Returns
     -------
@@ -1109,11 +1020,10 @@ def plan(
     Raises
     ------
     UnknownAlgorithm
-        For an ``op`` without builders or an unknown ``algo``.
+        For an unknown ``algo``.
     ParameterError
-        For a root out of range, a size <= 0 or not a multiple of ``itemsize``, a
-        commutative-only algorithm named for a non-commutative operation, or a bad
-        budget or host overhead.
+        For a root out of range, an uneven call whose counts do not fit the grid, or
+        a commutative-only algorithm named for a non-commutative operation.
     Unfeasible
         If no builder could be modelled (the reasons are listed).
 
@@ -1125,88 +1035,45 @@ def plan(
 
     Examples
     --------
-    >>> p = plan("magpie:8,1", "bcast", 2**20, algo="dary-segmented")
+    >>> p = plan("magpie:8,1", Call("bcast", 2**20), PlanOptions(algo="dary-segmented"))
     >>> p.params["degree"], round(p.predicted_s, 2)
     (7, 1.06)
-    >>> plan("magpie:8,1", "bcast", 2**20, algo="dary-segmented",
-    ...      params={"segment_size": 4096}).params
+    >>> plan("magpie:8,1", Call("bcast", 2**20),
+    ...      PlanOptions(algo="dary-segmented", params={"segment_size": 4096})).params
     {'segment_size': 4096, 'degree': 7}
     """
     if not isinstance(grid, Grid):
         grid = get_grid(grid)
+    if not isinstance(call, Call):
+        raise ParameterError(f"call must be a gridcoll.tune.Call, got {call!r}")
+    options = _DEFAULT_OPTIONS if options is None else options
     key = None
     if cache is not None:  # the hot path: no check, one lookup
-        key = PlanCache.key(
-            grid,
-            op,
-            nbytes,
-            root,
-            itemsize,
-            algo,
-            params,
-            budget_s,
-            commutative,
-            host_overhead,
-            native,
-            check,
-            counts,
-            frugal,
-        )
+        key = PlanCache.key(grid, call, options)
         found = cache.get(key)
         if found is not None:
             return found
     check_complete(grid)  # partial (interrupted) measurements: refused
-    builders = _for_operation(op, algo, _builders(op, algo), commutative)
-    nbytes = _check_call(grid, op, nbytes, root, itemsize)
-    if counts is not None:
-        counts = _check_counts(grid, op, nbytes, itemsize, counts)
-        nbytes = _mean_block(counts, itemsize)
-        check = True if check is None else check
-    if op not in ROOTED:
-        root = 0
-    if budget_s is not None and not (
-        isinstance(budget_s, int | float)
-        and not isinstance(budget_s, bool)
-        and math.isfinite(budget_s)
-        and 0 < budget_s <= MAX_BUDGET_S
-    ):
-        raise ParameterError(
-            f"budget_s must be a number of seconds in (0, {MAX_BUDGET_S:g}], got {budget_s!r}"
-        )
-    if not (isinstance(frugal, int | float) and not isinstance(frugal, bool) and 0 <= frugal < 1):
-        raise ParameterError(f"frugal must be a fraction in [0, 1), got {frugal!r}")
-    if params is not None and not isinstance(params, dict):
-        raise ParameterError(f"params must be a dict of builder parameters, got {params!r}")
+    algo = options.algo
+    builders = _for_operation(call, algo, _builders(call.op, algo))
+    _check_on(grid, call)
+    if call.op not in ROOTED and call.root:
+        call = replace(call, root=0)
+    budget_s = options.budget_s
     deadline = None if budget_s is None else Deadline(budget_s, clock or _deadline.CLOCK)
-    host = float(host_overhead or 0.0)
-    reason = native_reason(grid, algo) if native or algo == NATIVE else ""
+    reason = native_reason(grid, algo) if options.native or algo == NATIVE else ""
     if reason:
-        found = _native_plan(grid, op, nbytes, root, itemsize, reason, host, deadline, counts)
+        host = float(options.host_overhead or 0.0)
+        found = _native_plan(grid, call, reason, host, deadline)
     else:
-        effective = _effective(grid, host_overhead)
-        named = algo != "auto"
-        call_params = {"commutative": commutative} if op in REDUCTIONS else None
-        found = _make_plan(
-            effective,
-            op,
-            nbytes,
-            root,
-            itemsize,
-            builders,
-            budget_s,
-            named,
-            call_params,
-            params,
-            check,
-            host,
-            grid,
-            deadline,
-            counts,
-            frugal,
-        )
+        effective = _effective(grid, options.host_overhead)
+        found = _make_plan(effective, call, options, builders, grid, deadline)
     if key is not None:
         cache.put(key, found)
     return found
+
+
+_DEFAULT_OPTIONS = PlanOptions()
 
 
 DEFAULT_BUDGET_S = 1.0
