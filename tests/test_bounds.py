@@ -1,4 +1,4 @@
-"""The physical limits (network/bounds.py): exact values on small grids, the quotient
+"""The physical limits (network/bounds/): exact values on small grids, the quotient
 graphs against the per-rank graphs, and validity against the simulator on random grids
 (no builder's simulated time falls below the bound)."""
 
@@ -20,11 +20,12 @@ from gridcoll.network import (
     PLogP,
     Route,
     broadcast_bound,
+    capacity_graph,
     get_grid,
     latency_bound,
     throughput_rate,
 )
-from gridcoll.network import bounds as B
+from gridcoll.network.bounds import broadcast as B
 from gridcoll.network.bounds import cluster_classes, collective_bound, peak_rate, set_flow
 from gridcoll.network.presets import das2, lan_plogp, magpie, transit_stub, wan_plogp
 from gridcoll.simulate import simulate
@@ -169,7 +170,7 @@ def test_receiver_flows_match_networkx_on_the_per_rank_graph(spec):
     import networkx as nx
 
     grid = get_grid(spec)
-    graph = B.capacity_graph(grid)
+    graph = capacity_graph(grid)
     root = grid.nranks - 1
     flows = {}
     for cls in cluster_classes(grid, (grid.cluster_of[root],)):
@@ -326,7 +327,7 @@ def test_set_flow_matches_networkx_on_the_per_rank_graph(grid, data):
     if not rest:
         return
     sinks = frozenset(data.draw(st.sets(st.sampled_from(rest), min_size=1)))
-    graph = B.capacity_graph(grid)
+    graph = capacity_graph(grid)
     for r in sources:
         graph.add_edge("source", ("rank", r))
     for r in sinks:
