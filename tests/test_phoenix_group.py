@@ -264,7 +264,7 @@ def test_wrong_secret_is_refused_and_counted() -> None:
 
 
 def _client_mac(secret: bytes, a: bytes, b: bytes, pid: int, addr: str) -> bytes:
-    """The handshake's client proof, written from the module doc's rule 1."""
+    """The handshake's client proof, written from the transport's security rule 1."""
     msg = b"gridcoll-dynamic-v1/client" + a + b + struct.pack("<QQ", pid, 2**64 - 1)
     return hmac.new(secret, msg + addr.encode(), hashlib.sha256).digest()
 
@@ -376,7 +376,7 @@ def test_a_probe_pings_several_times_and_the_trees_can_be_asked() -> None:
             assert b.parent(kind, a.pid) == a.pid
         for nbytes, downloads in ((0, 0), (PROBE_BYTES, 1)):  # 0: pings only
             pings, before = b.stats.pings, b.stats.downloads
-            b._call(lambda n=nbytes: b._start_probe(a.pid, n))
+            b._call(lambda n=nbytes: b._prober.start(a.pid, n))
             assert _eventually(lambda p=pings: b.stats.pings == p + 3, 10)
             assert _eventually(lambda d=before + downloads: b.stats.downloads == d, 10)
             assert b.stats.downloads == before + downloads
@@ -392,7 +392,7 @@ def test_heartbeats_time_round_trips() -> None:
 
 
 def test_a_faster_round_trip_recomputes_the_peer_s_download_rate() -> None:
-    """A download's rate counts half the RTT (``_download_rate``); a round trip timed
+    """A download's rate counts half the RTT (``download_rate``); a round trip timed
     faster later (``Remeasured``) comes with the rate recomputed with it, the chunks'
     passage kept, so a ping that queued behind data no longer lowers the rate."""
     options = {"heartbeat_s": None, "rtt_resolution_s": 0.0}
@@ -403,12 +403,12 @@ def test_a_faster_round_trip_recomputes_the_peer_s_download_rate() -> None:
         assert b.wait_until(lambda g: a.pid in g.core.measured, 30)
         assert b.stats.downloads >= 1
         held = b._call(lambda: b.core.measured[a.pid])
-        nbytes, passage = b._call(lambda: b._passage[a.pid])
+        nbytes, passage = b._call(lambda: b._detector.passage[a.pid])
         assert nbytes == PROBE_BYTES and held.bw_Bps == pytest.approx(
             nbytes / (held.rtt_s / 2 + passage)
         )
         best = held.rtt_s / 4
-        b._call(lambda: b._sample_rtt(a.pid, best))
+        b._call(lambda: b._detector.sample_rtt(a.pid, best))
         now = b._call(lambda: b.core.measured[a.pid])
         assert now.rtt_s == best and now.bw_Bps == pytest.approx(nbytes / (best / 2 + passage))
         assert now.bw_Bps > held.bw_Bps
@@ -418,7 +418,7 @@ def test_a_member_acks_the_messages_it_took_between_beats() -> None:
     """Between beats (30 s apart here), a member tells each member it took core
     messages from how many, every ``ack_s``: a broadcast's sender holds the count within
     a fraction of a second, so after a death it sends again only what the last
-    ``ack_s`` may have lost (module doc, "Heartbeats and failures")."""
+    ``ack_s`` may have lost (gridcoll.group.detector, "Acks")."""
     options = {"heartbeat_s": 30.0, "heartbeat_timeout_s": 60.0, "ack_s": 0.05}
     with (
         Group.start(2, seed=1, **options) as a,
@@ -430,7 +430,7 @@ def test_a_member_acks_the_messages_it_took_between_beats() -> None:
         sent = a._call(lambda: a.core._sends_to[b.pid])
 
         def acked() -> int:  # the count b last told a of a's messages
-            return a._call(lambda: a._acked.get(b.pid, (0, 0))[1])
+            return a._call(lambda: a._detector.acked.get(b.pid, (0, 0))[1])
 
         assert _eventually(lambda: acked() >= sent, 2.0), (acked(), sent)
     with pytest.raises(ParameterError, match="ack_s"):
@@ -552,7 +552,7 @@ def _probed_over_magpie(tmp_path: Path, wrap: Any) -> tuple[Any, Any, Any]:
     emu = ("magpie:2,2", str(path))
     try:
         with Group.start(NV, seed=2, rank=0, emulator=_emulator(emu)) as founder:
-            founder._answer = wrap(founder, founder._answer)  # type: ignore[method-assign]
+            founder._prober.answer = wrap(founder, founder._prober.answer)  # type: ignore[method-assign]
             with Group.join(
                 founder.address, founder.secret, rank=2, emulator=_emulator(emu)
             ) as joiner:
@@ -595,13 +595,13 @@ def test_a_ping_times_the_network_not_the_peers_scheduling() -> None:
     import sys
 
     with Group.start(NV, seed=2, heartbeat_s=None) as founder:
-        drain = founder._drain_udp
+        drain = founder._transport.drain_udp
 
         def late_drain() -> None:
             time.sleep(0.05)
             drain()
 
-        founder._drain_udp = late_drain  # type: ignore[method-assign]
+        founder._transport.drain_udp = late_drain  # type: ignore[method-assign]
         with Group.join(founder.address, founder.secret, heartbeat_s=None) as joiner:
             assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
             assert joiner.stats.pings >= 3 and founder.stats.frames_in > 0
@@ -680,27 +680,27 @@ def test_a_probe_survives_lost_datagrams() -> None:
     """Probe datagrams may be lost: here the first pong (the ping is sent again after
     a while) and a chunk of the download (the rate is then that of the chunks that
     came, once no more come for a while)."""
-    from gridcoll.group import group as group_module
+    from gridcoll.group import transport as frames
 
     with Group.start(NV, seed=2, heartbeat_s=None) as founder:
-        send = founder._datagram
+        send = founder._transport.datagram
         dropped: list[tuple[int, int]] = []
 
         def lossy(address: str, to_rank: Any, kind: int, body: bytes) -> None:
-            index = struct.unpack_from("<QddH", body)[3] if kind == group_module._DATA else -1
-            if kind == group_module._PONG and not dropped:
+            index = struct.unpack_from("<QddH", body)[3] if kind == frames.DATA else -1
+            if kind == frames.PONG and not dropped:
                 dropped.append((kind, 0))
                 return
-            if kind == group_module._DATA and index == 1 and len(dropped) == 1:
+            if kind == frames.DATA and index == 1 and len(dropped) == 1:
                 dropped.append((kind, index))
                 return
             send(address, to_rank, kind, body)
 
-        founder._datagram = lossy  # type: ignore[method-assign]
+        founder._transport.datagram = lossy  # type: ignore[method-assign]
         with Group.join(founder.address, founder.secret, heartbeat_s=None) as joiner:
             assert joiner.wait_until(lambda g: founder.pid in g.core.measured, 30)
             got = joiner.core.measured[founder.pid]
-            assert dropped == [(group_module._PONG, 0), (group_module._DATA, 1)]
+            assert dropped == [(frames.PONG, 0), (frames.DATA, 1)]
             assert 0 < got.rtt_s < 0.1 and got.bw_Bps > 0
             assert joiner.stats.pings >= 3 and joiner.stats.downloads == 1
 
@@ -711,11 +711,11 @@ def test_a_download_measures_the_link_not_the_queue_ahead(tmp_path: Path) -> Non
     the link ahead of the download does not lower it. Here 0.5 s of other traffic takes
     the emulated link just before the peer answers the fetch: timed to the last chunk,
     the 128 KiB download would measure about a fifth of the link's rate."""
-    from gridcoll.group import group as group_module
+    from gridcoll.group import transport as frames
 
     def queue_ahead(founder: Group, answer: Any) -> Any:
         def answer_later(kind: int, *args: Any) -> None:
-            if kind == group_module._FETCH:  # someone else's 500 kB first
+            if kind == frames.FETCH:  # someone else's 500 kB first
                 founder.emulator.reserve(0, 2, 500_000, time.monotonic())
             answer(kind, *args)
 
