@@ -1,6 +1,9 @@
 """Phoenix (seed 004): collectives over processes that come and go, as a sans-I/O core.
 
-:mod:`~gridcoll.phoenix.protocol` is one process's state machine;
+:mod:`~gridcoll.phoenix.protocol` is one process's state machine, fed the events
+and returning the actions of :mod:`~gridcoll.phoenix.events`, its states and their
+table in :mod:`~gridcoll.phoenix.states`, the messages it exchanges (each field's
+encoding and charged size defined once) in :mod:`~gridcoll.phoenix.messages`;
 :mod:`~gridcoll.phoenix.vnodes` the virtual nodes; :mod:`~gridcoll.phoenix.nodesets`
 the compressed node sets of broadcast headers; :mod:`~gridcoll.phoenix.trees` the
 spanning-tree rules as pure functions; :mod:`~gridcoll.phoenix.static` an instant
@@ -17,9 +20,24 @@ H. Saito, K. Taura, T. Chikayama, *Collective operations for wide-area message p
 systems using adaptive spanning trees* (seed 004).
 """
 
-from gridcoll.phoenix import nodesets, protocol, trees, vnodes
+from gridcoll.phoenix import events, messages, nodesets, protocol, states, trees, vnodes
+from gridcoll.phoenix.events import *  # noqa: F403
+from gridcoll.phoenix.messages import *  # noqa: F403
 from gridcoll.phoenix.nodesets import *  # noqa: F403
 from gridcoll.phoenix.protocol import *  # noqa: F403
+from gridcoll.phoenix.states import *  # noqa: F403
 from gridcoll.phoenix.vnodes import *  # noqa: F403
 
-__all__ = [*nodesets.__all__, *protocol.__all__, *vnodes.__all__, "trees"]
+__all__ = [  # protocol re-exports the events, messages and states it uses
+    *events.__all__,
+    *messages.__all__,
+    *nodesets.__all__,
+    *protocol.__all__,
+    *states.__all__,
+    *vnodes.__all__,
+    "events",
+    "messages",
+    "states",
+    "trees",
+]
+__all__ = list(dict.fromkeys(__all__))

@@ -460,10 +460,60 @@ import math
 import random
 from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from enum import Enum
 
 from gridcoll.errors import LocalProtocolError, ProtocolError, RemoteProtocolError
+from gridcoll.phoenix.events import (
+    PROBE_BYTES,
+    Abandoned,
+    Action,
+    BcastRequested,
+    Deliver,
+    Event,
+    JoinRequested,
+    LeaveRequested,
+    MigrateRequested,
+    PeerFailed,
+    PeerLost,
+    Probe,
+    ProbeResult,
+    Received,
+    ReduceDone,
+    ReduceRequested,
+    Remeasured,
+    Send,
+    SetTimer,
+    Start,
+    TimerExpired,
+)
+from gridcoll.phoenix.messages import (
+    HEADER_BYTES,
+    KINDS,
+    Adopt,
+    AdoptItem,
+    Bcast,
+    ChildItem,
+    ChildUpdates,
+    Handover,
+    Info,
+    InfoRequest,
+    JoinRefused,
+    JoinRequest,
+    LeaveAck,
+    Leaving,
+    Message,
+    Near,
+    ParentUpdates,
+    Partial,
+    Position,
+    RootSum,
+    Update,
+    Want,
+    Welcome,
+    message_bytes,
+)
 from gridcoll.phoenix.nodesets import NodeSet
+from gridcoll.phoenix.states import ACCEPTS as _ACCEPTS
+from gridcoll.phoenix.states import TRANSITIONS, State, transition
 from gridcoll.phoenix.trees import (
     NEAR_RATIO,
     NOISE_SLACK,
@@ -483,7 +533,7 @@ from gridcoll.phoenix.trees import (
     segment_size,
     summary_moved,
 )
-from gridcoll.phoenix.vnodes import VNodeState, VNodeTable
+from gridcoll.phoenix.vnodes import VNodeTable
 
 __all__ = [
     "HEADER_BYTES",
@@ -528,515 +578,10 @@ its vnodes, and the broadcasts sent again to them, stay off the wide area. The d
 draws ids (rule 2) with the site in these bits; the simulator's small ids are all of
 site 0."""
 
-PROBE_BYTES = 128 * 1024
-"""The bandwidth probe: a 128-kilobyte download (sec. IV-A)."""
-
-HEADER_BYTES = 16
-"""Fixed header of every protocol message (type, op id, root, hops), for the link model."""
-
 SEGMENT_COST_S = 20e-6
 """Default fixed cost of one segment message (per-message CPU, protocol and wire
 overheads; ``c`` of :func:`~gridcoll.phoenix.trees.segment_size`): a few tens of
 microseconds per message, as MPI over TCP on the paper's Gigabit-era clusters."""
-
-KINDS = ("latency", "bandwidth")
-"""The two tree kinds, one of each per root (sec. IV-A)."""
-
-
-class State(Enum):
-    IDLE = "idle"
-    JOINING = "joining"
-    ACTIVE = "active"
-    LEAVING = "leaving"
-    LEFT = "left"
-    ERROR = "error"
-
-
-# -- messages (process to process) --------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class InfoRequest:
-    """Asks a probed peer for its place in the trees of ``roots`` (every tree if empty;
-    sec. IV-B: sent with the probe). ``bars``: ``(root, dist, est)``, the prober's
-    :func:`~gridcoll.phoenix.trees.latency_bar` and
-    :func:`~gridcoll.phoenix.trees.bandwidth_bar` in that root's trees (through the
-    link to the peer, if measured); the peer leaves out a latency position at or beyond
-    ``dist`` and a bandwidth one at or below ``est``, which the prober's rules would not
-    take (module doc, "Probes after a loss")."""
-
-    roots: tuple[int, ...] = ()
-    bars: tuple[tuple[int, float, float], ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Position:
-    """A process's place in one tree: distance, rate, child count, ancestors."""
-
-    kind: str
-    root: int
-    dist: float
-    est: float
-    nchildren: int
-    path: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Info:
-    """A probe's answer: our position in the trees asked about (no member list:
-    membership news goes by Welcome and Update alone, module doc, "Membership")."""
-
-    positions: tuple[Position, ...]
-    leaving: bool
-
-
-@dataclass(frozen=True, slots=True)
-class ChildItem:
-    """Child to parent: attach (with the vnodes it reaches and its subtree) or detach."""
-
-    kind: str
-    root: int
-    attach: bool
-    reach: NodeSet = field(default_factory=NodeSet)
-    summary: Summary = field(default_factory=Summary)
-    rtt: float = math.inf
-    bw: float = 0.0
-
-
-@dataclass(frozen=True, slots=True)
-class ChildUpdates:
-    items: tuple[ChildItem, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ParentUpdates:
-    items: tuple[Position, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class AdoptItem:
-    """Re-attach to ``parent`` (the sender's own parent) in one tree; ``rtt`` and ``bw``
-    are what the sender measured to it. ``fallback``: the parents to take instead, in
-    order, if ``parent`` has left too (module doc, "Repair")."""
-
-    kind: str
-    root: int
-    parent: int
-    rtt: float
-    bw: float
-    fallback: tuple[int, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class Adopt:
-    """A leaver to its children (or a LEAVING or LEFT process to a child that attached
-    to it meanwhile): re-attach to my parent, your grandparent (module doc, "Repair")."""
-
-    items: tuple[AdoptItem, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Bcast:
-    op_id: Hashable
-    root: int
-    kind: str
-    tree_root: int
-    targets: NodeSet
-    via_tree: bool
-    hops: int
-    nbytes: int
-    payload: object = None
-    segment: int = 0
-    """This message's segment of a pipelined broadcast, ``0 .. nsegments - 1``."""
-    nsegments: int = 1
-    """How many segments the broadcast was cut into (1: not pipelined)."""
-    resent: bool = False
-    """Sent again after a process it was sent to died (module doc, "Failures"): a
-    vnode that already has the segment drops it."""
-
-
-@dataclass(frozen=True, slots=True)
-class Want:
-    """The segments ``segments`` of pipelined broadcast ``op_id``, which stopped coming
-    after a failure, asked of the parent in its tree (``kind``, ``tree_root``) (module
-    doc, "Failures"): send them down the tree to ``targets`` (the asker's vnodes and
-    its subtree's). A parent without a copy asks its own parent (``hops``)."""
-
-    op_id: Hashable
-    kind: str
-    tree_root: int
-    segments: NodeSet
-    targets: NodeSet
-    hops: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Partial:
-    op_id: Hashable
-    root: int
-    op: Callable[[object, object], object]
-    value: object
-    covered: NodeSet
-    via_tree: bool
-    hops: int
-    nbytes: int = 8
-    """The size of one vnode's data (a partial sum is as large as each term)."""
-    recovered: bool = False
-    """One recovered vnode's data (module doc, "Failures"): goes point-to-point to the
-    root vnode, which counts it only if nothing else covers that vnode."""
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequest:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRefused:
-    """A LEFT contact's answer to a JoinRequest: the members it knew, to try instead."""
-
-    members: frozenset[int]
-
-
-@dataclass(frozen=True, slots=True)
-class Welcome:
-    """The answer to a JoinRequest: the vnode namespace's size, the members, the routing
-    table, and what the member measured (``measured``: ``(peer, rtt_s, bw_Bps)``; its
-    smallest RTT ``lan_rtt``), for a joiner in its LAN to borrow (module doc, "Joins")."""
-
-    size: int
-    members: frozenset[int]
-    route: tuple[tuple[int, int, int], ...]
-    measured: tuple[tuple[int, float, float], ...] = ()
-    lan_rtt: float = math.inf
-
-
-@dataclass(frozen=True, slots=True)
-class RootSum:
-    """A reduction's partial sum at the root vnode, moved with it."""
-
-    op_id: Hashable
-    root: int
-    op: Callable[[object, object], object]
-    value: object
-    covered: NodeSet
-    done: bool
-    nbytes: int = 8
-    aside: tuple[tuple[int, object], ...] = ()
-    """Recovered vnodes' data, ``(vnode, value)``, counted at the end for the vnodes
-    ``covered`` lacks (module doc, "Failures")."""
-
-
-@dataclass(frozen=True, slots=True)
-class Handover:
-    """Vnodes changing owner, with the root sums of the reductions rooted at them and the
-    application data of reductions they have not contributed to yet."""
-
-    states: tuple[tuple[int, VNodeState], ...]
-    sums: tuple[RootSum, ...]
-    from_leaving: bool
-    values: tuple[
-        tuple[Hashable, int, Callable[[object, object], object], int, object, int], ...
-    ] = ()
-    """``(op_id, root, op, vnode, value, nbytes)`` per reduction a vnode has not joined."""
-
-
-@dataclass(frozen=True, slots=True)
-class Update:
-    """Gossip: members, and routing entries ``(vnode, owner, epoch)``. A joiner's own
-    (naming itself) carries its :class:`Near` when it is near its sponsor (module doc,
-    "Joins")."""
-
-    members: frozenset[int]
-    entries: tuple[tuple[int, int, int], ...] = ()
-    near: Near | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Leaving:
-    entries: tuple[tuple[int, int, int], ...]
-    round: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveAck:
-    members: frozenset[int]
-    round: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Near:
-    """A joiner in its sponsor's LAN, to every member: take what you measured to the
-    sponsor as measured to me, and start my trees as copies of the sponsor's (module
-    doc, "Joins"). It carries what the joiner measured to the sponsor (``rtt_s``,
-    ``bw_Bps``), which the sponsor takes as measured to the joiner: the same link."""
-
-    sponsor: int
-    rtt_s: float = math.inf
-    bw_Bps: float = 0.0
-
-
-Message = (
-    InfoRequest
-    | Info
-    | ChildUpdates
-    | ParentUpdates
-    | Adopt
-    | Bcast
-    | Want
-    | Partial
-    | JoinRequest
-    | JoinRefused
-    | Welcome
-    | Handover
-    | Update
-    | Leaving
-    | LeaveAck
-    | Near
-)
-
-
-def message_bytes(m: Message) -> int:
-    """The wire size the link model charges (payload plus header)."""
-    if isinstance(m, Bcast):
-        return HEADER_BYTES + m.targets.nbytes + m.nbytes
-    if isinstance(m, Partial):
-        return HEADER_BYTES + m.covered.nbytes + m.nbytes
-    if isinstance(m, Want):
-        return HEADER_BYTES + m.segments.nbytes + m.targets.nbytes
-    if isinstance(m, InfoRequest):
-        return HEADER_BYTES + 4 * len(m.roots) + 12 * len(m.bars)
-    if isinstance(m, Info):
-        return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.positions)
-    if isinstance(m, ParentUpdates):
-        return HEADER_BYTES + sum(20 + 4 * len(p.path) for p in m.items)
-    if isinstance(m, ChildUpdates):
-        return HEADER_BYTES + sum(32 + i.reach.nbytes for i in m.items)
-    if isinstance(m, Adopt):
-        return HEADER_BYTES + 28 * len(m.items)
-    if isinstance(m, Welcome):
-        return HEADER_BYTES + 4 * len(m.members) + 12 * len(m.route) + 20 * len(m.measured)
-    if isinstance(m, Handover):
-        return (
-            HEADER_BYTES
-            + sum(
-                8
-                + 8 * (len(s.delivered) + len(s.contributed))
-                + sum(8 + ns.nbytes for ns in s.partial.values())
-                for _, s in m.states
-            )
-            + sum(nbytes for *_, nbytes in m.values)
-        )
-    if isinstance(m, Update):
-        near = 20 if m.near is not None else 0
-        return HEADER_BYTES + 12 * len(m.entries) + 4 * len(m.members) + near
-    if isinstance(m, Leaving):
-        return HEADER_BYTES + 12 * len(m.entries)
-    if isinstance(m, LeaveAck):
-        return HEADER_BYTES + 4 * len(m.members)
-    return HEADER_BYTES
-
-
-# -- events (fed in) -------------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Start:
-    """A founder begins (probing)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Received:
-    src: int
-    message: Message
-
-
-@dataclass(frozen=True, slots=True)
-class TimerExpired:
-    timer: Hashable
-
-
-@dataclass(frozen=True, slots=True)
-class ProbeResult:
-    peer: int
-    rtt_s: float
-    bw_Bps: float
-
-
-@dataclass(frozen=True, slots=True)
-class JoinRequested:
-    contact: int
-
-
-@dataclass(frozen=True, slots=True)
-class LeaveRequested:
-    heir: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class PeerFailed:
-    """The driver's failure detector says ``pid`` died without leaving (module doc,
-    "Failures"). ``pid`` must never send again: a process only suspected must not be
-    reported (a reported one that is alive loses its vnodes to the heir).
-    ``received``: how many of this process's messages ``pid`` had taken in and passed
-    on (its heartbeats say; None: unknown), so only later ones are sent again.
-    ``delivered``: how many it had taken in at all (a later heartbeat: its own vnodes
-    had them, though it may not have passed them on; None: ``received``), so only later
-    ones go to its heir for its own vnodes."""
-
-    pid: int
-    received: int | None = None
-    delivered: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Remeasured:
-    """The driver measured ``peer``'s round trip again (module doc, "Trees"): ``rtt_s``,
-    lower than the process holds, replaces it and the trees are judged again.
-    ``bw_Bps``: the rate of the peer's download recomputed with it (a rate counts half
-    the RTT), if higher than the process holds; None: the held rate stays."""
-
-    peer: int
-    rtt_s: float
-    bw_Bps: float | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class MigrateRequested:
-    """Give the listed vnodes this process owns to ``dst`` (the others are ignored)."""
-
-    vnodes: frozenset[int]
-    dst: int
-
-
-@dataclass(frozen=True, slots=True)
-class BcastRequested:
-    op_id: Hashable
-    root: int
-    nbytes: int
-    payload: object = None
-    kind: str | None = None  # force a tree; None: the model chooses
-
-
-@dataclass(frozen=True, slots=True)
-class ReduceRequested:
-    op_id: Hashable
-    root: int
-    values: Mapping[int, object]
-    op: Callable[[object, object], object]
-    nbytes: int = 8  # the size of one vnode's data, for the wire
-
-
-Event = (
-    Start
-    | Received
-    | TimerExpired
-    | ProbeResult
-    | JoinRequested
-    | LeaveRequested
-    | MigrateRequested
-    | BcastRequested
-    | ReduceRequested
-    | PeerFailed
-    | Remeasured
-)
-
-
-# -- actions (returned) ----------------------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class Send:
-    dst: int
-    message: Message
-    nbytes: int
-
-
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """Measure ``peer``: ping-pongs for the RTT, then an ``nbytes`` download for the
-    bandwidth; ``nbytes == 0``: the pings only (the result's ``bw_Bps`` is ignored)."""
-
-    peer: int
-    nbytes: int = PROBE_BYTES
-
-
-@dataclass(frozen=True, slots=True)
-class Deliver:
-    """Segment ``segment`` of broadcast ``op_id`` for these vnodes (each vnode gets each
-    segment of a broadcast exactly once; it has the broadcast once it has all
-    ``nsegments``). ``payload`` is the segment's slice of a bytes-like payload of
-    ``nbytes`` bytes, the payload itself otherwise."""
-
-    op_id: Hashable
-    vnodes: frozenset[int]
-    payload: object
-    segment: int = 0
-    nsegments: int = 1
-
-
-@dataclass(frozen=True, slots=True)
-class SetTimer:
-    timer: Hashable
-    delay_s: float
-
-
-@dataclass(frozen=True, slots=True)
-class ReduceDone:
-    op_id: Hashable
-    value: object
-    missing: frozenset[int]
-
-
-@dataclass(frozen=True, slots=True)
-class PeerLost:
-    """``pid`` died (a :class:`PeerFailed`): the vnodes this process had mapped to it
-    now map to ``heir`` (None: no member is left to take them), with a fresh state
-    (what had been delivered to them died with ``pid``); ``resent``: the broadcasts
-    whose messages to ``pid`` this process sent again (module doc, "Failures")."""
-
-    pid: int
-    heir: int | None
-    vnodes: frozenset[int]
-    resent: frozenset[Hashable]
-
-
-@dataclass(frozen=True, slots=True)
-class Abandoned:
-    """A pipelined broadcast these owned vnodes will not get the rest of (their segments
-    so far were delivered): its root process died before they had every segment, or
-    after a failure the rest stopped coming and was asked for in vain (module doc,
-    "Failures"). Also, from a leaver every member it knows of died under, a broadcast
-    these vnodes (not its own) were to get through it: it knows no live process to send
-    it to (the joiners that live on were announced by a process that died)."""
-
-    op_id: Hashable
-    vnodes: frozenset[int]
-
-
-Action = Send | Probe | Deliver | SetTimer | ReduceDone | PeerLost | Abandoned
-
-TRANSITIONS: dict[State, dict[type, State]] = {
-    State.IDLE: {Start: State.ACTIVE, JoinRequested: State.JOINING},
-    State.JOINING: {Welcome: State.ACTIVE},
-    State.ACTIVE: {LeaveRequested: State.LEAVING},
-    State.LEAVING: {LeaveAck: State.LEFT},
-}
-"""State -> event or message type -> next state (the LEAVING -> LEFT move happens on
-the last ack only). Events not listed leave the state alone or are refused."""
-
-_ACCEPTS: dict[State, tuple[type, ...]] = {
-    State.IDLE: (Start, JoinRequested),
-    State.JOINING: (Received, ProbeResult, TimerExpired, PeerFailed),
-    State.ACTIVE: (
-        Received,
-        TimerExpired,
-        ProbeResult,
-        LeaveRequested,
-        MigrateRequested,
-        BcastRequested,
-        ReduceRequested,
-        PeerFailed,
-        Remeasured,
-    ),
-    State.LEAVING: (Received, TimerExpired, ProbeResult, PeerFailed, Remeasured),
-    State.LEFT: (Received, TimerExpired, ProbeResult, PeerFailed, Remeasured),
-}
-"""Events each state takes; anything else raises LocalProtocolError (and so ERROR)."""
 
 
 def _tree_update(event: Event) -> bool:
@@ -1329,7 +874,7 @@ class Process:
                 if not (run_goes_on and _tree_update(event)):
                     self._flush()
         except Exception as err:
-            self.state = State.ERROR
+            self.state = transition(self.state, Exception)
             self.error = f"{type(err).__name__}: {err}"
             raise
         return self._out
@@ -1364,7 +909,7 @@ class Process:
         elif isinstance(event, Start):
             self._on_start()
         elif isinstance(event, JoinRequested):
-            self.state = State.JOINING
+            self.state = transition(self.state, JoinRequested)
             self._contact = event.contact
             self._send(event.contact, JoinRequest())
         elif isinstance(event, LeaveRequested):
@@ -1443,7 +988,7 @@ class Process:
         if self.pid not in self._founders:
             raise LocalProtocolError(f"founder mapping does not name process {self.pid}")
         self.table = VNodeTable.founded(self.pid, self._founders)
-        self.state = State.ACTIVE
+        self.state = transition(self.state, Start)
         for pid in self._founders:
             self._add_member(pid)
 
@@ -1525,7 +1070,7 @@ class Process:
         self.table = VNodeTable(self.pid, m.size)
         for v, pid, epoch in m.route:
             self.table.route[v] = (pid, epoch)
-        self.state = State.ACTIVE
+        self.state = transition(self.state, Welcome)
         self._sponsor = src  # first probe: a parent in every tree at once
         if m.measured:  # if the sponsor is in our LAN; one that measured nothing can't say
             self._borrow = (src, m.lan_rtt, m.measured)
@@ -1609,7 +1154,7 @@ class Process:
             raise LocalProtocolError(f"heir {heir!r} is not another member")
         if self._unannounced is not None:  # a member must know of us to take our Leaving
             self._announce()
-        self.state = State.LEAVING
+        self.state = transition(self.state, LeaveRequested)
         self._hand_over(sorted(self._table().owned), heir)
         for r in list(self._reduces.values()):
             self._flush_reduce(r, force_p2p=True)
@@ -1672,12 +1217,13 @@ class Process:
         self._awaiting.discard(src)
         self._acked.add(src)
         self._learn_members(src, m.members)  # asks the new ones; our joiners hear of them
-        self._maybe_left()
+        self._maybe_left(LeaveAck)
 
-    def _maybe_left(self) -> None:
-        """LEAVING -> LEFT once every member we know of acked the current round."""
+    def _maybe_left(self, trigger: type[LeaveAck | PeerFailed]) -> None:
+        """LEAVING -> LEFT once every member we know of acked the current round (or
+        died)."""
         if self.state is State.LEAVING and not self._awaiting:
-            self.state = State.LEFT
+            self.state = transition(self.state, trigger)
 
     def _remove_member(self, pid: int, crashed: bool = False) -> None:
         """``pid`` left (or, ``crashed``, died: then it forwards nothing any more, so it
@@ -1771,7 +1317,7 @@ class Process:
         self._remove_member(dead, crashed=True)
         self.measured.pop(dead, None)
         self._awaiting.discard(dead)
-        self._maybe_left()
+        self._maybe_left(PeerFailed)
         if self.table is None:
             return  # joining: nothing is mapped here yet
         table = self.table

@@ -57,17 +57,16 @@ import pickle
 import struct
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from gridcoll.errors import WireError
-from gridcoll.phoenix.nodesets import NodeSet
-from gridcoll.phoenix.protocol import (
+from gridcoll.phoenix.messages import (
     KINDS,
     Adopt,
-    AdoptItem,
+    Atom,
     Bcast,
-    ChildItem,
     ChildUpdates,
     Handover,
     Info,
@@ -76,18 +75,21 @@ from gridcoll.phoenix.protocol import (
     JoinRequest,
     LeaveAck,
     Leaving,
+    Map,
     Message,
     Near,
+    Opt,
     ParentUpdates,
     Partial,
-    Position,
-    RootSum,
+    Rec,
+    Seq,
+    Tup,
     Update,
     Want,
     Welcome,
+    wire_fields,
 )
-from gridcoll.phoenix.trees import Summary
-from gridcoll.phoenix.vnodes import VNodeState
+from gridcoll.phoenix.nodesets import NodeSet
 
 __all__ = [
     "MAGIC",
@@ -393,7 +395,7 @@ class Reader:
             raise WireError(f"{len(self.data) - self.pos} trailing bytes")
 
 
-# -- per-type fields ----------------------------------------------------------------------
+# -- per-type fields, from the messages' wire specs -----------------------------------------
 def _kind(k: int) -> str:
     """Tree kind number ``k`` (``KINDS``), or WireError."""
     if k >= len(KINDS):
@@ -401,42 +403,14 @@ def _kind(k: int) -> str:
     return KINDS[k]
 
 
-_BAR = struct.Struct("<Qdd")  # InfoRequest.bars: root, dist, est
-_POSITION = struct.Struct("<BQddI")  # kind, root, dist, est, nchildren; then the path
-
-
-def _w_position(w: Writer, p: Position) -> None:
-    w.out += _POSITION.pack(KINDS.index(p.kind), p.root, p.dist, p.est, p.nchildren)
-    w.pids(p.path)
-
-
-def _r_position(r: Reader) -> Position:
-    k, root, dist, est, nchildren = r.fields(_POSITION)
-    return Position(_kind(k), root, dist, est, nchildren, r.pids())
-
-
-def _w_entries(w: Writer, entries: tuple[tuple[int, int, int], ...]) -> None:
-    w.u32(len(entries))
-    for v, pid, epoch in entries:
-        w.u32(v)
-        w.u64(pid)
-        w.u32(epoch)
-
-
-def _r_entries(r: Reader) -> tuple[tuple[int, int, int], ...]:
-    return tuple((r.u32(), r.u64(), r.u32()) for _ in range(r.count(16)))
-
-
-def _w_summary(w: Writer, s: Summary) -> None:
-    w.f64(s.a)
-    w.f64(s.b)
-    w.u32(s.descendants)
-    w.f64(s.path_b)
-    w.u32(s.depth)
-
-
-def _r_summary(r: Reader) -> Summary:
-    return Summary(r.f64(), r.f64(), r.u32(), r.f64(), r.u32())
+def _hashable(v: object) -> Hashable:
+    if not isinstance(v, Hashable) or isinstance(v, np.ndarray):
+        raise WireError(f"operation id of type {type(v).__name__} is not hashable")
+    try:
+        hash(v)
+    except TypeError:
+        raise WireError("operation id is not hashable") from None
+    return v
 
 
 def _w_opids(w: Writer, ops: frozenset[Hashable]) -> None:
@@ -450,256 +424,108 @@ def _r_opids(r: Reader) -> frozenset[Hashable]:
     return frozenset(_hashable(r.value()) for _ in range(r.count()))
 
 
-def _hashable(v: object) -> Hashable:
-    if not isinstance(v, Hashable) or isinstance(v, np.ndarray):
-        raise WireError(f"operation id of type {type(v).__name__} is not hashable")
-    try:
-        hash(v)
-    except TypeError:
-        raise WireError("operation id is not hashable") from None
-    return v
+_Write = Callable[[Writer, Any], None]
+_Read = Callable[[Reader], Any]
+
+_ATOMS: dict[Atom, tuple[_Write, _Read, int]] = {
+    Atom.U8: (Writer.u8, Reader.u8, 1),
+    Atom.U32: (Writer.u32, Reader.u32, 4),
+    Atom.U64: (Writer.u64, Reader.u64, 8),
+    Atom.F64: (Writer.f64, Reader.f64, 8),
+    Atom.FLAG: (Writer.u8, Reader.flag, 1),
+    Atom.KIND: (lambda w, k: w.u8(KINDS.index(k)), Reader.kind, 1),
+    Atom.VALUE: (Writer.value, Reader.value, 1),
+    Atom.OPID: (Writer.value, lambda r: _hashable(r.value()), 1),
+    Atom.OP: (lambda w, op: w.text(op_name(op)), Reader.op, 4),
+    Atom.NODESET: (Writer.nodeset, Reader.nodeset, 4),
+    Atom.PIDS: (Writer.pids, Reader.pids, 4),
+    Atom.PIDSET: (Writer.pids, lambda r: frozenset(r.pids()), 4),
+    Atom.OPIDS: (_w_opids, _r_opids, 4),
+}
+"""Per atom of :mod:`~gridcoll.phoenix.messages`: its writer, its reader, and the fewest
+bytes it takes (to check a count against the bytes left before reading)."""
 
 
-def _w_vstate(w: Writer, s: VNodeState) -> None:
-    w.u32(s.epoch)
-    _w_opids(w, s.delivered)
-    _w_opids(w, s.contributed)
-    items = sorted(s.partial.items(), key=lambda kv: repr(kv[0]))
-    w.u32(len(items))
-    for op, ns in items:
-        w.value(op)
-        w.nodeset(ns)
-    w.u8(s.recovered)
+def _compile(spec: Any) -> tuple[_Write, _Read, int]:
+    """The writer, reader and smallest size of a wire spec (:mod:`~gridcoll.phoenix.messages`,
+    "Wire specs")."""
+    if isinstance(spec, Atom):
+        return _ATOMS[spec]
+    if isinstance(spec, Seq):
+        w_item, r_item, n_item = _compile(spec.item)
 
+        def w_seq(w: Writer, items: Any) -> None:
+            w.u32(len(items))
+            for x in items:
+                w_item(w, x)
 
-def _r_vstate(r: Reader) -> VNodeState:
-    epoch, delivered, contributed = r.u32(), _r_opids(r), _r_opids(r)
-    partial = {_hashable(r.value()): r.nodeset() for _ in range(r.count(5))}
-    return VNodeState(epoch, delivered, contributed, partial, r.flag())
+        return w_seq, lambda r: tuple(r_item(r) for _ in range(r.count(n_item))), 4
+    if isinstance(spec, Tup):
+        parts = [_compile(item) for item in spec.items]
 
+        def w_tup(w: Writer, v: Any) -> None:
+            for (w_part, _, _), x in zip(parts, v, strict=True):
+                w_part(w, x)
 
-def _w_rootsum(w: Writer, s: RootSum) -> None:
-    w.value(s.op_id)
-    w.u32(s.root)
-    w.text(op_name(s.op))
-    w.value(s.value)
-    w.nodeset(s.covered)
-    w.u8(s.done)
-    w.u64(s.nbytes)
-    w.u32(len(s.aside))
-    for v, value in s.aside:
-        w.u32(v)
-        w.value(value)
-
-
-def _r_rootsum(r: Reader) -> RootSum:
-    op_id = _hashable(r.value())
-    root, op, value, covered, done, nbytes = (
-        r.u32(),
-        r.op(),
-        r.value(),
-        r.nodeset(),
-        r.flag(),
-        r.u64(),
-    )
-    aside = tuple((r.u32(), r.value()) for _ in range(r.count(5)))
-    return RootSum(op_id, root, op, value, covered, done, nbytes, aside)
-
-
-def _w_message(w: Writer, m: Message) -> None:
-    if isinstance(m, JoinRequest):
-        return
-    if isinstance(m, InfoRequest):
-        w.pids(m.roots)
-        w.u32(len(m.bars))
-        for root, dist, est in m.bars:
-            w.out += _BAR.pack(root, dist, est)
-    elif isinstance(m, Info):
-        w.u32(len(m.positions))
-        for p in m.positions:
-            _w_position(w, p)
-        w.u8(m.leaving)
-    elif isinstance(m, ChildUpdates):
-        w.u32(len(m.items))
-        for i in m.items:
-            w.u8(KINDS.index(i.kind))
-            w.u64(i.root)
-            w.u8(i.attach)
-            w.nodeset(i.reach)
-            _w_summary(w, i.summary)
-            w.f64(i.rtt)
-            w.f64(i.bw)
-    elif isinstance(m, ParentUpdates):
-        w.u32(len(m.items))
-        for p in m.items:
-            _w_position(w, p)
-    elif isinstance(m, Adopt):
-        w.u32(len(m.items))
-        for a in m.items:
-            w.u8(KINDS.index(a.kind))
-            w.u64(a.root)
-            w.u64(a.parent)
-            w.f64(a.rtt)
-            w.f64(a.bw)
-            w.pids(a.fallback)
-    elif isinstance(m, Bcast):
-        w.value(m.op_id)
-        w.u32(m.root)
-        w.u8(KINDS.index(m.kind))
-        w.u64(m.tree_root)
-        w.nodeset(m.targets)
-        w.u8(m.via_tree)
-        w.u32(m.hops)
-        w.u64(m.nbytes)
-        w.value(m.payload)
-        w.u32(m.segment)
-        w.u32(m.nsegments)
-        w.u8(m.resent)
-    elif isinstance(m, Want):
-        w.value(m.op_id)
-        w.u8(KINDS.index(m.kind))
-        w.u64(m.tree_root)
-        w.nodeset(m.segments)
-        w.nodeset(m.targets)
-        w.u32(m.hops)
-    elif isinstance(m, Partial):
-        w.value(m.op_id)
-        w.u32(m.root)
-        w.text(op_name(m.op))
-        w.value(m.value)
-        w.nodeset(m.covered)
-        w.u8(m.via_tree)
-        w.u32(m.hops)
-        w.u64(m.nbytes)
-        w.u8(m.recovered)
-    elif isinstance(m, JoinRefused):
-        w.pids(m.members)
-    elif isinstance(m, Welcome):
-        w.u32(m.size)
-        w.pids(m.members)
-        _w_entries(w, m.route)
-        w.u32(len(m.measured))
-        for q, rtt, bw in m.measured:
-            w.u64(q)
-            w.f64(rtt)
-            w.f64(bw)
-        w.f64(m.lan_rtt)
-    elif isinstance(m, Handover):
-        w.u32(len(m.states))
-        for v, s in m.states:
-            w.u32(v)
-            _w_vstate(w, s)
-        w.u32(len(m.sums))
-        for s in m.sums:
-            _w_rootsum(w, s)
-        w.u8(m.from_leaving)
-        w.u32(len(m.values))
-        for op_id, root, op, v, value, nbytes in m.values:
-            w.value(op_id)
-            w.u32(root)
-            w.text(op_name(op))
-            w.u32(v)
-            w.value(value)
-            w.u64(nbytes)
-    elif isinstance(m, Update):
-        w.pids(m.members)
-        _w_entries(w, m.entries)
-        w.u8(m.near is not None)
-        if m.near is not None:
-            w.u64(m.near.sponsor)
-            w.f64(m.near.rtt_s)
-            w.f64(m.near.bw_Bps)
-    elif isinstance(m, Leaving):
-        _w_entries(w, m.entries)
-        w.u32(m.round)
-    elif isinstance(m, LeaveAck):
-        w.pids(m.members)
-        w.u32(m.round)
-    elif isinstance(m, Near):
-        w.u64(m.sponsor)
-        w.f64(m.rtt_s)
-        w.f64(m.bw_Bps)
-    else:
-        raise WireError(f"not a protocol message: {type(m).__name__}")
-
-
-def _r_message(r: Reader, t: type) -> Message:
-    if t is InfoRequest:
-        roots = r.pids()
-        return InfoRequest(roots, tuple(r.fields(_BAR) for _ in range(r.count(_BAR.size))))
-    if t is JoinRequest:
-        return JoinRequest()
-    if t is Info:
-        positions = tuple(_r_position(r) for _ in range(r.count(33)))
-        return Info(positions, r.flag())
-    if t is ChildUpdates:
-        items = []
-        for _ in range(r.count(58)):
-            kind, root, attach, reach = r.kind(), r.u64(), r.flag(), r.nodeset()
-            items.append(ChildItem(kind, root, attach, reach, _r_summary(r), r.f64(), r.f64()))
-        return ChildUpdates(tuple(items))
-    if t is ParentUpdates:
-        return ParentUpdates(tuple(_r_position(r) for _ in range(r.count(33))))
-    if t is Adopt:
-        return Adopt(
-            tuple(
-                AdoptItem(r.kind(), r.u64(), r.u64(), r.f64(), r.f64(), r.pids())
-                for _ in range(r.count(37))
-            )
+        return (
+            w_tup,
+            lambda r: tuple(r_part(r) for _, r_part, _ in parts),
+            sum(n for *_, n in parts),
         )
-    if t is Bcast:
-        op_id = _hashable(r.value())
-        root, kind, tree_root, targets = r.u32(), r.kind(), r.u64(), r.nodeset()
-        via_tree, hops, nbytes, payload = r.flag(), r.u32(), r.u64(), r.value()
-        segment, nsegments, resent = r.u32(), r.u32(), r.flag()
-        if nsegments < 1 or segment >= nsegments:
-            raise WireError(f"segment {segment} of {nsegments}")
-        return Bcast(
-            op_id,
-            root,
-            kind,
-            tree_root,
-            targets,
-            via_tree,
-            hops,
-            nbytes,
-            payload,
-            segment,
-            nsegments,
-            resent,
-        )
-    if t is Want:
-        op_id = _hashable(r.value())
-        return Want(op_id, r.kind(), r.u64(), r.nodeset(), r.nodeset(), r.u32())
-    if t is Partial:
-        op_id = _hashable(r.value())
-        root, op, value, covered = r.u32(), r.op(), r.value(), r.nodeset()
-        return Partial(op_id, root, op, value, covered, r.flag(), r.u32(), r.u64(), r.flag())
-    if t is JoinRefused:
-        return JoinRefused(frozenset(r.pids()))
-    if t is Welcome:
-        size, members, route = r.u32(), frozenset(r.pids()), _r_entries(r)
-        measured = tuple((r.u64(), r.f64(), r.f64()) for _ in range(r.count(24)))
-        return Welcome(size, members, route, measured, r.f64())
-    if t is Handover:
-        states = tuple((r.u32(), _r_vstate(r)) for _ in range(r.count(17)))
-        sums = tuple(_r_rootsum(r) for _ in range(r.count(24)))
-        from_leaving = r.flag()
-        values = []
-        for _ in range(r.count(22)):
-            op_id = _hashable(r.value())
-            values.append((op_id, r.u32(), r.op(), r.u32(), r.value(), r.u64()))
-        return Handover(states, sums, from_leaving, tuple(values))
-    if t is Update:
-        members, entries = frozenset(r.pids()), _r_entries(r)
-        return Update(members, entries, Near(r.u64(), r.f64(), r.f64()) if r.flag() else None)
-    if t is Leaving:
-        return Leaving(_r_entries(r), r.u32())
-    if t is LeaveAck:
-        return LeaveAck(frozenset(r.pids()), r.u32())
-    if t is Near:
-        return Near(r.u64(), r.f64(), r.f64())
-    raise WireError(f"no decoder for {t.__name__}")  # pragma: no cover (TYPE_CODES is total)
+    if isinstance(spec, Opt):
+        w_item, r_item, _ = _compile(spec.item)
+
+        def w_opt(w: Writer, v: Any) -> None:
+            w.u8(v is not None)
+            if v is not None:
+                w_item(w, v)
+
+        return w_opt, lambda r: r_item(r) if r.flag() else None, 1
+    if isinstance(spec, Map):
+        w_key, r_key, n_key = _compile(spec.key)
+        w_val, r_val, n_val = _compile(spec.value)
+
+        def w_map(w: Writer, m: Any) -> None:
+            items = sorted(m.items(), key=lambda kv: repr(kv[0]))
+            w.u32(len(items))
+            for k, v in items:
+                w_key(w, k)
+                w_val(w, v)
+
+        def r_map(r: Reader) -> dict:
+            return {r_key(r): r_val(r) for _ in range(r.count(n_key + n_val))}
+
+        return w_map, r_map, 4
+    return _record(spec)
+
+
+def _record(spec: type | Rec) -> tuple[_Write, _Read, int]:
+    """A dataclass's fields in order (a message or item of
+    :mod:`~gridcoll.phoenix.messages`, or a :class:`~gridcoll.phoenix.messages.Rec`)."""
+    cls = spec.cls if isinstance(spec, Rec) else spec
+    parts = [(name, *_compile(field_spec)) for name, field_spec in wire_fields(spec)]
+
+    def w_record(w: Writer, v: Any) -> None:
+        for name, w_part, _, _ in parts:
+            w_part(w, getattr(v, name))
+
+    def r_record(r: Reader) -> Any:
+        return cls(*[r_part(r) for _, _, r_part, _ in parts])
+
+    return w_record, r_record, sum(n for *_, n in parts)
+
+
+_CODECS: dict[type, tuple[_Write, _Read, int]] = {t: _record(t) for t in TYPE_CODES}
+"""Each message type's writer and reader, compiled from its fields' wire specs."""
+
+
+def _check_bcast(m: Bcast) -> None:
+    if m.nsegments < 1 or m.segment >= m.nsegments:
+        raise WireError(f"segment {m.segment} of {m.nsegments}")
+
+
+_CHECKS: dict[type, Callable[[Any], None]] = {Bcast: _check_bcast}
+"""Checks of a decoded message beyond its fields' own."""
 
 
 @dataclass(frozen=True)
@@ -721,7 +547,7 @@ class Codec:
         w = Writer(self.trusted_pickle)
         w.out += MAGIC + bytes((VERSION, code))
         try:
-            _w_message(w, m)
+            _CODECS[type(m)][0](w, m)
         except (struct.error, ValueError, OverflowError, TypeError) as err:
             if isinstance(err, WireError):
                 raise
@@ -743,7 +569,9 @@ class Codec:
         if t is None:
             raise WireError(f"unknown message type {code}")
         try:
-            m = _r_message(r, t)
+            m = _CODECS[t][1](r)
+            if check := _CHECKS.get(t):
+                check(m)
         except WireError:
             raise
         except (ValueError, TypeError, OverflowError, MemoryError, RecursionError) as err:
