@@ -58,8 +58,8 @@ import struct
 import time
 from collections.abc import Callable, Iterable
 
+import gridcoll.phoenix as p
 from gridcoll.group.transport import BEAT, GroupStats
-from gridcoll.phoenix import protocol as p
 from gridcoll.phoenix.wire import Reader
 
 __all__ = ["RTT_GAIN", "Detector"]

@@ -96,12 +96,12 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any
 
+import gridcoll.phoenix as p
 from gridcoll.errors import GroupError, ParameterError, WireError
 from gridcoll.group.detector import Detector
 from gridcoll.group.probes import RTT_RESOLUTION_S, Prober
 from gridcoll.group.reassembly import Reassembly
 from gridcoll.group.transport import BEAT, MSG, SEGS, GroupStats, Transport
-from gridcoll.phoenix import protocol as p
 from gridcoll.phoenix.wire import MAX_MESSAGE, OPS, Codec, Writer
 from gridcoll.runtime.emulation import Emulator
 

@@ -55,9 +55,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+import gridcoll.phoenix as p
 from gridcoll.group.detector import Detector
 from gridcoll.group.transport import DATA, FETCH, PING, PONG, UDP_MAC, GroupStats, Transport
-from gridcoll.phoenix import protocol as p
 
 __all__ = ["RTT_RESOLUTION_S", "Prober", "download_rate"]
 

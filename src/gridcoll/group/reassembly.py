@@ -25,9 +25,9 @@ from __future__ import annotations
 
 from collections.abc import Hashable
 
+import gridcoll.phoenix as p
 from gridcoll.errors import WireError
 from gridcoll.group.transport import GroupStats
-from gridcoll.phoenix import protocol as p
 from gridcoll.phoenix.wire import Reader, Writer
 
 __all__ = ["Reassembly"]
