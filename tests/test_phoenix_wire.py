@@ -1,8 +1,12 @@
-"""Phoenix (seed 004): the wire codec of the core, round trips and hostile bytes."""
+"""Phoenix (seed 004): the wire codec of the core, round trips and hostile bytes; the
+codec and the link model's charged sizes both come from the messages' field specs."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import hashlib
+import math
 
 import numpy as np
 import pytest
@@ -11,6 +15,7 @@ from hypothesis import strategies as st
 
 from gridcoll.errors import WireError
 from gridcoll.phoenix import protocol as p
+from gridcoll.phoenix.messages import HEADER_BYTES, message_bytes
 from gridcoll.phoenix.nodesets import NodeSet
 from gridcoll.phoenix.trees import Summary
 from gridcoll.phoenix.vnodes import VNodeState
@@ -142,6 +147,115 @@ messages = st.one_of(
 
 def test_every_message_type_has_a_code() -> None:
     assert set(TYPE_CODES) == set(p.Message.__args__)
+
+
+def test_every_field_of_every_message_has_a_wire_spec() -> None:
+    items = (p.Position, p.ChildItem, p.AdoptItem, p.RootSum)
+    for t in (*TYPE_CODES, *items):
+        for f in dataclasses.fields(t):
+            assert f.metadata.get("wire") is not None, f"{t.__name__}.{f.name}"
+
+
+def _examples() -> list[p.Message]:
+    ns = NodeSet.of([1, 2, 3, 9, 400])
+    pos = p.Position("bandwidth", 7, 0.25, 3.5e6, 2, (7, 3))
+    state = VNodeState(2, frozenset({1, "a"}), frozenset({2}), {3: NodeSet.of([0])}, True)
+    return [
+        p.InfoRequest((1, 2), ((1, 0.5, 2.0e6),)),
+        p.Info((pos,), True),
+        p.ChildUpdates(
+            (p.ChildItem("latency", 1, True, ns, Summary(1.0, 2e-9, 3, 4e-9, 2), 0.01, 1e7),)
+        ),
+        p.ParentUpdates((pos,)),
+        p.Adopt((p.AdoptItem("latency", 1, 5, 0.02, 9e6, (4, 6)),)),
+        p.Bcast(("op", 1), 3, "bandwidth", 2, ns, True, 2, 5, b"hello", 1, 3, True),
+        p.Want(9, "latency", 1, NodeSet.of([0, 1]), ns, 2),
+        p.Partial(4, 0, OPS["max"], 2.5, ns, False, 1, 8, True),
+        p.JoinRequest(),
+        p.JoinRefused(frozenset({3, 1})),
+        p.Welcome(64, frozenset({1, 2}), ((0, 1, 2),), ((2, 0.001, 1e8),), 0.001),
+        p.Handover(
+            ((5, state),),
+            (p.RootSum(7, 5, OPS["sum"], 10, ns, False, 8, ((6, 1),)),),
+            True,
+            ((8, 5, OPS["prod"], 6, 3, 8),),
+        ),
+        p.Update(frozenset({1, 4}), ((1, 4, 3),), p.Near(1, 0.001, 1e8)),
+        p.Leaving(((2, 3, 4),), 1),
+        p.LeaveAck(frozenset({5}), 2),
+        p.Near(2, math.inf, 0.0),
+    ]
+
+
+def test_the_wire_format_is_pinned() -> None:
+    """The codec compiled from the field specs writes the bytes of wire version 6 (a
+    change of format must bump :data:`VERSION` and this digest)."""
+    assert VERSION == 6
+    blob = b"".join(encode(m) for m in _examples())
+    digest = "d373c10d765123a2af742c84bb5aeb58d5415ddc4717b4f40328a60ba5a365a4"
+    assert hashlib.sha256(blob).hexdigest() == digest
+
+
+def _charged(m: p.Message) -> int:
+    """The link model's size of each message, written out: the seeded simulated figures
+    of seed 004's experiments rest on it (module doc of gridcoll.phoenix.messages)."""
+    if isinstance(m, p.Bcast):
+        return HEADER_BYTES + m.targets.nbytes + m.nbytes
+    if isinstance(m, p.Partial):
+        return HEADER_BYTES + m.covered.nbytes + m.nbytes
+    if isinstance(m, p.Want):
+        return HEADER_BYTES + m.segments.nbytes + m.targets.nbytes
+    if isinstance(m, p.InfoRequest):
+        return HEADER_BYTES + 4 * len(m.roots) + 12 * len(m.bars)
+    if isinstance(m, p.Info | p.ParentUpdates):
+        ps = m.positions if isinstance(m, p.Info) else m.items
+        return HEADER_BYTES + sum(20 + 4 * len(q.path) for q in ps)
+    if isinstance(m, p.ChildUpdates):
+        return HEADER_BYTES + sum(32 + i.reach.nbytes for i in m.items)
+    if isinstance(m, p.Adopt):
+        return HEADER_BYTES + 28 * len(m.items)
+    if isinstance(m, p.Welcome):
+        return HEADER_BYTES + 4 * len(m.members) + 12 * len(m.route) + 20 * len(m.measured)
+    if isinstance(m, p.Handover):
+        states = sum(
+            8
+            + 8 * (len(s.delivered) + len(s.contributed))
+            + sum(8 + ns.nbytes for ns in s.partial.values())
+            for _, s in m.states
+        )
+        return HEADER_BYTES + states + sum(nbytes for *_, nbytes in m.values)
+    if isinstance(m, p.Update):
+        near = 20 if m.near is not None else 0
+        return HEADER_BYTES + 12 * len(m.entries) + 4 * len(m.members) + near
+    if isinstance(m, p.Leaving):
+        return HEADER_BYTES + 12 * len(m.entries)
+    if isinstance(m, p.LeaveAck):
+        return HEADER_BYTES + 4 * len(m.members)
+    return HEADER_BYTES
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages)
+def test_charged_size_is_the_link_models(m: p.Message) -> None:
+    assert message_bytes(m) == _charged(m)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(messages)
+def test_charged_and_encoded_sizes_follow_the_same_fields(m: p.Message) -> None:
+    """Both sizes are read off the one field list: a message's charged size is the
+    header plus its charged fields, and growing a charged sequence by one item grows the
+    encoded length too (the codec carries every field the link model charges)."""
+    charged = [f for f in dataclasses.fields(m) if f.metadata["charge"] is not None]
+    assert message_bytes(m) == HEADER_BYTES + sum(
+        f.metadata["charge"](getattr(m, f.name)) for f in charged
+    )
+    for f in charged:
+        value = getattr(m, f.name)
+        if isinstance(value, tuple) and value:
+            longer = dataclasses.replace(m, **{f.name: (*value, value[0])})
+            assert len(encode(longer)) > len(encode(m))
+            assert message_bytes(longer) > message_bytes(m)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
