@@ -541,7 +541,7 @@ def test_a_leaving_sponsor_names_to_its_joiner_the_members_its_acks_list() -> No
     s0 = net.processes[0]
     s0.handle(Received(8, JoinRequest()))  # 8 joins through 0
     s0.handle(LeaveRequested(heir=1))
-    out = s0.handle(Received(1, LeaveAck(frozenset({1, 2, 8, 9}), s0._round)))  # 1 knows 9
+    out = s0.handle(Received(1, LeaveAck(frozenset({1, 2, 8, 9}), s0.membership.round)))  # 1 knows 9
     assert [s.message.members for s in _sends(out, Update) if s.dst == 8] == [{9}]
     assert any(s.dst == 9 for s in _sends(out, Leaving))  # and asks 9 to ack too
 
@@ -867,7 +867,7 @@ def test_a_child_climbing_to_the_leavers_parent_takes_the_routes_figures() -> No
         tree = child.trees[kind, 0]
         assert tree.parent == 0 and tree.estimated and tree.path == (0,)
         assert got[kind].rtt >= dist > 5e-3 and got[kind].bw <= est == pytest.approx(1e6)
-    assert 0 in child._unmeasured  # measured next (a probe of another is under way)
+    assert 0 in child.prober.unmeasured  # measured next (a probe of another is under way)
 
 
 def test_a_climbed_to_ancestor_is_asked_only_about_the_trees_hung_on_it() -> None:
@@ -929,12 +929,12 @@ def test_a_probe_of_a_measured_peer_bars_what_its_link_cannot_carry() -> None:
     tree = p.trees[key]
     remote = next(q for q in sorted(p.measured) if q % 2 != p.pid % 2 and q != tree.parent)
     lan = next(q for q in sorted(p.measured) if q % 2 == p.pid % 2)
-    (_, _, est_bar), *_ = [b for b in p._bars(remote, (key[1],)) if b[0] == key[1]]
+    (_, _, est_bar), *_ = [b for b in p.prober._bars(remote, (key[1],)) if b[0] == key[1]]
     assert est_bar == math.inf and bandwidth_bar(tree.est) < math.inf
-    (_, _, lan_bar), *_ = [b for b in p._bars(lan, (key[1],)) if b[0] == key[1]]
+    (_, _, lan_bar), *_ = [b for b in p.prober._bars(lan, (key[1],)) if b[0] == key[1]]
     assert lan_bar == pytest.approx(bandwidth_bar(tree.est))
     out = net.processes[remote].handle(
-        Received(p.pid, InfoRequest((key[1],), p._bars(remote, (key[1],))))
+        Received(p.pid, InfoRequest((key[1],), p.prober._bars(remote, (key[1],))))
     )
     (info,) = _sends(out, Info)
     assert not [pos for pos in info.message.positions if pos.kind == "bandwidth"]
@@ -951,10 +951,10 @@ def test_a_tree_that_moves_onto_a_remote_parent_after_a_loss_is_swept_afresh() -
     tree = p.trees[key]
     lan = {q for q in p.measured if q % 2 == 1}
     q = next(q for q in (0, 2, 4, 6) if q != tree.parent)
-    p._focus, p._swept, p._extra_left = set(), {0: set(lan)}, 0
-    p._move(tree, q, net.processes[q].trees[key].position(q), WAN, 1e6)
-    assert 0 in p._focus and not p._swept[0] and p._extra_left == 0
-    sweep = p._sweep()
+    p.prober.focus, p.prober.swept, p.prober.extra_left = set(), {0: set(lan)}, 0
+    p.forest._move(tree, q, net.processes[q].trees[key].position(q), WAN, 1e6)
+    assert 0 in p.prober.focus and not p.prober.swept[0] and p.prober.extra_left == 0
+    sweep = p.prober._sweep()
     assert sweep and set(sweep) <= lan and all(0 in roots for roots in sweep.values())
 
 
@@ -967,13 +967,13 @@ def test_a_joiner_that_borrowed_sweeps_its_lan_too() -> None:
     joiner = net.processes[20] = Process(20, rng=random.Random(0))  # even: the evens' LAN
     net.feed(20, JoinRequested(contact=2))
     net.run()
-    assert joiner._lan_only
+    assert joiner.prober.lan_only
     key = ("bandwidth", 1)
     tree = joiner.trees[key]
     q = next(q for q in (1, 3, 5, 7) if q != tree.parent)
-    joiner._focus, joiner._swept, joiner._extra_left = set(), {}, 0
-    joiner._move(tree, q, net.processes[q].trees[key].position(q), WAN, 1e6)
-    sweep = joiner._sweep()
+    joiner.prober.focus, joiner.prober.swept, joiner.prober.extra_left = set(), {}, 0
+    joiner.forest._move(tree, q, net.processes[q].trees[key].position(q), WAN, 1e6)
+    sweep = joiner.prober._sweep()
     assert sweep and all(p % 2 == 0 for p in sweep) and all(1 in r for r in sweep.values())
     net.apply(20, joiner.handle(Received(q, Info((), False))))  # (any event lets it probe)
     net.run()
@@ -1100,7 +1100,7 @@ def test_a_child_climbs_to_a_fallback_on_bounds_without_downloading() -> None:
     climbed = [  # another tree whose climb went to it as an ancestor queues a download
         t for k, t in third.trees.items() if k != key and t.parent == order[1] and t.estimated
     ]
-    assert order[1] not in third._unmeasured or climbed  # this tree's climb queued none
+    assert order[1] not in third.prober.unmeasured or climbed  # this tree's climb queued none
 
 
 def test_probes_after_a_leave_go_only_to_peers_already_measured() -> None:
@@ -1244,7 +1244,7 @@ def test_a_joiner_near_its_sponsor_says_so_in_its_update_and_no_member_probes_fo
         assert hello[pid].near == Near(2, LAN, 1e8)
         out = member.handle(Received(20, hello[pid]))
         assert all(member.parent(k, 20) == member.parent(k, 2) is not None for k in KINDS)
-        assert member._complete()  # no tree without a parent: nothing to probe for
+        assert member.prober._complete()  # no tree without a parent: nothing to probe for
         assert not [a for a in out if isinstance(a, Probe)]
 
 
@@ -1260,17 +1260,17 @@ def test_a_member_renews_its_extra_probes_only_if_it_probed_for_a_new_tree(near)
     (welcome,) = _sends(net.processes[2].handle(Received(20, req.message)), Welcome)
     sent = _welcomed(joiner, 2, welcome.message, 1.0)  # not near yet: the Near comes later
     (hello,) = [s.message for s in sent if isinstance(s.message, Update) and s.dst == 4]
-    assert member._extra_left == 0  # converged: the extra probes are spent
+    assert member.prober.extra_left == 0  # converged: the extra probes are spent
     out = member.handle(Received(20, hello))
     (ask,) = _sends(out, InfoRequest)  # the new trees have no parent: probe, for them only
-    assert ask.message.roots == (20,) and member._extra_left == 0
+    assert ask.message.roots == (20,) and member.prober.extra_left == 0
     if near:
         member.handle(Received(20, Near(2)))
     member.handle(ProbeResult(ask.dst, LAN, 1e8))
     here = tuple(Position(k, 20, LAN, 1e8, 1, (20,)) for k in KINDS)  # ask.dst is below 20
     member.handle(Received(ask.dst, Info(here, False)))
     assert all(member.parent(k, 20) is not None for k in KINDS)
-    assert member._extra_left == (0 if near else member.extra_probes)
+    assert member.prober.extra_left == (0 if near else member.extra_probes)
 
 
 def test_a_joiner_near_its_sponsor_probes_only_its_lan() -> None:
@@ -1303,8 +1303,8 @@ def test_a_joiner_that_borrowed_measures_a_new_peer_by_pings(like) -> None:
     joiner = net.processes[20] = Process(20, rng=random.Random(0))  # even: the evens' LAN
     net.feed(20, JoinRequested(contact=2))
     net.run()
-    assert joiner._lan_only and 23 not in joiner.measured
-    joiner._lan_misses = len(joiner.measured) + 1  # its LAN gave 23's trees no parent
+    assert joiner.prober.lan_only and 23 not in joiner.measured
+    joiner.prober.lan_misses = len(joiner.measured) + 1  # its LAN gave 23's trees no parent
     out = joiner.handle(Received(3, Update(frozenset({3, 23}))))
     assert [a for a in out if isinstance(a, Probe)] == [Probe(23, 0)]
     _answer_ping(joiner, 23, ref=3, like=like, far=3.0)
@@ -1707,7 +1707,7 @@ def test_the_heir_gets_every_segment_of_a_broadcast_the_dead_had_only_part_of() 
         dead, nseg = segs[0].dst, segs[0].message.nsegments
         assert nseg > 1 and len(segs) == nseg
         net.processes[dead].handle(Received(0, segs[0].message))  # segment 0 arrives
-        sent = net.processes[0]._sends_to[dead]  # what its beats would count
+        sent = net.processes[0].sends_to[dead]  # what its beats would count
         took = sent - (0 if took_all else nseg - 1)
         out = net.processes[0].handle(PeerFailed(dead, sent - nseg, took))
         its = NodeSet.of(net.processes[dead].owned)
@@ -1807,7 +1807,7 @@ def _chain_dies_under_a_broadcast(**kw) -> tuple[Network, int]:
         net.crash(dead)
     for q in (0, 3):
         for dead in (1, 2):
-            sent = p[q]._sends_to.get(dead, 0)
+            sent = p[q].sends_to.get(dead, 0)
             net.apply(q, p[q].handle(PeerFailed(dead, sent, sent)))
     return net, len(segs)
 
@@ -1880,7 +1880,7 @@ def _attaches_to_a_middle_process() -> tuple[Process, int, tuple[str, int], list
     for key in sorted(net.processes[0].trees):
         for pid, proc in net.processes.items():
             tree = proc.trees[key]
-            reach = proc._reach(tree)
+            reach = proc.forest.reach(tree)
             outside = [q for q in net.processes if q not in (*tree.path, pid) and q not in reach]
             if tree.parent is not None and len(outside) >= 2:
                 attaches = [
@@ -1909,7 +1909,7 @@ def test_a_run_of_tree_updates_fed_together_sends_its_updates_once() -> None:
     together = _ups(proc.handle_all(attaches), parent, key)
     assert together == ups[-1]  # one, the latest state
     assert proc.trees[key].children.keys() == one_by_one.trees[key].children.keys()
-    assert proc._reach(proc.trees[key]) == one_by_one._reach(one_by_one.trees[key])
+    assert proc.forest.reach(proc.trees[key]) == one_by_one.forest.reach(one_by_one.trees[key])
 
 
 def test_an_event_that_is_no_tree_update_flushes_the_run_before_it() -> None:

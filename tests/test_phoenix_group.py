@@ -427,7 +427,7 @@ def test_a_member_acks_the_messages_it_took_between_beats() -> None:
         assert a.wait_until(lambda g: len(g.members) == 2, 30)
         op = a.bcast(PAYLOAD, root=0, kind="bandwidth")
         assert any(d.op_id == op for d in b.deliveries(timeout=30))
-        sent = a._call(lambda: a.core._sends_to[b.pid])
+        sent = a._call(lambda: a.core.sends_to[b.pid])
 
         def acked() -> int:  # the count b last told a of a's messages
             return a._call(lambda: a._detector.acked.get(b.pid, (0, 0))[1])
