@@ -4,6 +4,8 @@
   exhaustive reference search, both taking the model as a parameter;
 * :mod:`gridcoll.tune.call` - :class:`Call` and :class:`PlanOptions`, the frozen,
   self-validating call and planning options :func:`plan` takes (and the cache keys);
+* :mod:`gridcoll.tune.decision` - :class:`Plan` and :class:`Candidate`, what
+  :func:`plan` returns;
 * :mod:`gridcoll.tune.select` - :func:`plan`: every builder's best parameters and
   predicted time, best first, with the physical bound;
 * :mod:`gridcoll.tune.deadline` - :class:`Deadline`, a planning budget on the wall

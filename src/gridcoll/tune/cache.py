@@ -19,7 +19,7 @@ from gridcoll.network.grid import Grid
 
 if TYPE_CHECKING:
     from gridcoll.tune.call import Call, PlanOptions
-    from gridcoll.tune.select import Plan
+    from gridcoll.tune.decision import Plan
 
 __all__ = ["PlanCache"]
 
