@@ -8,7 +8,12 @@ carries per child the set of virtual nodes to reach through it and falls back to
 point-to-point messages (sec. IV-D); a reduction waits for its children only until a
 timeout (sec. IV-E). :class:`Process` is that protocol for one process, written in the
 style of h11: it is fed events and returns actions, and does no I/O, reads no clock
-and draws random numbers only from the ``random.Random`` it is given.
+and draws random numbers only from the ``random.Random`` it is given. The events it
+takes and the actions it returns are :mod:`~gridcoll.phoenix.events`; the messages
+processes exchange, each field's encoding and charged size defined once, are
+:mod:`~gridcoll.phoenix.messages`; its states and their table are
+:mod:`~gridcoll.phoenix.states`; the sub-protocols are its collaborators (membership,
+ownership, probing, forest, broadcast, reduction).
 
 Rules
 -----
@@ -30,13 +35,14 @@ Rules
    together (:meth:`Process.handle_all`): a run of tree updates (ChildUpdates,
    ParentUpdates) in a row then sends the updates it causes once, after the run.
 
-States and transitions (``TRANSITIONS`` is the table)
------------------------------------------------------
+States and transitions (the table is :data:`~gridcoll.phoenix.states.TRANSITIONS`)
+-----------------------------------------------------------------------------------
 ``IDLE --Start--> ACTIVE`` (founder); ``IDLE --JoinRequested--> JOINING --Welcome-->
-ACTIVE``; ``ACTIVE --LeaveRequested--> LEAVING --last LeaveAck--> LEFT``; any state
-``--exception--> ERROR``. A LEFT process only forwards stragglers (below).
-:class:`PeerFailed` changes no state (a JOINING, ACTIVE, LEAVING or LEFT process
-takes it).
+ACTIVE``; ``ACTIVE --LeaveRequested--> LEAVING --last LeaveAck--> LEFT`` (or the last
+awaited member's ``PeerFailed``); any state ``--exception--> ERROR``. Every change goes
+through :func:`~gridcoll.phoenix.states.transition`, which refuses a move the table
+lacks. A LEFT process only forwards stragglers (below). :class:`PeerFailed` otherwise
+changes no state (a JOINING, ACTIVE, LEAVING or LEFT process takes it).
 
 Theory of operation
 -------------------
@@ -144,8 +150,8 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   (then its own ask covers the asker's subtree). The interval doubles after each ask;
   after ``WANTS`` asks that brought nothing the broadcast is ended for those vnodes and
   reported (:class:`Abandoned`). So the segments a chain of dead processes took with it
-  reach every live process below it (figures: docs/phoenix.md, "The evidence
-  behind protocol.py's rules"). Still uncovered: a vnode whose dead owner's senders all
+  reach every live process below it (figures: docs/phoenix.md, "Measured figures
+  behind the core's rules"). Still uncovered: a vnode whose dead owner's senders all
   died too, when its heir knew nothing of a broadcast under way (none of its own vnodes
   had part of it), lacks what its dead owner lacked, unreported.
 - *Reductions.* A recovered vnode's data goes aside, point-to-point to the root
@@ -246,10 +252,8 @@ one new to measure, and 128 KiB downloads over the wide area slow the very broad
 the repair is for. So do those after a join, but only once a process has made
 ``extra_probes`` probes among every member: a cluster's first process, whose LAN joins
 through it right after it joined, has measured little more than its sponsor, and would
-never measure anyone else (the group formed as the measured experiments form it, 12
-processes on three LANs in the in-memory driver, seeds 0-9: the LAN whose links are
-0.6 and 0.75 MB/s entered from the 0.6 MB/s side in 21 of the 40 bandwidth trees
-rooted in the third LAN, now 7). With a parent in every tree they ask only about the
+never measure anyone else (its LAN then enters other LANs' trees by the slower of its
+links). With a parent in every tree they ask only about the
 trees they are for (``InfoRequest.roots``, :meth:`Process._wanted`; probes under way
 for every tree, settling or after a join or a cycle, go on so): an extra probe about
 the trees repaired since the probes last ran out (a loss's, and any tree that moved
@@ -265,9 +269,7 @@ measured it (the probe judges with those figures: a distance less its RTT, a rat
 class's threshold, and no rate at all if the link's own cannot pass), and the peer
 leaves the other positions out of its Info: most of a settled member's positions cannot
 win, and the replies of a mass leave's probes share the wide-area links with the
-broadcasts (at 160 processes, Leiden members asked UvA peers about the bandwidth trees
-the leave repaired: at 0.74 MB/s, their own rate and that of the link between, no UvA
-position could win). A probe after a loss goes first to a LAN peer (measured, in our LAN
+broadcasts. A probe after a loss goes first to a LAN peer (measured, in our LAN
 class; each once per tree, while extra probes are left), asking about the repaired trees
 we now hang on a remote parent by (``_sweep``), while there are any: when a LAN's
 gateway and the LAN ancestors of a member leave together, the member climbs to the
@@ -278,24 +280,20 @@ extra probes left or not, to each measured remote peer whose link alone beats th
 of such a bandwidth tree by the hysteresis (an offer is at most the link's rate), asking
 about those trees: a LAN's gateway whose remote ancestors all leave climbs, is adopted,
 or probes its way to whatever is left above them, often across a slower link, and random
-extra probes may never reach the few peers behind the faster one (fig. 9's leave on
-``das2-spread:64,4``, simulated, seed 8: Leiden's gateway, its UvA ancestors gone, below
-VU at 0.61 MB/s, its measured UvA peers at 0.74 never asked, every later broadcast 6.73
-s instead of 5.61 s). A tree that moves onto a remote parent after a loss is swept
-afresh, its LAN first, extra probes left or not (``_moved``): a member of a LAN cut off
-from the root takes the first connected peer it finds, and may reach a faster link by
-the remote sweep while a LAN peer it asked before the move has become the LAN's gateway
-since (``das2-spread:160,4``, seed 2: two Delft members below two UvA processes, both
-flows on the one UvA-Delft link, 8.98 s broadcasts to the end). A round of probes that
-asked about every tree (settling, a join's) ends with the same sweep, of the trees it
-left on a remote parent, a joiner that borrowed included: random probes leave LAN
-members on wide-area parents (one root on ``das2:9``, seed 0: 7 and 4 wide-area edges
-into 3 other clusters, now 3 and 3), and on real processes a LAN that joins through its
-first member all at once, before that member has measured anyone, borrows nothing and
-left root 0's bandwidth tree with 4-6 wide-area edges instead of 3 in diagnostic runs
-(broadcasts 0.44-0.73 s instead of 0.38). A parent known only by bounds (a climb to an
-ancestor never measured) is measured even with no extra probe left. A tree with no parent
-probes its root if measured, else measured peers (one round each), else anyone.
+extra probes may never reach the few peers behind the faster one. A tree that moves onto
+a remote parent after a loss is swept afresh, its LAN first, extra probes left or not
+(``_moved``): a member of a LAN cut off from the root takes the first connected peer it
+finds, and may reach a faster link by the remote sweep while a LAN peer it asked before
+the move has become the LAN's gateway since (two members of a LAN may end below two
+remote processes, both flows on one wide-area link). A round of probes that asked about
+every tree (settling, a join's) ends with the same sweep, of the trees it left on a
+remote parent, a joiner that borrowed included: random probes leave LAN members on
+wide-area parents, and on real processes a LAN that joins through its first member all
+at once, before that member has measured anyone, borrows nothing and leaves more
+wide-area edges than Property I's one per LAN (figures: docs/phoenix.md, "Measured
+figures behind the core's rules"). A parent known only by bounds (a climb to an ancestor
+never measured) is measured even with no extra probe left. A tree with no parent probes
+its root if measured, else measured peers (one round each), else anyone.
 
 A LEAVING or LEFT process keeps the children it had when it left (no longer updated, not
 even when they leave) and forwards a tree broadcast that still reaches it along them, as
@@ -314,8 +312,8 @@ path): a vnode handed to a joiner leaves its sponsor's reach before the joiner's
 brings it back up the tree, and meanwhile a broadcast's target for it goes down that
 child in the message the child gets anyway, then from the sponsor to its owner in the
 LAN, instead of point-to-point from high up the tree. Any split of a target set keeps
-Invariant B, and the hop bound ends a cycle. (Figures: docs/phoenix.md, "The
-evidence behind protocol.py's rules".)
+Invariant B, and the hop bound ends a cycle. (Figures: docs/phoenix.md, "Measured
+figures behind the core's rules".)
 
 *Joins (sec. IV-A, made cheaper).* A joiner's first probe is the member that welcomed it
 (a live member connected to every tree: a parent in every tree after one probe). The
@@ -332,12 +330,10 @@ sponsor that has measured no one offers nothing: its ``lan_rtt`` would be infini
 every joiner would look near it; such a joiner sends no ``Near``, so the sponsor's next
 probes go to the joiners it lent nothing (``_lent_nothing``), which measures its LAN if
 the LAN joined through it. Without it, that sponsor, its smallest RTT a wide-area one,
-took the other LAN's peers for its own LAN and its joiners for remote (the formation
-of "Probes after a loss", seeds 0-9: 48 wide-area edges beyond the fewest in the 216
-trees of the nine seeds that went quiet, now 2 in all 240, and none with the rule
-there). The offer stands until a round trip shows the sponsor near: on a busy machine
-the first ping-pongs can take longer than a wide-area round trip, and a faster one
-timed later (:class:`Remeasured`, from heartbeats) settles it.
+took the other LAN's peers for its own LAN and its joiners for remote. The offer stands
+until a round trip shows the sponsor near: on a busy machine the first ping-pongs can
+take longer than a wide-area round trip, and a faster one timed later
+(:class:`Remeasured`, from heartbeats) settles it.
 
 Borrowing ends the downloads, not the replies to the probes: every member probes for the
 joiner's new trees and then makes its extra probes, every joiner its own, each reply an
@@ -351,9 +347,8 @@ joiner's new trees and then makes its extra probes, every joiner its own, each r
     probe. A joiner whose sponsor measured anyone tells the members of its Welcome that
     it joined only once its probe of the sponsor returned, and then with its ``Near``
     (``Update.near``; the sponsor, which knows it, gets the ``Near`` alone), so a member
-    copies the sponsor's trees as it makes the joiner's, before it would probe for them:
-    on fig. 9's rejoin simulated on ``das2-spread:32,4``, 16 ``Near`` messages instead
-    of 304 (one LAN probe, some milliseconds, delays the Updates).
+    copies the sponsor's trees as it makes the joiner's, before it would probe for them
+    (one LAN probe, some milliseconds, delays the Updates).
 (2) Only probing that found a parent in every new tree renews the extra probes (sec.
     IV-A's rule; a copied tree renews none), and while only a joiner's new trees lack a
     parent a probe asks for those (``InfoRequest.roots``): its ``Info`` carries two
@@ -372,15 +367,10 @@ joiner's new trees and then makes its extra probes, every joiner its own, each r
     process that joined after it first had a parent in every tree (``_newcomers``): a
     joiner whose ``Near`` gave it no figures (it had not measured the sponsor) would
     otherwise cost it a download, for the joiner's trees and again in its extra probes.
-    (Fig. 9 measured on real processes, half the processes rejoining at once: in a
-    diagnostic run, the processes that had not borrowed made 39 downloads after the
-    rejoin, most over the wide area under the broadcasts, and the broadcasts were back
-    5.2 s after it; with this rule, back 2.2-11.4 s after it in five runs, median 4.8.)
     A joiner that borrowed knows that its smallest RTT is a LAN one, so its chain probes
     count a parent within ``NEAR_RATIO`` of it as in its LAN, not remote
-    (:func:`~gridcoll.phoenix.trees.chained`, ``lan_known``): on the same simulated
-    rejoin the joiners made 820 chain probes, for trees whose root was a few LAN hops
-    away, and now none (1605 probes in all after the rejoin, now 805).
+    (:func:`~gridcoll.phoenix.trees.chained`, ``lan_known``): its chain probes would
+    otherwise go to trees whose root is a few LAN hops away.
 (4) The sponsor keeps the vnodes it hands a joiner in its reach set until the joiner
     attaches (``_lent``; the joiner's first probe is its sponsor, so it attaches below
     it in every tree at once; a timer of ``stall_s`` ends the loan otherwise): a target
@@ -394,7 +384,8 @@ joiner's new trees and then makes its extra probes, every joiner its own, each r
 
 Losses and the first round of probing are unchanged by these rules. A joiner outside
 its sponsor's LAN borrows nothing and probes as the paper's (figures, and what was tried
-and not kept: docs/phoenix.md, "The evidence behind protocol.py's rules").
+and not kept: docs/phoenix.md, "Measured figures behind the core's rules" and "Why the
+rules").
 
 *Broadcast (sec. IV-D).* The root owns the root vnode, picks the tree the model predicts
 faster for the size (:func:`~gridcoll.phoenix.trees.choose_tree`: the latency tree store
