@@ -64,7 +64,7 @@ import contextlib
 import functools
 import math
 from collections.abc import Callable
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -563,6 +563,122 @@ def _simulated(
     return replace(cand, simulated_s=simulate(schedule, grid).total_s)
 
 
+@dataclass
+class _Search:
+    """The search of one :func:`plan` call over the builders it allows, stage by stage
+    (:func:`_make_plan`): what it found, skipped and pruned so far."""
+
+    grid: Grid
+    """The effective grid the models are evaluated on."""
+    call: Call
+    options: PlanOptions
+    deadline: Deadline | None
+    candidates: list[tuple[Candidate, int]] = field(default_factory=list)
+    """Each searched builder's best candidate, with the builder's registry index."""
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    pruned: list[tuple[float, int, Builder, dict]] = field(default_factory=list)
+    """(model's lower bound, index, builder, fixed parameters) of the builders that
+    could not beat the best found."""
+    anytime: dict[str, int | None] = field(default_factory=dict)
+    """Per anytime family: the evaluations the deadline allows (:func:`_anytime_in_time`)."""
+
+    def shortlist(self, builders: list[Builder]) -> list[tuple[float, int, Builder, dict]]:
+        """The builders the budget allows (:func:`_allowances`), the most promising
+        first: by the lower bound on their models (:func:`gridcoll.models.optimistic_s`),
+        unless a builder was named or the deadline leaves no time for the bounds."""
+        call, options, deadline = self.call, self.options, self.deadline
+        named, nbytes = options.named, _model_size(call)
+        reduction = {"commutative": call.commutative} if call.op in REDUCTIONS else {}
+        allowed = []
+        allowances = _allowances(builders, self.grid, options.budget_s, named)
+        for index, (builder, fixed, why) in enumerate(allowances):
+            if fixed is None:
+                self.skipped.append((builder.name, why))
+                continue
+            lower = 0.0
+            if not named and (deadline is None or deadline.allows(0.0, search=True)):
+                lower = optimistic_s(
+                    self.grid, call.op, builder.name, nbytes, call.root, call.itemsize
+                )
+            elif not named:  # searched in registry order, none pruned
+                deadline.note("the models' lower bounds were not computed")
+            allowed.append((lower, index, builder, {**fixed, **reduction}))
+        allowed.sort(key=lambda entry: entry[:2])
+        return allowed
+
+    def run(self, entries: list[tuple[float, int, Builder, dict]]) -> None:
+        """Search ``entries`` in order: each builder's best parameters (:func:`_candidate`),
+        unless its model's bound cannot beat the best so far (pruned), the deadline
+        leaves no time for it, or it cannot be modelled (skipped, with the reason)."""
+        grid, call, deadline = self.grid, self.call, self.deadline
+        for lower, index, builder, fixed in entries:
+            incumbent = min((c.predicted_s for c, _ in self.candidates), default=math.inf)
+            if lower > VERIFY_WITHIN * incumbent:
+                self.pruned.append((lower, index, builder, fixed))
+                continue
+            why = "" if deadline is None else _too_late(builder, grid, deadline, self.candidates)
+            if why:
+                self.skipped.append((builder.name, f"planning budget: {why}"))
+                deadline.note("builders not searched (see skipped)")
+                continue
+            if builder.anytime and deadline is not None and "evaluations" in fixed:
+                fixed = _anytime_in_time(builder, grid, fixed, deadline, self.anytime, self.skipped)
+                if fixed is None:
+                    continue
+            try:
+                cand = _candidate(
+                    builder, grid, _model_size(call), call.root, call.itemsize, fixed,
+                    self.options.fixed, deadline, self.options.frugal,
+                )  # fmt: skip
+                self.candidates.append((cand, index))
+            except GridcollError as err:
+                self.skipped.append((builder.name, str(err)))
+
+    def ranked(self) -> list[Candidate]:
+        """The candidates, best first: by prediction (ties: registry order), then, with
+        the simulator check (``options.check``; default: ``auto`` broadcasts), the few
+        best by simulation (:func:`_verified`). A pruned builder whose bound the checked
+        best estimate exceeds is searched after all, so pruning never changes a choice."""
+        call, options, deadline = self.call, self.options, self.deadline
+        check = options.check
+        if call.counts is not None and check is None:
+            check = True
+        force = check is True  # the caller wants the choice simulated, whatever its size
+        if check is None:
+            check = call.op == "bcast" and not options.named
+        self.candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))
+        ranked = [c for c, _ in self.candidates]
+        if check and _model_size(call) > 0:
+            ranked = _verified(self.grid, call, ranked, deadline)
+            estimate = _estimate(ranked[0])
+            late = [entry for entry in self.pruned if entry[0] < estimate]
+            if late:  # the check raised the best estimate above some pruned bounds
+                self.pruned = [entry for entry in self.pruned if entry[0] >= estimate]
+                self.run(late)
+                self.candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))
+                ranked = _verified(self.grid, call, [c for c, _ in self.candidates], deadline)
+            if ranked[0].simulated_s is None and force:
+                ranked[0] = _simulated(self.grid, call, ranked[0], deadline)
+        if call.counts is not None:  # the models saw the mean block; the simulator the counts
+            ranked = [
+                c if c.simulated_s is None else replace(c, predicted_s=c.simulated_s)
+                for c in ranked
+            ]
+            ranked.sort(key=lambda c: (c.simulated_s is None, c.predicted_s))
+        return ranked
+
+    def unfeasible(self) -> Unfeasible:
+        """The error when no builder could be modelled, every reason listed."""
+        budget_s = self.options.budget_s
+        reasons = "; ".join(f"{name}: {why}" for name, why in self.skipped)
+        hint = ""
+        if budget_s is not None and any("planning budget" in why for _, why in self.skipped):
+            hint = f" (a planning budget above {budget_s:g} s may allow it)"
+        return Unfeasible(
+            f"no {self.call.op} algorithm could be modelled on {self.grid.name!r}{hint}: {reasons}"
+        )
+
+
 def _make_plan(
     grid: Grid,
     call: Call,
@@ -572,125 +688,58 @@ def _make_plan(
     deadline: Deadline | None = None,
 ) -> Plan:
     """Search every builder on ``grid`` (the effective grid), rank, check on the
-    simulator (``options.check``: None for the default, True to always simulate the
-    choice); the bound is the ``physical`` grid's. Every stage answers to ``deadline``
-    (module docstring). For an uneven call the models are evaluated at the mean block
-    (:func:`_model_size`), and the schedules checked are the uneven ones."""
-    op, root, itemsize, counts = call.op, call.root, call.itemsize, call.counts
-    nbytes, budget_s, named = _model_size(call), options.budget_s, options.named
-    params, frugal, check = options.fixed, options.frugal, options.check
-    if counts is not None and check is None:
-        check = True
-    call_params = {"commutative": call.commutative} if op in REDUCTIONS else None
-    candidates, skipped, pruned = [], [], []
-    allowed = []
-    for index, (builder, fixed, why) in enumerate(_allowances(builders, grid, budget_s, named)):
-        if fixed is None:
-            skipped.append((builder.name, why))
-            continue
-        lower = 0.0
-        if not named and (deadline is None or deadline.allows(0.0, search=True)):
-            lower = optimistic_s(grid, op, builder.name, nbytes, root, itemsize)
-        elif not named:  # searched in registry order, none pruned
-            deadline.note("the models' lower bounds were not computed")
-        allowed.append((lower, index, builder, {**fixed, **(call_params or {})}))
-    allowed.sort(key=lambda entry: entry[:2])  # the most promising first
-    anytime: dict[str, int | None] = {}  # family -> evaluations the deadline allows
+    simulator (:class:`_Search`); the bound is the ``physical`` grid's. Every stage
+    answers to ``deadline`` (module docstring). For an uneven call the models are
+    evaluated at the mean block (:func:`_model_size`), and the schedules checked are the
+    uneven ones."""
+    search = _Search(grid, call, options, deadline)
+    allowed = search.shortlist(builders)
     bound = math.nan
     if deadline is not None and allowed:
         bound = _bound_first(physical, call, deadline)
-
-    def search(entries: list) -> None:
-        for lower, index, builder, fixed in entries:
-            incumbent = min((c.predicted_s for c, _ in candidates), default=math.inf)
-            if lower > VERIFY_WITHIN * incumbent:
-                pruned.append((lower, index, builder, fixed))
-                continue
-            why = "" if deadline is None else _too_late(builder, grid, deadline, candidates)
-            if why:
-                skipped.append((builder.name, f"planning budget: {why}"))
-                deadline.note("builders not searched (see skipped)")
-                continue
-            if builder.anytime and deadline is not None and "evaluations" in fixed:
-                fixed = _anytime_in_time(builder, grid, fixed, deadline, anytime, skipped)
-                if fixed is None:
-                    continue
-            try:
-                cand = _candidate(
-                    builder, grid, nbytes, root, itemsize, fixed, params, deadline, frugal
-                )
-                candidates.append((cand, index))
-            except GridcollError as err:
-                skipped.append((builder.name, str(err)))
-
-    search(allowed)
-    if not candidates:  # at once (no bound computed) when the nominal budget allowed none
-        reasons = "; ".join(f"{name}: {why}" for name, why in skipped)
-        hint = ""
-        if budget_s is not None and any("planning budget" in why for _, why in skipped):
-            hint = f" (a planning budget above {budget_s:g} s may allow it)"
-        raise Unfeasible(f"no {op} algorithm could be modelled on {grid.name!r}{hint}: {reasons}")
-    candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))  # ties: registry order
-    force = check is True  # the caller wants the choice simulated, whatever its size
-    if check is None:
-        check = op == "bcast" and not named
-    ranked = [c for c, _ in candidates]
-    if check and nbytes > 0:
-        ranked = _verified(grid, call, ranked, deadline)
-        estimate = _estimate(ranked[0])
-        late = [entry for entry in pruned if entry[0] < estimate]
-        if late:  # the check raised the best estimate above some pruned builders' bounds
-            pruned = [entry for entry in pruned if entry[0] >= estimate]
-            search(late)
-            candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))
-            ranked = [c for c, _ in candidates]
-            ranked = _verified(grid, call, ranked, deadline)
-        if ranked[0].simulated_s is None and force:
-            ranked[0] = _simulated(grid, call, ranked[0], deadline)
-    if counts is not None:  # the models saw the mean block; the simulator the real counts
-        ranked = [
-            c if c.simulated_s is None else replace(c, predicted_s=c.simulated_s) for c in ranked
-        ]
-        ranked.sort(key=lambda c: (c.simulated_s is None, c.predicted_s))
+    search.run(allowed)
+    if not search.candidates:  # at once (no bound) when the nominal budget allowed none
+        raise search.unfeasible()
+    ranked = search.ranked()
     best = ranked[0]
+    pruned = sorted(search.pruned, key=lambda entry: entry[:2])
     lead = _estimate(best)
-    skipped += [
+    skipped = search.skipped + [
         (
             builder.name,
             f"not searched: its model cannot predict below {format_time(lower)} "
             f"(models.optimistic_s), above the best found, {format_time(lead)}",
         )
-        for lower, _, builder, _ in sorted(pruned, key=lambda entry: entry[:2])
+        for lower, _, builder, _ in pruned
     ]
-    candidates = ranked
     if deadline is None:
         bound = _bound(physical, call)
     reason = ""
-    if named and params:
-        reason = f"the caller fixed algo={best.algorithm!r} with params={params!r}"
-    elif named:
+    if options.named and options.fixed:
+        reason = f"the caller fixed algo={best.algorithm!r} with params={options.fixed!r}"
+    elif options.named:
         reason = f"the caller asked for {best.algorithm!r}"
     return Plan(
-        op,
+        call.op,
         grid.name,
         call.nbytes,
-        root,
-        itemsize,
+        call.root,
+        call.itemsize,
         best.algorithm,
         dict(best.params),
         best.segment_size,
         best.predicted_s,
         bound,
-        tuple(candidates),
+        tuple(ranked),
         tuple(skipped),
-        budget_s,
+        options.budget_s,
         simulated_s=best.simulated_s,
         host_overhead_s=float(options.host_overhead or 0.0),
         reason=reason,
-        pruned=tuple((b.name, lower) for lower, _, b, _ in sorted(pruned, key=lambda e: e[:2])),
+        pruned=tuple((b.name, lower) for lower, _, b, _ in pruned),
         network=grid,
         budget_note=_budget_note(deadline),
-        counts=counts,
+        counts=call.counts,
     )
 
 
