@@ -132,11 +132,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """Plan, simulate, launch, report; 0 if every repetition was verified, else 1."""
-    from gridcoll.runtime.worker import Batch, run_batch, verifiable
+    from gridcoll.runtime.worker import Batch, run_batch
     from gridcoll.tune import FRUGAL, PlanOptions
 
     request = request_from_args(args)
-    call, grid = verifiable(request.call), request.grid  # refused before anything starts
+    call, grid = request.call, request.grid
     load = load_trace_arg(args, grid)
     emulated = not args.no_emulation and not grid.is_single_cluster
     overhead = resolve_host_overhead(
@@ -153,6 +153,7 @@ def run(args: argparse.Namespace) -> int:
     # the ranks run this plan's choice: its algorithm and parameters, fixed
     params = None if result.native else dict(result.params)
     chosen = PlanOptions(result.algorithm, params, host_overhead=overhead)
+    # a call the worker cannot verify is refused here, before anything starts
     batch = Batch(((call, chosen),), repeat=args.repeat, timeout=timeout)
     outcome = run_batch(grid, batch, emulate=not args.no_emulation, mpiexec=args.mpiexec, load=load)
     times = list(outcome.result.get("measured_all_s", [])) if outcome.result else []
