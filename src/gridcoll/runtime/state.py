@@ -13,8 +13,10 @@ tables ``prepared`` (a plan, compiled program and layout per call signature,
 :func:`gridcoll.runtime.prepare.prepare`) and ``programs`` (compiled programs of
 schedules run with ``Comm.execute``), each bounded by ``Comm.CACHE_SIZE`` (read when
 the communicator is made); the process shares one :class:`~gridcoll.tune.PlanCache`
-(:data:`PROCESS`), keyed by the grid's fingerprint and every argument of the plan, so
-a duplicate or a new communicator of the same grid does not search again.
+(:data:`PROCESS`), keyed by the grid's fingerprint and the call's
+:class:`~gridcoll.tune.Call` and :class:`~gridcoll.tune.PlanOptions`
+(:func:`gridcoll.runtime.prepare.plan_call`), so a duplicate or a new communicator of
+the same grid does not search again.
 :func:`cache_info` shows them, :func:`cache_clear` drops a communicator's.
 
 The process-wide parts (:class:`Process`): the plan cache, the one watchdog thread of
