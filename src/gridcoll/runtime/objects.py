@@ -199,7 +199,8 @@ class ObjectForm:
     rooted: bool = False
     """The last argument is a root, checked first (mpi4py's errors)."""
     reduces: bool = False
-    """The second argument is an operation, checked first (``MPI.Op`` or callable)."""
+    """The second argument is an operation, checked first, before the root (an
+    ``MPI.Op`` or a callable)."""
     locked: bool = False
     """Runs under mpi4py's per-communicator lock of ``name`` (``MPI._comm_lock``, what
     mpi4py's ``comm.bcast``... take): its two or more calls (a size, then the pickles)
@@ -237,10 +238,10 @@ def call(comm: Any, name: str, *args: Any) -> Any:
 
 def _run(comm: Any, form: ObjectForm, args: tuple) -> Any:
     root = args[-1] if form.rooted else 0
-    if form.rooted:
-        check_root(comm, root)
     if form.reduces:
         check_callable(args[1])
+    if form.rooted:
+        check_root(comm, root)
     if comm.Get_size() > 1:
         state = ready(comm)
         if serves_natively(state, form.name):
