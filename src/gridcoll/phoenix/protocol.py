@@ -670,7 +670,7 @@ class Process:
         self.from_failed = 0  # control messages from dead members (dropped)
         self.sends_to: dict[int, int] = {}  # dst -> messages sent to it (n: the n-th)
         self.founders = founder_vnodes
-        self.out: list[Action] = []
+        self.out: list[Action] = []  # the actions of the events under way
         self.membership = Membership(self)
         self.ownership = Ownership(self)
         self.prober = Prober(self)
@@ -843,12 +843,14 @@ class Process:
             self.send(src, JoinRefused(frozenset(self.members - {self.pid})))
 
     def send(self, dst: int, m: Message) -> None:
+        """Send ``m`` to ``dst``: a :class:`Send` action, counted per destination."""
         if dst == self.pid:
             raise LocalProtocolError(f"process {self.pid} sending {m!r} to itself")
         self.out.append(Send(dst, m, message_bytes(m)))
         self.sends_to[dst] = self.sends_to.get(dst, 0) + 1
 
     def others(self) -> list[int]:
+        """The other members, in id order."""
         return sorted(self.members - {self.pid})
 
     # -- membership -------------------------------------------------------------------
@@ -864,6 +866,7 @@ class Process:
 
     # -- vnodes -------------------------------------------------------------------------
     def require_table(self) -> VNodeTable:
+        """The vnode table; a process that has none yet (IDLE, JOINING) cannot act."""
         if self.table is None:
             raise LocalProtocolError(f"process {self.pid} has no vnode table yet")
         return self.table
