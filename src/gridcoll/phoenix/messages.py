@@ -40,6 +40,7 @@ import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field, fields
 from enum import Enum
+from operator import attrgetter
 from typing import Any
 
 from gridcoll.phoenix.nodesets import NodeSet
@@ -498,16 +499,18 @@ Message = (
     | Near
 )
 
-_CHARGED: dict[type, tuple[tuple[str, Callable[[Any], int]], ...]] = {
-    t: tuple((f.name, f.metadata["charge"]) for f in fields(t) if f.metadata["charge"])
+_CHARGED: dict[type, tuple[tuple[Callable[[Any], Any], Callable[[Any], int]], ...]] = {
+    t: tuple((attrgetter(f.name), f.metadata["charge"]) for f in fields(t) if f.metadata["charge"])
     for t in Message.__args__  # type: ignore[attr-defined]
 }
-"""Per message type, its charged fields and their charges (from the field specs)."""
+"""Per message type, its charged fields (a getter) and their charges (from the field
+specs)."""
 
 
 def message_bytes(m: Message) -> int:
     """The wire size the link model charges: :data:`HEADER_BYTES` plus each field's
     charge (module doc, "Charges")."""
-    return HEADER_BYTES + sum(
-        charge(getattr(m, name)) for name, charge in _CHARGED.get(type(m), ())
-    )
+    size = HEADER_BYTES
+    for get, charge in _CHARGED.get(type(m), ()):
+        size += charge(get(m))
+    return size

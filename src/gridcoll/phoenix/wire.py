@@ -7,7 +7,9 @@ other's bytes. This module turns every message type of the core into bytes and b
 Format
 ------
 Every message is ``MAGIC`` (2 bytes ``b"GW"``), ``VERSION`` (1 byte), the message
-type (1 byte, :data:`TYPE_CODES`), then the type's fields in order, little-endian:
+type (1 byte, :data:`TYPE_CODES`), then the type's fields in order (each field's wire
+spec in :mod:`gridcoll.phoenix.messages`, from which this module compiles one writer and
+one reader per type, as h11's ``WRITERS`` and ``READERS`` tables), little-endian:
 ``u8``/``u32``/``u64`` integers, ``f64`` floats, strings and byte strings as a ``u32``
 length and the bytes, sets of virtual nodes as a ``u32`` length and
 :meth:`~gridcoll.phoenix.nodesets.NodeSet.encode`, sequences as a ``u32`` count and
