@@ -14,9 +14,9 @@ plan cache's key (:class:`~gridcoll.tune.PlanCache`): a new field enters the key
 being declared. ``to_json``/``from_json`` give the JSON form the launcher ships to the
 ranks in one document (:mod:`gridcoll.runtime.worker`).
 
-Sizes follow MPI (seed 000, sec. 2; seed 001, sec. 2): ``nbytes`` is the count times the
-datatype extent (``itemsize``): the whole message for a broadcast or a reduction, one
-rank's block per peer for the personalised collectives.
+Sizes follow MPI: ``nbytes`` is the count times the datatype extent (``itemsize``): the
+whole message for a broadcast or a reduction, one rank's block per peer for the
+personalised collectives.
 """
 
 from __future__ import annotations

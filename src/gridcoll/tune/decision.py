@@ -3,8 +3,8 @@ prediction, and the :class:`Candidate` builders it was chosen from.
 
 :func:`gridcoll.tune.plan` makes them (:mod:`gridcoll.tune.select`); :meth:`Plan.build`
 turns one into the schedule of the chosen algorithm (:func:`build_schedule`), and
-:meth:`Plan.explain` says in readable lines why it was chosen (seed 000, sec. 3: the
-prediction against the physical bound, the search's reasoning, the runners-up).
+:meth:`Plan.explain` says in readable lines why it was chosen (the prediction against
+the physical bound, the search's reasoning, the runners-up).
 """
 
 from __future__ import annotations
