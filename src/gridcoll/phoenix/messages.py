@@ -155,11 +155,12 @@ def _wire(spec: Any, charge: Callable[[Any], int] | None = None) -> dict[str, An
     return {"wire": spec, "charge": charge}
 
 
-def wire_fields(cls: type) -> tuple[tuple[str, Any], ...]:
-    """``(name, spec)`` of each field of a message or item dataclass, in order."""
-    if isinstance(cls, Rec):
-        return cls.fields
-    return tuple((f.name, f.metadata["wire"]) for f in fields(cls))
+def wire_fields(spec: type | Rec) -> tuple[tuple[str, Any], ...]:
+    """``(name, spec)`` of each field of a message or item dataclass (or a
+    :class:`Rec`), in order."""
+    if isinstance(spec, Rec):
+        return spec.fields
+    return tuple((f.name, f.metadata["wire"]) for f in fields(spec))
 
 
 _SUMMARY = Rec(
