@@ -150,8 +150,8 @@ detector (heartbeats) feeds :class:`PeerFailed` for a process that died. Then:
   (then its own ask covers the asker's subtree). The interval doubles after each ask;
   after ``WANTS`` asks that brought nothing the broadcast is ended for those vnodes and
   reported (:class:`Abandoned`). So the segments a chain of dead processes took with it
-  reach every live process below it (figures: docs/phoenix.md, "Measured figures
-  behind the core's rules"). Still uncovered: a vnode whose dead owner's senders all
+  reach every live process below it (figures: docs/phoenix.md, "Why the rules",
+  "Failures"). Still uncovered: a vnode whose dead owner's senders all
   died too, when its heir knew nothing of a broadcast under way (none of its own vnodes
   had part of it), lacks what its dead owner lacked, unreported.
 - *Reductions.* A recovered vnode's data goes aside, point-to-point to the root
@@ -312,8 +312,8 @@ path): a vnode handed to a joiner leaves its sponsor's reach before the joiner's
 brings it back up the tree, and meanwhile a broadcast's target for it goes down that
 child in the message the child gets anyway, then from the sponsor to its owner in the
 LAN, instead of point-to-point from high up the tree. Any split of a target set keeps
-Invariant B, and the hop bound ends a cycle. (Figures: docs/phoenix.md, "Measured
-figures behind the core's rules".)
+Invariant B, and the hop bound ends a cycle. (Figures: docs/phoenix.md, "Why the rules",
+"Repair".)
 
 *Joins (sec. IV-A, made cheaper).* A joiner's first probe is the member that welcomed it
 (a live member connected to every tree: a parent in every tree after one probe). The
