@@ -541,7 +541,8 @@ def test_a_leaving_sponsor_names_to_its_joiner_the_members_its_acks_list() -> No
     s0 = net.processes[0]
     s0.handle(Received(8, JoinRequest()))  # 8 joins through 0
     s0.handle(LeaveRequested(heir=1))
-    out = s0.handle(Received(1, LeaveAck(frozenset({1, 2, 8, 9}), s0.membership.round)))  # 1 knows 9
+    ack = LeaveAck(frozenset({1, 2, 8, 9}), s0.membership.round)  # 1 knows 9
+    out = s0.handle(Received(1, ack))
     assert [s.message.members for s in _sends(out, Update) if s.dst == 8] == [{9}]
     assert any(s.dst == 9 for s in _sends(out, Leaving))  # and asks 9 to ack too
 
