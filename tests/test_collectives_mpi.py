@@ -78,8 +78,7 @@ def test_bad_input_raises_before_any_message(tmp_path):
 
 @pytest.mark.parametrize(
     ("op", "extra"),
-    [
-        ("allgather", ["--algo", "magpie-segmented"]),
+    [  # the bytes and the bound of each collective: tests/test_executors.py
         ("reduce", ["--non-commutative", "--itemsize", "32", "--root", "3"]),
     ],
 )
