@@ -1,6 +1,6 @@
 """The broadcast advisor, sans I/O: forecast the application's next call, plan it ahead
-on the monitor's view, hand the call the best plan ready (issue 13 items 3 and 5; seed
-001 sec. 2.5, figure 5).
+on the monitor's view, hand the call the best plan ready (seed 001
+sec. 2.5, figure 5).
 
 Seed 001's advisor reads the application's sizes and time stamps, forecasts the next
 size and the interval before the next call by linear regression, and runs clusteredSA

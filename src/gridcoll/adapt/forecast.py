@@ -1,6 +1,6 @@
 """Forecasts from short histories: seed 001's regression and NWS's adaptive choice.
 
-Two series need forecasting (issue 13):
+Two series need forecasting:
 
 * each wide-area link's load, from the monitor's samples (:mod:`gridcoll.adapt.monitor`).
   The Network Weather Service (Wolski, Spring and Hayes, *The Network Weather Service*,

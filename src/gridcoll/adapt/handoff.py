@@ -1,4 +1,4 @@
-"""Handing a new plan to every rank without an extra collective (issue 13 item 4).
+"""Handing a new plan to every rank without an extra collective.
 
 Every rank of a call must run the same schedule. The root's advisor knows the plan;
 the other ranks do not. Here the root's plan travels with the data: a broadcast's

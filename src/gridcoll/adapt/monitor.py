@@ -1,5 +1,5 @@
 """The network monitor, sans I/O: link loads from the collectives' own traffic, probes
-only where there is none, an NWS forecast per link (issue 13 item 2; seed 001 sec. 2.5).
+only where there is none, an NWS forecast per link (seed 001 sec. 2.5).
 
 Seed 001's communication benchmark re-measures every cluster pair every 5 minutes. This
 monitor goes further with what the application already sends: every wide-area message

@@ -278,7 +278,7 @@ def all_pairs_cost(grid: Grid) -> float:
 
 
 def _collectives() -> list[Builder]:
-    """scatter, gather, allgather, alltoall, reduce, allreduce and barrier (issue 5);
+    """scatter, gather, allgather, alltoall, reduce, allreduce and barrier;
     reduce_scatter, scan and exscan.
 
     For scatter, gather, allgather, alltoall and reduce_scatter ``nbytes`` is the count

@@ -98,7 +98,7 @@ DEFAULT_ALGOS = (
     "phoenix-bandwidth-segmented",
     "list",
 )
-"""The issue's builders and baselines; ``--algos all`` takes every registered one."""
+"""The default builders and baselines; ``--algos all`` takes every registered one."""
 
 
 @dataclass(frozen=True)

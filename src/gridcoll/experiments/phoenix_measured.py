@@ -110,7 +110,7 @@ DEFAULT_PROCESSES = {
     "transition": 32,
     "churn": 8,
 }
-"""Issue 15: 32 processes on this 2-core machine; the churn checker's 20 runs, 8 each
+"""32 processes on a 2-core machine; the churn checker's 20 runs, 8 each
 (and up to 6 newcomers)."""
 
 BANDWIDTH_SIZES = (64 * 1024, 256 * 1024, 1024 * 1024)
@@ -979,7 +979,7 @@ def churn(
     group_options: dict | None = None,
     progress: Progress = _noop,
 ) -> dict:
-    """Issue 15's checker: ``runs`` runs, each a group of real processes formed anew,
+    """The exactly-once checker: ``runs`` runs, each a group of real processes formed anew,
     broadcasting ``nbytes`` from vnode 0 back to back for ``duration_s`` while
     ``changes`` random leaves and joins happen (:func:`churn_steps`, seeded by
     ``seed`` and the run's index). It counts every vnode's deliveries of every

@@ -72,7 +72,7 @@ TRANSITION = (60.0, 90.0, 120.0, 4 * 1024 * 1024)
 """Fig. 9: half the processes leave at 60 s, rejoin at 90 s; run to 120 s; 4 MB."""
 
 RECOVERY_TOLERANCE = 0.10
-"""Issue 14: recovered once broadcasts are back within 10% of the stable time."""
+"""Recovered once broadcasts are back within 10% of the stable time."""
 
 DRAIN_S = 600.0
 """After the last request of fig. 9, how long the last broadcast may take to finish."""

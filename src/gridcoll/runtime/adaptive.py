@@ -1,4 +1,4 @@
-"""Adaptive broadcasts over MPI: ``Comm(..., adaptive=True)`` (issue 13 items 2-5).
+"""Adaptive broadcasts over MPI: ``Comm(..., adaptive=True)`` (seed 001, sec. 2.5).
 
 A communicator made adaptive runs every blocking ``Bcast``/``bcast`` on a multi-cluster
 grid this way (:meth:`Adaptive.bcast`):

@@ -40,8 +40,8 @@ class Comm(MPI.Intracomm):
     """An mpi4py intracommunicator whose collectives are gridcoll's.
 
     ``Comm(comm, grid=None, *, algo=None, params=None, timeout=None, host_overhead=None,
-    log=None)`` wraps ``comm``
-    (same MPI handle, like ``mpi4py.util.pkl5.Intracomm``). Construction is local; the
+    log=None, adaptive=None)`` wraps ``comm`` (same MPI handle, like
+    ``mpi4py.util.pkl5.Intracomm``). Construction is local; the
     first gridcoll collective duplicates ``comm`` into a private communicator
     (collectively, without blocking in MPI).
 
@@ -99,14 +99,20 @@ class Comm(MPI.Intracomm):
     (``op=``: predefined, ``MPI.Op.Create`` user ops, non-commutative ones combined in
     rank order), ``Reduce_scatter_block``, ``Reduce_scatter``, ``Scan``, ``Exscan``,
     ``Barrier``, the v-forms ``Scatterv``, ``Gatherv``, ``Allgatherv``, ``Alltoallv``,
-    their non-blocking ``I...`` forms, and the object forms ``bcast``, ``scatter``,
+    the non-blocking form of each (``Ibcast``, ``Ibarrier``, ``Iscatter``, ...,
+    ``Ialltoallv``, ``Iscan``, ``Iexscan``: requests run in start order by the
+    communicator's progress thread), and the object forms ``bcast``, ``scatter``,
     ``gather``, ``allgather``, ``alltoall``, ``reduce``, ``allreduce``, ``scan``,
     ``exscan``, ``barrier``; ``MPI.IN_PLACE`` where MPI allows it; every buffer spec
     mpi4py takes over every buffer object it takes (:mod:`gridcoll.runtime.buffers`),
-    with mpi4py's errors; a buffer in device memory or a datatype with holes goes to the
-    MPI library's own collective. They never block inside MPI (they test requests and
-    sleep), raise bad arguments before any message is sent, check arguments across
-    ranks (mismatched sizes, datatypes or roots raise
+    with mpi4py's errors. ``execute(schedule, buf)`` runs any gridcoll schedule. The MPI
+    library's own collective serves a call (blocking in MPI, as in a plain mpi4py
+    program, and without the WAN emulation) on a one-cluster communicator under
+    ``auto``, with ``algo="native"``, for a buffer in device memory, a datatype with
+    holes, and ``Alltoallv`` with ``MPI.IN_PLACE``; on the first two the object forms
+    are mpi4py's own object collectives. gridcoll's own calls never block inside MPI
+    (they test requests and sleep), raise bad arguments before any message is sent,
+    check arguments across ranks (mismatched sizes, datatypes or roots raise
     :class:`~gridcoll.runtime.MismatchError`), complete a call that moves no data
     without a message, and cross the emulated WAN when the launcher switched it on. A
     failed call leaves the communicator usable: a program that catches the error and
@@ -116,8 +122,9 @@ class Comm(MPI.Intracomm):
     (at most ``CACHE_SIZE`` of each).
 
     Passed through to mpi4py on the wrapped communicator: everything else: ``Get_rank``,
-    ``Get_size``, point-to-point (``Send``, ``Recv``, ``Isend``, ``send``...), the
-    persistent and neighbourhood collectives, attributes, groups and topologies. These
+    ``Get_size``, point-to-point (``Send``, ``Recv``, ``Isend``, ``send``...),
+    ``Alltoallw``, the persistent and neighbourhood collectives, attributes, groups and
+    topologies. These
     do not cross the WAN emulation. ``Dup``, ``Clone``, ``Idup``, ``Split``,
     ``Split_type``, ``Create`` and ``Create_group`` return ``gridcoll.Comm`` objects on
     the matching sub-grid; ``Free`` also frees the private communicator. Pickling and
