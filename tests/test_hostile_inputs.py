@@ -276,7 +276,7 @@ def test_fuzzed_grid_files_load_and_plan_or_say_why(mutations):
         try:
             for key in path[:-1]:
                 node = node[key]
-            node[path[-1]] = value
+            node[path[-1]] = copy.deepcopy(value)  # drawn values may be one object: no cycles
         except (KeyError, IndexError, TypeError):
             continue  # an earlier mutation removed the place
     try:
