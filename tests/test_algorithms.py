@@ -42,7 +42,7 @@ def params_for(builder, segment_size, degree):
     return out
 
 
-def test_the_issue_names_are_registered():
+def test_the_single_layer_trees_are_registered():
     names = {b.name for b in list_builders("bcast")}
     assert set(SINGLE_LAYER) <= names
 
