@@ -128,7 +128,7 @@ def us(x: float | None) -> str:
 
 def _clean_env(**extra: str) -> dict[str, str]:
     """This environment without any GRIDCOLL_ variable, oversubscription allowed."""
-    from gridcoll.runtime.launcher import OVERSUBSCRIBE_ENV
+    from gridcoll.runtime.processes import OVERSUBSCRIBE_ENV
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRIDCOLL_")}
     env.update(OVERSUBSCRIBE_ENV)
@@ -165,7 +165,7 @@ def zero_run(swapped: bool, calls: int, logdir: Path, index: int) -> dict:
         cmd = [sys.executable, "-m", "gridcoll", "mpirun", "--grid", ZERO_GRID, "--world"]
         cmd += ["--", sys.executable, "-m", "gridcoll", *program]
     else:
-        from gridcoll.runtime.launcher import mpiexec_command
+        from gridcoll.runtime.processes import mpiexec_command
 
         cmd = mpiexec_command(ZERO_RANKS, [sys.executable, *program])
     log = logdir / f"zero-{'swapped' if swapped else 'plain'}-{index}.txt"
@@ -373,7 +373,7 @@ def suite_run(
     """One run of the suite; ``logged`` (swapped only): with ``GRIDCOLL_LOG``, for the
     call counts and ``prepare_s`` (a timed run has no log: writing one line per call
     costs time plain mpi4py does not spend)."""
-    from gridcoll.runtime.launcher import mpiexec_command
+    from gridcoll.runtime.processes import mpiexec_command
 
     which = ("swapped-logged" if logged else "swapped") if swapped else "plain"
     program = [sys.executable, "-m", "gridcoll", "-m"] if swapped else [sys.executable, "-m"]

@@ -122,7 +122,7 @@ def worker(sizes: list[int], rounds: int) -> None:
 
 # -- the driver ----------------------------------------------------------------------------
 def run_grid(nranks: int, sizes: tuple[int, ...], rounds: int) -> list[dict]:
-    from gridcoll.runtime.launcher import OVERSUBSCRIBE_ENV, mpiexec_command
+    from gridcoll.runtime.processes import OVERSUBSCRIBE_ENV, mpiexec_command
 
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRIDCOLL_")}
     env.update(OVERSUBSCRIBE_ENV)

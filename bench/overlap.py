@@ -124,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     rounds = bench.args.rounds or (2 if bench.quick else 5)
 
     from gridcoll.network import get_grid
-    from gridcoll.runtime.launcher import launch
+    from gridcoll.runtime.supervisor import launch
 
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "overlap.json")

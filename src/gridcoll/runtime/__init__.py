@@ -10,7 +10,7 @@
   watches it (``gridcoll mpirun``, ``gridcoll run``, ``gridcoll measure``), over
   :mod:`~gridcoll.runtime.processes` (the job's processes and files);
   :mod:`~gridcoll.runtime.worker` is the program ``gridcoll run`` starts, and how to
-  start it (:mod:`~gridcoll.runtime.launcher` re-exports the three).
+  start it.
 
 * :mod:`~gridcoll.runtime.host` is the runtime's per-message host overhead, which the
   runtime adds to the grid it plans and simulates on.
@@ -65,7 +65,7 @@ __all__ = [
 
 def __getattr__(name: str):
     # Loaded on first use (PEP 562): importing mpi4py.MPI initialises MPI, which the
-    # launcher, the host-overhead calibration and the emulation's link state do not need
+    # supervisor, the host-overhead calibration and the emulation's link state do not need
     # (gridcoll run and gridcoll demo start mpiexec without becoming MPI processes).
     module = _EXPORTS.get(name)
     if module is None:
