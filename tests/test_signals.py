@@ -33,6 +33,7 @@ import pytest
 
 from gridcoll.cli import algorithms as algorithms_cli
 from gridcoll.cli.main import Interrupted, interrupts_raise, main
+from gridcoll.errors import LaunchError
 from gridcoll.runtime.processes import (
     ENV_LAUNCH,
     LaunchedJob,
@@ -281,6 +282,17 @@ def test_reports_say_how_a_rank_ended_and_whether_it_joined():
     assert "rank 2 failed: it never joined the collective" in text
     assert "rank 3 failed: it died (killed by signal 9, SIGKILL) before joining" in text
     assert RankReport(0, "done").what() == ""
+
+
+def test_an_unverified_launch_raises_one_line_naming_what_ran():
+    done = [RankReport(0, "done"), RankReport(1, "done")]
+    LaunchResult(["mpiexec"], 0, "", "", {"verified": True}, done).require_verified("x")
+    unchecked = LaunchResult(["mpiexec"], 0, "", "", {"verified": False}, done)
+    with pytest.raises(LaunchError, match=r"^running bcast on g: the bytes were not verified$"):
+        unchecked.require_verified("running bcast on g")
+    died = LaunchResult(["mpiexec"], 1, "", "", None, [RankReport(0, "died", exit="exited")])
+    with pytest.raises(LaunchError, match=r"^the scenario: rank 0 failed: it died"):
+        died.require_verified("the scenario")
 
 
 # -- MPI: signals to the commands, ranks named -----------------------------------------

@@ -43,7 +43,6 @@ from dataclasses import dataclass, field
 from gridcoll.adapt.advisor import ADVISOR_MAX_BUDGET_S, Advisor
 from gridcoll.adapt.handoff import announcement, decode, encode, planned, trailer_bytes
 from gridcoll.adapt.monitor import PERIOD_S, PROBE_BYTES, NetworkMonitor, Transfer
-from gridcoll.errors import LaunchError
 from gridcoll.network.grid import Grid
 from gridcoll.network.load import LoadTrace, occupancy_end
 from gridcoll.runtime.supervisor import STARTUP_S, run_job
@@ -425,11 +424,7 @@ def run_scenario(
         load=load,
         extra_env=env,
     )
-    if not outcome.verified:
-        raise LaunchError(
-            f"the {strategy} scenario on {grid.name}: "
-            f"{outcome.describe_failure() or 'the bytes were not verified'}"
-        )
+    outcome.require_verified(f"the {strategy} scenario on {grid.name}")
     result = outcome.result
     advisor = result.get("advisor") or {}
     monitor = dict(advisor.get("monitor") or {})

@@ -310,6 +310,12 @@ class LaunchResult:
         """True only if the job succeeded and every rank's bytes were checked equal."""
         return self.ok and bool(self.result.get("verified"))
 
+    def require_verified(self, what: str) -> None:
+        """Raise :class:`LaunchError` naming ``what`` ran unless :attr:`verified`."""
+        if not self.verified:
+            reason = self.describe_failure() or "the bytes were not verified"
+            raise LaunchError(f"{what}: {reason}")
+
     @property
     def failed_ranks(self) -> list[int]:
         """The ranks at fault: those that died, hung or never started; if none did, the

@@ -71,7 +71,7 @@ from typing import Any
 
 import numpy as np
 
-from gridcoll.errors import LaunchError, ParameterError
+from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
 from gridcoll.network.load import LoadTrace
 from gridcoll.runtime.supervisor import STARTUP_S, LaunchResult, RankStatus, run_job
@@ -300,12 +300,8 @@ def measure_schedules(
             mpiexec=mpiexec,
             on_progress=on_progress,
         )
-    if not outcome.verified:
-        names = ", ".join(sorted({s.algorithm for s in schedules}))
-        raise LaunchError(
-            f"running {names} on {grid.name}: "
-            f"{outcome.describe_failure() or 'the bytes were not verified'}"
-        )
+    names = ", ".join(sorted({s.algorithm for s in schedules}))
+    outcome.require_verified(f"running {names} on {grid.name}")
     return [list(case["measured_all_s"]) for case in outcome.result["cases"]]
 
 
@@ -338,12 +334,8 @@ def measure_calls(
         mpiexec=mpiexec,
         on_progress=on_progress,
     )
-    if not outcome.verified:
-        names = ", ".join(sorted({f"{c.op}:{o.algo}" for c, o in calls}))
-        raise LaunchError(
-            f"running {names} on {grid.name}: "
-            f"{outcome.describe_failure() or 'the bytes were not verified'}"
-        )
+    names = ", ".join(sorted({f"{c.op}:{o.algo}" for c, o in calls}))
+    outcome.require_verified(f"running {names} on {grid.name}")
     return list(outcome.result["cases"])
 
 
