@@ -24,7 +24,7 @@ from gridcoll.tune.select import REDUCTIONS, ROOTED
 
 OPS = ("reduce_scatter", "scan", "exscan")
 NAMES = {
-    "reduce_scatter": {"pairwise", "reduce-then-scatter", "two-level"},
+    "reduce_scatter": {"pairwise", "reduce-then-scatter", "two-level", "multitree"},
     "scan": {"chain", "chain-segmented", "recursive-doubling"},
     "exscan": {"chain", "chain-segmented", "recursive-doubling"},
 }
@@ -124,7 +124,7 @@ def test_the_ops_are_known_everywhere_and_every_builder_has_a_model():
         assert registered == NAMES[op]
         for name in registered:
             assert (op, name) in MODELS
-            assert not get_builder(op, name).commutative_only
+            assert get_builder(op, name).commutative_only is (name == "multitree")
 
 
 # -- every builder is correct -------------------------------------------------------------
@@ -134,6 +134,8 @@ def test_every_builder_validates_and_computes_in_rank_order(op, commutative):
     for grid in GRIDS:
         for nbytes, itemsize in ((10, 1), (12, 2), (7 * 4, 4)):
             for builder in list_builders(op):
+                if builder.commutative_only and not commutative:
+                    continue  # refused (test_collectives checks the refusal)
                 schedule = build(builder, grid, nbytes, itemsize, commutative)
                 where = f"{op} {builder.name} {grid.name} {nbytes}/{itemsize}"
                 try:
@@ -175,7 +177,9 @@ def test_random_calls_validate_and_simulate(C, N, mixed, op, data):
     itemsize = data.draw(st.sampled_from([1, 2, 4, 8]))
     nbytes = itemsize * data.draw(st.integers(1, 24))
     commutative = data.draw(st.booleans())
-    builder = data.draw(st.sampled_from(list_builders(op)))
+    builder = data.draw(
+        st.sampled_from([b for b in list_builders(op) if commutative or not b.commutative_only])
+    )
     kwargs = params_for(
         builder,
         itemsize,

@@ -29,6 +29,7 @@ from gridcoll.algorithms import (
     mpich,
     mpich_g2,
     multitree,
+    packing,
     phoenix,
     reduce,
     reduce_scatter,
@@ -277,6 +278,19 @@ def all_pairs_cost(grid: Grid) -> float:
     return MESSAGE_MODEL_S * grid.nranks * max(grid.nranks - 1, 1)
 
 
+PACKING_STEP_S = 2e-6
+"""Nominal seconds per candidate attachment the tree packing weighs (its ``C K`` trees
+each weigh ``O(C^2)`` attachments of a route's resources; memoised per grid after)."""
+
+
+def packing_cost(grid: Grid) -> float:
+    """The declared planning cost of a tree-packing builder
+    (:mod:`gridcoll.algorithms.packing`): its packing, :data:`PACKING_STEP_S` per
+    attachment weighed, then one model evaluation (:func:`pairwise_cost`)."""
+    C = grid.nclusters
+    return PACKING_STEP_S * C**3 * packing.tree_count(C) + pairwise_cost(grid)
+
+
 def _collectives() -> list[Builder]:
     """scatter, gather, allgather, alltoall, reduce, allreduce and barrier;
     reduce_scatter, scan and exscan.
@@ -450,6 +464,41 @@ def _collectives() -> list[Builder]:
             "local reduce, each cluster's blocks once over the WAN, local hand-out",
             seg_lan,
             cost=pairwise_cost,
+        ),
+        Builder(
+            "allgather",
+            "multitree",
+            packing.multitree_allgather,
+            "every cluster's blocks over trees packed on the cluster graph, all links busy",
+            seg_lan,
+            cost=packing_cost,
+        ),
+        Builder(
+            "reduce_scatter",
+            "multitree",
+            packing.multitree_reduce_scatter,
+            "the packed allgather reversed: partial blocks combine up its trees",
+            seg_lan,
+            cost=packing_cost,
+            commutative_only=True,
+        ),
+        Builder(
+            "reduce",
+            "multitree",
+            packing.multitree_reduce,
+            "a broadcast over packed trees reversed: partial results cross each link once",
+            seg_lan,
+            cost=packing_cost,
+            commutative_only=True,
+        ),
+        Builder(
+            "allreduce",
+            "multitree",
+            packing.multitree_allreduce,
+            "reduce-scatter then allgather over trees packed on the cluster graph",
+            seg_lan,
+            cost=packing_cost,
+            commutative_only=True,
         ),
         Builder("scan", "chain", scan.chain_scan, "prefix passed along the rank chain"),
         Builder(

@@ -193,7 +193,8 @@ def add_budget_argument(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="planning budget in nominal seconds: lets auto run the simulated-annealing "
         "builders and skips builders whose planning would not fit; planning also stops "
-        "near it on the wall clock (a note says what was cut); 'none' leaves the "
+        "near it in CPU time, the same on a busy machine (a note says what was cut); "
+        "'none' leaves the "
         f"annealing out and sets no deadline (default {DEFAULT_BUDGET_S:g})",
     )
 

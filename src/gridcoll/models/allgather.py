@@ -199,7 +199,9 @@ def magpie_segmented_allgather_model(
     round taking ``gamma_A``; the WAN rounds from ``c`` arriving ``max(gamma_A(c),
     g_w(n_c))`` apart after seed 000's ``lam``; phase B, forwarding the ``k (P_w - 1)``
     received rounds down the LAN tree (``or_w + d_l os_l`` each); the members
-    forwarding ``k P_w`` messages; plus the LAN tree's ``lam`` for the last one.
+    forwarding ``k P_w`` messages; plus the LAN tree's ``lam`` for the last one. At
+    least the busiest wide-area link's work, where routes share links
+    (:func:`_shared_links`).
     """
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
     check_degree(lan_degree, "lan_degree")
@@ -252,7 +254,24 @@ def magpie_segmented_allgather_model(
         own_sends = k * max((costs(r, me, m).s for r in members[q][1:]), default=0.0)
         members_done = max(first[q], own_sends) + (k * C - 1) * member_rate + lan_lam
         T = max(T, own, done if C > 1 else own, members_done)
-    return T
+    return max(T, _shared_links(grid, coordinators, [k] * C, n))
+
+
+def _shared_links(grid: Grid, coordinators: list[int], rounds: list[int], sizes: list[float]) -> float:
+    """The busiest wide-area link when every cluster ``c`` sends ``rounds[c]`` messages
+    of ``sizes[c]`` bytes straight to every other coordinator: ``sum g_link`` over the
+    routes that cross it (a site's access link carries all its clusters' rounds; a
+    private pair link one cluster's), plus the least route latency. The rounds' own
+    ``gamma`` sees one route at a time (seed 000's model: links never shared)."""
+    work: dict[str, float] = {}
+    latency = min((r.plogp.L for r in grid.routes.values()), default=0.0)
+    for a in range(grid.nclusters):
+        for b in range(grid.nclusters):
+            if a == b:
+                continue
+            for name in grid.routes[(a, b)].links:
+                work[name] = work.get(name, 0.0) + rounds[a] * grid.links[name].g(sizes[a])
+    return max(work.values(), default=0.0) + latency if work else 0.0
 
 
 MODELS = {

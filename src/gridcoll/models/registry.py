@@ -36,6 +36,7 @@ FAMILIES = (
     "gridcoll.models.barrier",
     "gridcoll.models.reduce_scatter",
     "gridcoll.models.scan",
+    "gridcoll.models.packing",
 )
 """The modules whose ``MODELS`` dicts are merged, in this order."""
 

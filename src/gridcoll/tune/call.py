@@ -178,7 +178,7 @@ class PlanOptions:
     native : bool
         The MPI library's own collective may serve the call (``auto`` on one cluster).
     check : bool, optional
-        Simulate the best candidates (None: the default, ``auto`` broadcasts only).
+        Simulate the best candidates (None: the default, ``auto`` only).
     frugal : float
         Accept a prediction up to this fraction above the best for fewer messages, in
         ``[0, 1)``.

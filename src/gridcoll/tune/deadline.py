@@ -1,9 +1,13 @@
-"""The planning deadline: what a budget (``budget_s``) allows on the wall clock.
+"""The planning deadline: what a budget (``budget_s``) allows of real work.
 
 :func:`gridcoll.tune.plan` first spends a budget in *nominal* seconds (functions of the
 grid's size, deterministic: :func:`gridcoll.tune.select`'s allowances). Nominal costs
-are estimates, and a loaded machine runs slower than they say, so with a budget every
-stage of planning also answers to a :class:`Deadline` on a real clock:
+are estimates, so with a budget every stage of planning also answers to a
+:class:`Deadline` on a real clock. By default (:data:`CLOCK`) that clock is the
+process's CPU time: it counts the work planning has done, not the seconds other
+processes took from it, so the same command plans the same on a busy machine as on an
+idle one (within the CPU clock's own jitter). A caller that needs a plan within wall
+seconds passes ``time.monotonic``:
 
 * stages that can be cut short stop there and keep their best so far: each builder's
   parameter search starts no model evaluation that the previous one says would end
@@ -13,16 +17,16 @@ stage of planning also answers to a :class:`Deadline` on a real clock:
   physical bound, a builder's first model evaluation where it declares a cost) are
   estimated before they start (:meth:`Deadline.allows`) and made smaller (fewer
   annealing evaluations) or left out, with a note. Estimates are nominal seconds
-  scaled by :attr:`Deadline.slowdown`, the wall-clock seconds per CPU second planning
-  has had so far, so a loaded machine (where the process gets a share of a core)
-  estimates longer and skips more.
+  scaled by :attr:`Deadline.slowdown`, the clock's seconds per CPU second planning
+  has had so far (1 on the default CPU clock; on a wall clock, a loaded machine, where
+  the process gets a share of a core, estimates longer and skips more).
 
 The search ends ``budget_s`` after the start; the deadline comes :data:`GRACE_S` later,
 a small fixed allowance for the stages after the search (the check's simulations). A plan
 that never meets its deadline is exactly the plan the nominal budget gives (and the
 same on every MPI rank); one that does says what was cut in :attr:`Plan.budget_note`.
 
-The clock is a parameter (``time.monotonic`` by default): tests pass a fake one and
+The clock is a parameter (:data:`CLOCK` by default): tests pass a fake one and
 see every stage stop, with no sleeping (as SimPy's virtual and real-time environments
 share one API).
 """
@@ -35,10 +39,11 @@ from dataclasses import dataclass, field
 
 __all__ = ["CLOCK", "GRACE_S", "MAX_SLOWDOWN", "MIN_OBSERVED_S", "Deadline"]
 
-CLOCK = time.monotonic
-"""The wall clock :func:`gridcoll.tune.plan` keeps a budget's deadline on when it is
-given none (read at each call: tests that check the nominal budget alone swap it for
-a clock that stands still, as mpi4py's tests swap a module's thresholds)."""
+CLOCK = time.process_time
+"""The clock :func:`gridcoll.tune.plan` keeps a budget's deadline on when it is given
+none: this process's CPU time, the work done, which a loaded machine does not speed
+past (read at each call: tests that check the nominal budget alone swap it for a clock
+that stands still, as mpi4py's tests swap a module's thresholds)."""
 
 GRACE_S = 0.5
 """Wall-clock seconds allowed past ``budget_s`` for what follows the search (the check's

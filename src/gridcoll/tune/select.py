@@ -17,9 +17,9 @@ plan depends only on its arguments and every MPI rank of a communicator makes th
 choice. A named anytime builder gets the whole budget (and the paper's fixed run count,
 50 + 25 annealings, without one).
 
-The deadline. Nominal costs are estimates, and a loaded machine runs slower than they
-say, so with a budget every stage also answers to a wall-clock
-:class:`~gridcoll.tune.deadline.Deadline` (``budget_s`` plus a small grace): the
+The deadline. Nominal costs are estimates, so with a budget every stage also answers to
+a :class:`~gridcoll.tune.deadline.Deadline` on the process's CPU time (the work done:
+the same on a busy machine as on an idle one) (``budget_s`` plus a small grace): the
 builders are searched while it has not passed, each search stopping short with its
 best so far (:func:`gridcoll.tune.search.heuristic_search`); a simulated annealing run
 is estimated before it starts (:func:`gridcoll.algorithms.annealing.nominal_setup_s`
@@ -51,7 +51,7 @@ pruned builder's bound, that builder is searched after all, so pruning never cha
 choice. On 1,024 and 10,000 ranks it is most of the speed of a cold plan
 (``bench/planning_time.py``).
 
-Simulator check. A broadcast's ``auto`` then simulates its few best-predicted candidates
+Simulator check. ``auto`` then simulates its few best-predicted candidates
 (:data:`VERIFY_TOP`, :data:`VERIFY_WITHIN`, at most :data:`VERIFY_MESSAGES` messages)
 and ranks every candidate on its best estimate, the simulated time where it has one and
 the prediction elsewhere: the models are the search's fast upper estimates, the
@@ -111,7 +111,7 @@ MIN_EVALUATIONS = 1000
 VERIFY_TOP = 3
 VERIFY_WITHIN = 1.25
 VERIFY_MESSAGES = 8000
-"""A broadcast's ``auto`` simulates its best-predicted candidates, at most
+"""``auto`` simulates its best-predicted candidates, at most
 :data:`VERIFY_TOP` of them within :data:`VERIFY_WITHIN` times the best prediction and
 :data:`VERIFY_MESSAGES` messages in all (about 20 us each: 0.16 s), and ranks those by
 the simulated time: the per-edge models are upper estimates whose error differs from
@@ -530,7 +530,7 @@ def _budget_note(deadline: Deadline | None) -> str:
     if deadline is None or not deadline.cut:
         return ""
     return (
-        f"planning deadline ({format_time(deadline.budget_s)} budget on the wall clock) "
+        f"planning deadline ({format_time(deadline.budget_s)} budget of planning time) "
         f"reached: {'; '.join(deadline.notes)}"
     )
 
@@ -645,7 +645,7 @@ class _Search:
             check = True
         force = check is True  # the caller wants the choice simulated, whatever its size
         if check is None:
-            check = call.op == "bcast" and not options.named
+            check = not options.named
         self.candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))
         ranked = [c for c, _ in self.candidates]
         if check and _model_size(call) > 0:
@@ -852,7 +852,7 @@ def plan(
         parameter, clamped to the message (the plan's reasoning says so).
         ``budget_s``: lets ``auto`` run the simulated annealing builders and bounds the
         others' declared costs; the plan depends on it deterministically, unless
-        planning would overrun it on the wall clock: every stage then stops at the
+        planning would overrun it in CPU time: every stage then stops at the
         deadline (``budget_s`` plus :data:`gridcoll.tune.deadline.GRACE_S`), and
         :attr:`Plan.budget_note` says what was cut. ``host_overhead``: the plan is made
         on ``grid.with_host_overhead(host_overhead)`` and :attr:`Plan.network` is it.
@@ -860,7 +860,7 @@ def plan(
         grid (:attr:`Plan.reason` says why). ``check``: simulate the best candidates
         (at most :data:`VERIFY_TOP` within :data:`VERIFY_WITHIN` of the best prediction,
         :data:`VERIFY_MESSAGES` messages) and rank them by the simulation (default:
-        ``auto`` broadcasts only). ``frugal``: each candidate's searched segment sizes
+        ``auto`` only). ``frugal``: each candidate's searched segment sizes
         are doubled while its model stays within ``1 + frugal`` of its best
         (:func:`_frugal`); :class:`gridcoll.Comm` plans with :data:`FRUGAL`.
     cache : PlanCache, optional
@@ -869,8 +869,9 @@ def plan(
         microseconds, whatever the grid's size).
     clock : callable, optional
         The clock the budget's deadline is kept on (default
-        :data:`gridcoll.tune.deadline.CLOCK`, ``time.monotonic``); tests pass a fake
-        one. Not part of the cache key.
+        :data:`gridcoll.tune.deadline.CLOCK`, the process's CPU time: the work done, so a
+        busy machine plans as an idle one); ``time.monotonic`` bounds wall seconds; tests
+        pass a fake one. Not part of the cache key.
 
     Returns
     -------

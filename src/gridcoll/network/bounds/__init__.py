@@ -25,7 +25,13 @@ from gridcoll.network.bounds.broadcast import (
     throughput_rate,
     windowed_time,
 )
-from gridcoll.network.bounds.collectives import BOUND_OPS, PREFIX_CUTS, collective_bound, set_flow
+from gridcoll.network.bounds.collectives import (
+    BOUND_OPS,
+    PREFIX_CUTS,
+    collective_bound,
+    set_flow,
+    site_groups,
+)
 from gridcoll.network.bounds.flows import (
     MEMO_SIZE,
     FlowGraph,
@@ -52,6 +58,7 @@ __all__ = [
     "peak_rate",
     "quotient_graph",
     "set_flow",
+    "site_groups",
     "throughput_rate",
     "windowed_time",
 ]

@@ -1,0 +1,666 @@
+"""Tree packing on the cluster graph: allgather, reduce-scatter, reduce and allreduce
+with every wide-area link busy.
+
+One tree over the clusters sends every byte it carries down each of its edges, so its
+rate is one route's bandwidth; the physical limit of a collective
+(:func:`gridcoll.network.collective_bound`) is set by cuts, which many trees together
+can fill. The broadcast's multi-tree (:mod:`gridcoll.algorithms.multitree`) packs one
+two-level tree per remote cluster for one source; this module packs trees for *every*
+source cluster at once (allgather: each cluster's blocks), on any WAN: asymmetric
+routes, links that several routes share (a site's access link), routes through
+transit links.
+
+The packing (:func:`cluster_trees`)
+    Each source cluster's data is cut into ``K`` equal parts (:func:`tree_count`), and
+    every part gets a spanning arborescence over the clusters, grown from its source
+    (Prim's order) by always adding the cluster whose cheapest attachment leaves the
+    busiest resource least busy: every resource of a route (the coordinators' NICs, the
+    gateways, each wide-area link, :meth:`Grid.path`) accumulates ``bytes / bandwidth``
+    as the trees claim it, and an attachment costs the largest such load it would
+    leave on its route (ties: a relay before the source itself, then the shorter path
+    from the source; so on a uniform mesh each part leaves its source once and is
+    relayed by the cluster it reached, the multi-tree's shape). The parts of all
+    sources are packed in turn, one part of each source per round, so early trees do
+    not take all the fast links. This is the greedy step of the multiplicative-weights
+    method for fractional tree packing (Garg and Konemann 1998): on a full mesh it
+    gives the multi-tree's relays, on a site's shared access link it enters the site
+    once and fans out inside it.
+
+Schedules
+    Every block is cut into segments of ``m`` bytes; a segment travels down the tree of
+    its part: from its owner to its cluster's coordinator (the lowest rank), down a
+    ``lan_degree``-ary tree over the rest of its cluster, across the part's tree of
+    coordinators, and down each remote cluster's tree. Every rank gets every segment
+    exactly once (an arborescence per segment), so the time reversal with combining
+    receives (:func:`gridcoll.schedule.transform.reverse`) is a reduction: the
+    reversed allgather is a reduce-scatter, the reversed broadcast a reduce, and
+    reduce-scatter then allgather an allreduce (Rabenseifner 2004). The reversed
+    collectives are packed on the transposed routes (a message ``u -> v`` of the
+    forward schedule charges the route ``v -> u`` it will take), and reorder operands:
+    commutative operations only.
+
+    Each rank's program is the order of an estimated replay (:func:`_programs`): every
+    message charged ``os(m)`` on its sender, ``g(m)`` on each resource of its path in
+    FIFO order, ``L`` and ``or(m)``; a rank forwards a segment as soon as it has it.
+    The replay is causal, so its order is an execution of the schedule (deadlock-free)
+    and messages of one ordered pair arrive in the order they are sent.
+
+References: seed 000, sec. 3.1.2-3.4 (segmented two-layer trees, "all available
+wide-area links in parallel"); Garg and Konemann, FOCS 1998 (fractional packing);
+Rabenseifner, ICCS 2004 (reduce-scatter + allgather); ForestColl and Blink
+(throughput-optimal tree packing for allgather and allreduce).
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+import math
+from collections import defaultdict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from gridcoll.algorithms._collective import (
+    check_blocks,
+    check_reduction,
+    check_segment_size,
+    reduction_params,
+)
+from gridcoll.algorithms.magpie import check_degree
+from gridcoll.algorithms.trees import dary_tree
+from gridcoll.errors import ParameterError
+from gridcoll.network.grid import Grid
+from gridcoll.schedule.ir import Op, Recv, Schedule, Send, split_segments
+
+__all__ = [
+    "MAX_PACKED_CLUSTERS",
+    "allreduce_shares",
+    "PackedTree",
+    "cluster_trees",
+    "multitree_allgather",
+    "multitree_allreduce",
+    "multitree_reduce",
+    "multitree_reduce_scatter",
+    "owned_chunks",
+    "tree_count",
+]
+
+MAX_PACKED_CLUSTERS = 64
+"""The packing grows ``C K`` trees in ``O(C^2)`` steps each: above this many clusters
+the builders decline (the planner's cost declaration skips them first)."""
+
+Resource = tuple[str, int | str]
+
+
+def tree_count(nclusters: int) -> int:
+    """``K``, the trees per source cluster: a multiple of ``C - 1`` (on a uniform mesh,
+    one per relay as the multi-tree broadcast's; up to four per relay on small grids,
+    to weigh routes of different speeds), at most ``256 / C`` (the packing's cost grows
+    as ``C^3 K``)."""
+    C = max(nclusters, 1)
+    per_relay = max(1, min(4, 48 // max(C * (C - 1), 1)))
+    return max(1, min((C - 1) * per_relay, 256 // C))
+
+
+def allreduce_shares(grid: Grid) -> tuple[float, ...]:
+    """The share of the vector each cluster owns in the packed allreduce
+    (:func:`multitree_allreduce`), by water-filling on the groups of clusters (the
+    sites of :func:`gridcoll.network.bounds.site_groups`, the other clusters alone).
+
+    A group ``g`` that owns ``f_g`` of the vector receives ``(k-1) f_g M`` in the
+    reduce-scatter (every other group's partial result of its chunks) and
+    ``(1 - f_g) M`` in the allgather, through its cut of max-flow ``I_g``; it sends
+    about ``M`` whatever ``f_g``. So ``T >= M (1 + (k-2) f_g) / I_g``: the least ``T``
+    for which ``sum_g max(0, (T I_g / M - 1) / (k-2)) >= 1`` gives
+    ``f_g ∝ max(0, T I_g / M - 1)`` (a group with little capacity owns nothing and
+    only contributes and receives). Equal shares when ``k <= 2``. Within a group,
+    shares follow the clusters' rank counts. Memoised.
+    """
+    return grid.memo.get("packing.shares", None, lambda: _shares(grid), maxsize=1)
+
+
+def _shares(grid: Grid) -> tuple[float, ...]:
+    from gridcoll.network.bounds import set_flow, site_groups
+
+    C = grid.nclusters
+    sizes = [c.nranks for c in grid.clusters]
+    grouped = {c for g in site_groups(grid) for c in g}
+    groups = list(site_groups(grid)) + [(c,) for c in range(C) if c not in grouped]
+    k = len(groups)
+    if k <= 2:
+        weights = [1.0] * k
+    else:
+        flows = []
+        for g in groups:
+            inside = frozenset(r for c in g for r in grid.members[c])
+            flows.append(set_flow(grid, frozenset(range(grid.nranks)) - inside, inside))
+        active = sorted(range(k), key=lambda i: -flows[i])
+        while True:  # T sum_{active} I = k - 2 + |active|, dropping groups with T I < 1
+            T = (k - 2 + len(active)) / sum(flows[i] for i in active)
+            if T * flows[active[-1]] >= 1 or len(active) == 1:
+                break
+            active.pop()
+        weights = [max(0.0, T * flows[i] - 1) if i in active else 0.0 for i in range(k)]
+        if not any(weights):
+            weights = [1.0] * k
+    shares = [0.0] * C
+    total = sum(weights)
+    for w, g in zip(weights, groups, strict=True):
+        ranks = sum(sizes[c] for c in g)
+        for c in g:
+            shares[c] = w / total * sizes[c] / ranks
+    return tuple(shares)
+
+
+def owned_chunks(grid: Grid, nbytes: int, itemsize: int) -> list[tuple[int, int]]:
+    """Every rank's chunk ``(offset, length)`` of the allreduce's vector: the cluster's
+    :func:`allreduce_shares` split evenly among its ranks, in whole items (largest
+    remainders), in rank order."""
+    shares = allreduce_shares(grid)
+    weight = [shares[c] / grid.clusters[c].nranks for c in grid.cluster_of]
+    items = nbytes // itemsize
+    quotas = [items * w for w in weight]
+    counts = [math.floor(q) for q in quotas]
+    spare = items - sum(counts)
+    for r in sorted(range(len(counts)), key=lambda r: (counts[r] - quotas[r], r))[:spare]:
+        counts[r] += 1
+    out, offset = [], 0
+    for n in counts:
+        out.append((offset, n * itemsize))
+        offset += n * itemsize
+    return out
+
+
+@dataclass(frozen=True)
+class PackedTree:
+    """One part's arborescence over the clusters, rooted at its source cluster.
+
+    ``children[c]`` are the clusters ``c`` forwards the part to; ``order`` the clusters
+    in the order the packing added them (the source first)."""
+
+    source: int
+    children: dict[int, tuple[int, ...]]
+    order: tuple[int, ...]
+
+    def edges(self) -> list[tuple[int, int]]:
+        """``(parent, child)`` in the order the packing added them."""
+        parent = {c: p for p, kids in self.children.items() for c in kids}
+        return [(parent[c], c) for c in self.order[1:]]
+
+
+def _coordinators(grid: Grid) -> list[int]:
+    return [min(ranks) for ranks in grid.members]
+
+
+def route_resources(grid: Grid, a: int, b: int, up: bool) -> list[tuple[Resource, float]]:
+    """The resources a message between the coordinators of clusters ``a -> b`` occupies
+    and their seconds per byte; on the route ``b -> a`` for a reduction (``up``)."""
+    coords = _coordinators(grid)
+    src, dst = (coords[b], coords[a]) if up else (coords[a], coords[b])
+    out = []
+    for kind, key in grid.path(src, dst):
+        if kind == "link":
+            bandwidth = grid.links[key].bandwidth
+        else:  # a NIC (keyed by rank) or a gateway (by cluster): the LAN's g_l
+            cluster = grid.cluster_of[key] if kind.startswith("nic") else key
+            bandwidth = grid.clusters[cluster].lan.bandwidth
+        out.append(((kind, key), 0.0 if math.isinf(bandwidth) else 1.0 / bandwidth))
+    return out
+
+
+def cluster_trees(
+    grid: Grid, weights: Sequence[float], phases: tuple[bool, ...] = (False,)
+) -> tuple[tuple[tuple[PackedTree, ...], ...], ...]:
+    """``K`` (:func:`tree_count`) arborescences per source cluster and phase (module
+    docstring).
+
+    Parameters
+    ----------
+    grid : Grid
+    weights : sequence of float
+        Bytes (or any proportional quantity) each cluster sources; 0: none.
+    phases : tuple of bool
+        One entry per phase that carries the data, True for a reduction (its edges
+        ``a -> b`` are the messages ``b -> a`` of a time-reversed flow: charged on the
+        route ``b -> a``). The phases are packed together, on one account of the
+        resources' loads: the allreduce's reduce-scatter and allgather run at once.
+
+    Returns
+    -------
+    tuple
+        Per phase, per cluster, its parts' trees (empty for a cluster that sources
+        nothing).
+
+    Notes
+    -----
+    O(phases C K * C^2 |path|) the first time, memoised in ``grid.memo`` by the
+    normalised weights and the phases.
+    """
+    total = float(sum(weights)) or 1.0
+    key = (tuple(round(w / total, 12) for w in weights), tuple(phases))
+    return grid.memo.get("packing.trees", key, lambda: _pack(grid, *key), maxsize=64)
+
+
+def _pack(
+    grid: Grid, weights: tuple[float, ...], phases: tuple[bool, ...]
+) -> tuple[tuple[tuple[PackedTree, ...], ...], ...]:
+    C = grid.nclusters
+    K = tree_count(C)
+    pairs = [(a, b) for a in range(C) for b in range(C) if a != b]
+    costs = [{ab: route_resources(grid, *ab, up) for ab in pairs} for up in phases]
+    latency = [
+        {(a, b): (grid.wan(b, a) if up else grid.wan(a, b)).L for (a, b) in pairs}
+        for up in phases
+    ]
+    load: dict[Resource, float] = defaultdict(float)
+    trees: list[list[list[PackedTree]]] = [[[] for _ in range(C)] for _ in phases]
+    sources = [c for c in range(C) if weights[c] > 0]
+    for _ in range(K):
+        for s in sources:
+            for i in range(len(phases)):
+                trees[i][s].append(_grow(C, s, weights[s] / K, costs[i], latency[i], load))
+    return tuple(tuple(tuple(t) for t in phase) for phase in trees)
+
+
+def _grow(
+    C: int,
+    source: int,
+    share: float,
+    costs: dict[tuple[int, int], list[tuple[Resource, float]]],
+    latency: dict[tuple[int, int], float],
+    load: dict[Resource, float],
+) -> PackedTree:
+    """One arborescence from ``source`` carrying ``share``, Prim's order, bottleneck
+    cost (module docstring); ``load`` is updated with its edges."""
+    depth = {source: 0.0}
+    order = [source]
+    children: dict[int, list[int]] = defaultdict(list)
+    left = set(range(C)) - {source}
+    while left:
+        best = None
+        for u in order:
+            for v in left:
+                worst = max((load[x] + share * c for x, c in costs[(u, v)]), default=0.0)
+                key = (worst, u == source, depth[u] + latency[(u, v)], u, v)
+                if best is None or key < best:
+                    best = key
+        _, _, d, u, v = best
+        for x, c in costs[(u, v)]:
+            load[x] += share * c
+        depth[v] = d
+        order.append(v)
+        children[u].append(v)
+        left.discard(v)
+    return PackedTree(source, {u: tuple(k) for u, k in children.items()}, tuple(order))
+
+
+# -- programs ------------------------------------------------------------------------
+@dataclass(frozen=True)
+class _Flow:
+    """Where one segment goes: between ``owner`` and every other rank along ``tree``."""
+
+    owner: int
+    tree: PackedTree
+
+
+class _Routes:
+    """The rank-level arborescence of a flow: owner -> its coordinator (if another
+    rank), a ``lan_degree``-ary tree over the rest of the owner's cluster, the part's
+    tree of coordinators, and each remote cluster's tree from its coordinator."""
+
+    def __init__(self, grid: Grid, lan_degree: int):
+        self.grid = grid
+        self.coords = _coordinators(grid)
+        self.lan_degree = lan_degree
+        self._lan: dict[tuple[int, int], dict[int, tuple[int, ...]]] = {}
+        self._parents: dict[tuple[int, int], dict[int, int]] = {}
+
+    def lan(self, c: int, owner: int) -> dict[int, tuple[int, ...]]:
+        """Cluster ``c``'s tree from its coordinator over every rank but ``owner``."""
+        key = (c, owner)
+        if key not in self._lan:
+            coordinator = self.coords[c]
+            ranks = [coordinator] + [
+                r for r in self.grid.members[c] if r not in (coordinator, owner)
+            ]
+            self._lan[key] = dict(dary_tree(ranks, self.lan_degree).children)
+        return self._lan[key]
+
+    def children(self, rank: int, flow: _Flow) -> list[int]:
+        """The ranks ``rank`` hands the flow's segment to (away from the owner)."""
+        c = self.grid.cluster_of[rank]
+        home = self.grid.cluster_of[flow.owner]
+        coordinator = self.coords[c]
+        if rank == flow.owner and rank != coordinator:
+            return [coordinator]
+        out = list(self.lan(c, flow.owner if c == home else -1).get(rank, ()))
+        if rank == coordinator:
+            out = [self.coords[k] for k in flow.tree.children.get(c, ())] + out
+        return out
+
+    def parents(self, flow: _Flow) -> dict[int, int]:
+        """Every rank's parent in the flow's arborescence (memoised per owner and tree)."""
+        key = (flow.owner, id(flow.tree))
+        if key not in self._parents:
+            parent, stack = {}, [flow.owner]
+            while stack:
+                v = stack.pop()
+                for child in self.children(v, flow):
+                    parent[child] = v
+                    stack.append(child)
+            self._parents[key] = parent
+        return self._parents[key]
+
+
+def _programs(
+    grid: Grid,
+    segments: Sequence[tuple[int, int]],
+    up: Sequence[_Flow] | None,
+    down: Sequence[_Flow] | None,
+    lan_degree: int,
+) -> tuple[list[list[Op]], float]:
+    """Every rank's program, in the order of an estimated replay (module docstring), and
+    the replay's end time.
+
+    ``up[s]``: segment ``s`` is reduced towards its flow's owner (a rank sends its
+    partial result to its parent once it has combined its children's); ``down[s]``:
+    it is spread from the owner to every rank, starting when its reduction is complete
+    at the owner (at once without ``up``). Every message is charged ``os(m)`` on its
+    sender, then each resource of its path in the order heads reach it (``g(m)`` each,
+    FIFO), ``L`` and ``or(m)``. O(messages * path log messages)."""
+    P = grid.nranks
+    routes = _Routes(grid, lan_degree)
+    programs: list[list[Op]] = [[] for _ in range(P)]
+    cpu = [0.0] * P
+    free: dict[Resource, float] = defaultdict(float)
+    heap: list[tuple[float, int, int, tuple]] = []
+    seq = itertools.count()
+    pending: dict[tuple[int, int], int] = {}
+
+    def send(src: int, dst: int, s: int, ready: float, combine: bool) -> None:
+        plogp = grid.plogp(src, dst)
+        m = segments[s][1]
+        t = max(ready, cpu[src])
+        cpu[src] = t + plogp.os(m)
+        programs[src].append(Send(dst, (s,)))
+        hops = []
+        for resource in grid.path(src, dst):
+            kind, key = resource
+            if kind == "link":
+                hops.append((resource, grid.links[key].g(m)))
+            else:
+                side = src if kind in ("nic_out", "gw_out") else dst
+                hops.append((resource, grid.lan(side).g(m)))
+        heapq.heappush(heap, (t, next(seq), 0, (dst, src, s, hops, plogp.L, combine)))
+
+    def spread(rank: int, s: int, ready: float) -> None:
+        for dst in routes.children(rank, down[s]):
+            send(rank, dst, s, ready, False)
+
+    def reduced(rank: int, s: int, ready: float) -> None:
+        """``rank`` holds its subtree's partial result of ``s``: on to its parent, or,
+        at the owner, the reduction is complete."""
+        parent = routes.parents(up[s]).get(rank)
+        if parent is not None:
+            send(rank, parent, s, ready, True)
+        elif down is not None:
+            spread(rank, s, ready)
+
+    for s in range(len(segments)):
+        if up is None:
+            spread(down[s].owner, s, 0.0)
+            continue
+        for rank in range(P):
+            waiting = len(routes.children(rank, up[s]))
+            if waiting:
+                pending[(rank, s)] = waiting
+            else:  # a leaf: its own contribution at once
+                reduced(rank, s, 0.0)
+    end = 0.0
+    while heap:  # a message's head reaching hop i (each resource serves heads in order)
+        t, _, i, message = heapq.heappop(heap)
+        rank, sender, s, hops, L, combine = message
+        if i < len(hops):
+            resource, occupancy = hops[i]
+            t = max(t, free[resource]) + occupancy
+            free[resource] = t
+            last = i == len(hops) - 1
+            heapq.heappush(heap, (t + (L if last else 0.0), next(seq), i + 1, message))
+            continue
+        done = max(t, cpu[rank]) + grid.plogp(sender, rank).or_(segments[s][1])
+        cpu[rank] = done
+        end = max(end, done)
+        programs[rank].append(Recv(sender, (s,), combine=combine))
+        if not combine:
+            spread(rank, s, done)
+            continue
+        pending[(rank, s)] -= 1
+        if not pending[(rank, s)]:
+            reduced(rank, s, done)
+    return programs, end
+
+
+def _block_flows(
+    grid: Grid, blocks: Sequence[tuple[int, int]], segment_size: int, itemsize: int,
+    phases: tuple[bool, ...], phase: int = 0,
+) -> tuple[list[tuple[int, int]], list[_Flow]]:  # fmt: skip
+    """Segments of every rank's block (``blocks[r] = (offset, length)``) and their flows
+    in phase ``phase`` of ``phases`` (:func:`cluster_trees`): the segments of cluster
+    ``c`` dealt to its ``K`` trees in turn (block by block)."""
+    weights = [sum(blocks[r][1] for r in grid.members[c]) for c in range(grid.nclusters)]
+    if not any(weights):
+        weights = [len(m) for m in grid.members]
+    trees = cluster_trees(grid, weights, phases)[phase]
+    segments: list[tuple[int, int]] = []
+    flows: list[_Flow] = []
+    dealt = [0] * grid.nclusters
+    for r, (offset, length) in enumerate(blocks):
+        c = grid.cluster_of[r]
+        for seg in split_segments(length, segment_size, itemsize, offset) if length else ():
+            segments.append(seg)
+            flows.append(_Flow(r, trees[c][dealt[c] % len(trees[c])]))
+            dealt[c] += 1
+    return segments, flows
+
+
+def _check(grid: Grid, segment_size: int, lan_degree: int, itemsize: int) -> None:
+    check_segment_size(segment_size, itemsize)
+    check_degree(lan_degree, "lan_degree")
+    if grid.nclusters > MAX_PACKED_CLUSTERS:
+        raise ParameterError(
+            f"the tree packing handles up to {MAX_PACKED_CLUSTERS} clusters, "
+            f"the grid has {grid.nclusters}"
+        )
+
+
+def _schedule(
+    op: str, grid: Grid, root: int, nbytes: int, segments, programs, params
+) -> Schedule:
+    return Schedule(
+        op, "multitree", grid.nranks, root, nbytes, tuple(segments),
+        tuple(tuple(p) for p in programs), params,
+    )  # fmt: skip
+
+
+def multitree_allgather(
+    grid: Grid,
+    nbytes: int,
+    root: int = 0,
+    *,
+    segment_size: int,
+    lan_degree: int,
+    itemsize: int = 1,
+) -> Schedule:
+    """Allgather over packed trees: each cluster's blocks spread over ``K`` trees on the
+    cluster graph (:func:`cluster_trees`), pipelined in segments.
+
+    Parameters
+    ----------
+    grid : Grid
+    nbytes : int
+        ``b``, bytes per rank.
+    root : int
+        Checked, otherwise ignored.
+    segment_size : int
+        ``m``, per block (a multiple of ``itemsize``).
+    lan_degree : int
+        ``d_l`` of the trees inside every cluster.
+    itemsize : int
+
+    Notes
+    -----
+    Cluster ``c`` must receive ``(P - N_c) b`` bytes; the trees of all sources together
+    keep every wide-area resource they reach busy, so the time approaches the largest
+    ``load / capacity`` of a resource plus the latency of the deepest tree
+    (:func:`gridcoll.models.packing.multitree_allgather_model`). Builds in
+    O(P^2 k |path| log(P^2 k)) for ``k = ceil(b/m)`` (the replay), plus the packing
+    once per grid.
+
+    References
+    ----------
+    Module docstring: seed 000, sec. 3.4 (the allgather's WAN exchange, here spread
+    over many trees); Garg and Konemann 1998.
+    """
+    check_blocks(grid, nbytes, root, itemsize)
+    _check(grid, segment_size, lan_degree, itemsize)
+    blocks = [(r * nbytes, nbytes) for r in range(grid.nranks)]
+    segments, flows = _block_flows(grid, blocks, segment_size, itemsize, (False,))
+    programs, _ = _programs(grid, segments, None, flows, lan_degree)
+    params = {"segment_size": segment_size, "lan_degree": lan_degree}
+    return _schedule("allgather", grid, 0, nbytes, segments, programs, params)
+
+
+def multitree_reduce_scatter(
+    grid: Grid,
+    nbytes: int,
+    root: int = 0,
+    *,
+    segment_size: int,
+    lan_degree: int,
+    itemsize: int = 1,
+    commutative: bool = True,
+) -> Schedule:
+    """Reduce-scatter over packed trees: block ``i``'s partial results combine up the
+    trees towards rank ``i`` (the allgather's flows reversed, packed on the transposed
+    routes). Commutative operations only (the trees interleave ranks).
+
+    Parameters are those of :func:`multitree_allgather`, plus ``commutative`` (must be
+    True).
+
+    Notes
+    -----
+    Each segment's flow is an arborescence, so every contribution is combined exactly
+    once; the allgather's cost on the transposed routes
+    (:func:`gridcoll.models.packing.multitree_reduce_scatter_model`).
+    """
+    check_reduction(
+        grid, nbytes, root, "multitree", commutative, itemsize=itemsize,
+        segment_size=segment_size, degrees={"lan_degree": lan_degree}, supported=False,
+    )  # fmt: skip
+    _check(grid, segment_size, lan_degree, itemsize)
+    blocks = [(r * nbytes, nbytes) for r in range(grid.nranks)]
+    segments, flows = _block_flows(grid, blocks, segment_size, itemsize, (True,))
+    programs, _ = _programs(grid, segments, flows, None, lan_degree)
+    params = reduction_params(commutative, segment_size=segment_size, lan_degree=lan_degree)
+    return _schedule("reduce_scatter", grid, 0, nbytes, segments, programs, params)
+
+
+def multitree_reduce(
+    grid: Grid,
+    nbytes: int,
+    root: int = 0,
+    *,
+    segment_size: int,
+    lan_degree: int,
+    itemsize: int = 1,
+    commutative: bool = True,
+) -> Schedule:
+    """Reduce over packed trees from the root's cluster (:func:`cluster_trees` with one
+    source, on the transposed routes): the segments are dealt to the trees in turn and
+    a partial result crosses each tree edge once, combined on the way. Commutative
+    operations only.
+
+    Parameters
+    ----------
+    grid : Grid
+    nbytes : int
+        ``M``, the vector.
+    root : int
+    segment_size : int
+        ``m``.
+    lan_degree : int
+        ``d_l`` of the trees inside every cluster.
+    itemsize : int
+    commutative : bool
+        Must be True.
+
+    Notes
+    -----
+    The multi-tree broadcast backwards: on a full mesh, part ``i`` of ``M / (C-1)``
+    bytes combines at cluster ``i`` from every other remote cluster and crosses
+    ``i -> root`` once, so the root's cluster receives ``M`` over ``C - 1`` links at
+    once (``M / sum_i rate_i``, seed 000 sec. 3.1.2-3.1.3).
+    """
+    check_reduction(
+        grid, nbytes, root, "multitree", commutative, itemsize=itemsize,
+        segment_size=segment_size, degrees={"lan_degree": lan_degree}, supported=False,
+    )  # fmt: skip
+    _check(grid, segment_size, lan_degree, itemsize)
+    home = grid.cluster_of[root]
+    weights = [1.0 if c == home else 0.0 for c in range(grid.nclusters)]
+    trees = cluster_trees(grid, weights, (True,))[0][home]
+    segments = split_segments(nbytes, segment_size, itemsize)
+    flows = [_Flow(root, trees[s % len(trees)]) for s in range(len(segments))]
+    programs, _ = _programs(grid, segments, flows, None, lan_degree)
+    params = reduction_params(commutative, segment_size=segment_size, lan_degree=lan_degree)
+    return _schedule("reduce", grid, root, nbytes, segments, programs, params)
+
+
+def multitree_allreduce(
+    grid: Grid,
+    nbytes: int,
+    root: int = 0,
+    *,
+    segment_size: int,
+    lan_degree: int,
+    itemsize: int = 1,
+    commutative: bool = True,
+) -> Schedule:
+    """Allreduce as reduce-scatter then allgather over packed trees (Rabenseifner's
+    decomposition on the cluster graph): the vector is cut into ``P`` chunks, sized by
+    the capacity of their owners' clusters (:func:`owned_chunks`), chunk ``i`` is
+    reduced to rank ``i`` up :func:`multitree_reduce_scatter`'s trees, then
+    spread from it down :func:`multitree_allgather`'s. Commutative operations only.
+
+    Parameters
+    ----------
+    grid : Grid
+    nbytes : int
+        ``M``, the vector.
+    root : int
+        Checked, otherwise ignored.
+    segment_size : int
+        ``m``, per chunk.
+    lan_degree : int
+    itemsize : int
+    commutative : bool
+        Must be True.
+
+    Notes
+    -----
+    Each element crosses between clusters ``2 (C-1)`` times at least in any allreduce
+    (:func:`gridcoll.network.collective_bound`); the two phases do exactly that, and a
+    segment's allgather starts as soon as its reduction is complete at its owner, so
+    the phases overlap (the slow links of one phase carry the other's data meanwhile).
+    """
+    check_reduction(
+        grid, nbytes, root, "multitree", commutative, itemsize=itemsize,
+        segment_size=segment_size, degrees={"lan_degree": lan_degree}, supported=False,
+    )  # fmt: skip
+    _check(grid, segment_size, lan_degree, itemsize)
+    chunks = owned_chunks(grid, nbytes, itemsize)
+    segments, up = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 0)
+    _, down = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 1)
+    programs, _ = _programs(grid, segments, up, down, lan_degree)
+    params = reduction_params(commutative, segment_size=segment_size, lan_degree=lan_degree)
+    return _schedule("allreduce", grid, 0, nbytes, segments, programs, params)

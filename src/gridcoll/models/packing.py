@@ -1,0 +1,204 @@
+"""Closed-form P-LogP models of the tree-packing collectives
+(:mod:`gridcoll.algorithms.packing`): the busiest resource plus the deepest tree.
+
+The packed trees keep many resources busy at once, so seed 000's segmented-tree form
+``T = (k-1) gamma(m) + lam(m)`` (sec. 3.1.1) is applied to every shared resource ``x``
+and the largest counts, as in the multi-tree broadcast's model
+(:mod:`gridcoll.models.multitree`)::
+
+    T = max_x B_x(m) + lam(m)
+
+* ``B_x``, the total work of resource ``x`` over the whole call: for every tree edge
+  ``a -> b`` of a part of ``n`` segments averaging ``m'`` bytes, ``n g_x(m')`` on each
+  resource of the route (the coordinators' NICs and the gateways at the LAN's ``g_l``,
+  each wide-area link at its own ``g``: shared links add up, as ``teragrid``'s site
+  access links do); ``n os_w(m')`` and ``n or_w(m')`` on the two coordinators'
+  processors; inside every cluster, the owner's hand-over to its coordinator and each
+  LAN tree's sends (``d_l g_l(m)`` per segment on the coordinator's NIC,
+  ``d_l os_l(m)`` on its processor);
+* ``lam(m)``, one segment's way down the deepest tree: per wide-area hop
+  ``os_w + g_w + L_w + or_w``, plus the LAN hops at both ends (``h_l`` hops of
+  ``os_l + g_l + L_l + or_l``).
+
+Every segment passes each cluster's coordinator and its ``d_l`` LAN children: sent
+down (``d_l g_l`` on its NIC out, ``d_l os_l`` on its processor) or, in a reduction,
+received from them (NIC in, ``or_l``).
+
+The reversed collectives (reduce-scatter, reduce) are the forward ones on the
+transposed routes (:func:`gridcoll.algorithms.packing.cluster_trees`, a reduction
+phase): the same work on the same resources. The allreduce's reduce-scatter and
+allgather overlap: their work adds up on one account, their depths add. Every model evaluation is O(C K C
+|path|) (the trees are memoised per grid).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from gridcoll.algorithms._collective import check_commutative
+from gridcoll.algorithms.magpie import check_degree
+from gridcoll.algorithms.packing import _coordinators, cluster_trees, owned_chunks
+from gridcoll.models.single_layer import check_model_call
+from gridcoll.network.grid import Grid
+
+__all__ = [
+    "MODELS",
+    "multitree_allgather_model",
+    "multitree_allreduce_model",
+    "multitree_reduce_model",
+    "multitree_reduce_scatter_model",
+]
+
+
+def _lan_height(n: int, d: int) -> int:
+    """Hops of the deepest rank of a complete ``d``-ary tree over ``n`` ranks."""
+    height, reach, level = 0, 1, 1
+    while reach < n:
+        level *= d
+        reach += level
+        height += 1
+    return height
+
+
+def _packed_time(
+    grid: Grid,
+    blocks: Sequence[tuple[int, int]],
+    m: int,
+    lan_degree: int,
+    phases: tuple[bool, ...],
+) -> float:
+    """``T = max_x B_x(m) + lam(m)`` (module docstring) for the segments of ``blocks``
+    (``(rank, bytes)``: what each rank sources) cut into ``m``-byte segments, carried
+    in every phase of ``phases`` (True: reduced up the trees; all phases at once, on one
+    account of work, as :func:`~gridcoll.algorithms.packing.cluster_trees` packs them)."""
+    C = grid.nclusters
+    coords = _coordinators(grid)
+    units = [0] * C  # segments each cluster sources
+    nbytes = [0] * C
+    work: dict = defaultdict(float)
+    for rank, size in blocks:
+        if size <= 0:
+            continue
+        c = grid.cluster_of[rank]
+        k = -(-size // m)
+        units[c] += k
+        nbytes[c] += size
+        if rank != coords[c]:  # owner <-> coordinator, once per phase
+            lan = grid.lan(rank)
+            for x in (("nic_out", rank), ("nic_in", coords[c])):
+                work[x] += len(phases) * k * lan.g(m)
+            work[("cpu", rank)] += len(phases) * k * lan.os(m)
+            work[("cpu", coords[c])] += len(phases) * k * lan.or_(m)
+    weights = nbytes if any(nbytes) else [len(r) for r in grid.members]
+    packed = cluster_trees(grid, weights, phases)
+    lam = 0.0
+    for up, trees in zip(phases, packed, strict=True):
+        deepest = 0.0
+        for c in range(C):
+            if not units[c]:
+                continue
+            K = len(trees[c])
+            for t, tree in enumerate(trees[c]):
+                n = units[c] // K + (t < units[c] % K)
+                if not n:
+                    continue
+                each = nbytes[c] / units[c]  # bytes per segment of this source
+                depth = {c: 0.0}
+                for a, b in tree.edges():
+                    src, dst = (coords[b], coords[a]) if up else (coords[a], coords[b])
+                    plogp = grid.plogp(src, dst)
+                    for kind, key in grid.path(src, dst):
+                        if kind == "link":
+                            work[(kind, key)] += n * grid.links[key].g(each)
+                        else:
+                            side = src if kind in ("nic_out", "gw_out") else dst
+                            work[(kind, key)] += n * grid.lan(side).g(each)
+                    work[("cpu", src)] += n * plogp.os(each)
+                    work[("cpu", dst)] += n * plogp.or_(each)
+                    hop = plogp.os(each) + plogp.g(each) + plogp.L + plogp.or_(each)
+                    depth[b] = depth[a] + hop
+                deepest = max(deepest, max(depth.values()))
+        lam += deepest
+    lan_depth = 0.0
+    for c in range(C):
+        size = grid.clusters[c].nranks
+        if size < 2:
+            continue
+        lan = grid.clusters[c].lan
+        whole = min(lan_degree, size - 1)  # the tree over the cluster, for others' data
+        rest = min(lan_degree, size - 2)  # over all but the owner, for its own
+        sends = (sum(units) - units[c]) * whole + units[c] * rest
+        for up in phases:  # sent down to the LAN children or, reducing, received
+            nic, cpu = (("nic_in", lan.or_) if up else ("nic_out", lan.os))
+            work[(nic, coords[c])] += sends * lan.g(m)
+            work[("cpu", coords[c])] += sends * cpu(m)
+        hops = _lan_height(size, whole) if sum(units) > units[c] else 0
+        if units[c]:
+            handed = any(r != coords[c] and size_ > 0 for r, size_ in blocks if grid.cluster_of[r] == c)
+            hops = max(hops, handed + _lan_height(size - 1, max(rest, 1)))
+        hop = lan.os(m) + lan.g(m) + lan.L + lan.or_(m)
+        lan_depth = max(lan_depth, len(phases) * hops * hop)
+    return max(work.values(), default=0.0) + lam + lan_depth
+
+
+def _check(grid: Grid, nbytes: int, root: int, itemsize: int, m: int, lan_degree: int) -> int:
+    m = check_model_call(grid, nbytes, root, itemsize, m)
+    check_degree(lan_degree, "lan_degree")
+    return m
+
+
+def multitree_allgather_model(
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, lan_degree: int,
+    itemsize: int = 1,
+) -> float:  # fmt: skip
+    """:func:`~gridcoll.algorithms.packing.multitree_allgather`: every rank sources its
+    block of ``b = nbytes``."""
+    m = _check(grid, nbytes, root, itemsize, segment_size, lan_degree)
+    blocks = [(r, nbytes) for r in range(grid.nranks)]
+    return _packed_time(grid, blocks, m, lan_degree, (False,))
+
+
+def multitree_reduce_scatter_model(
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, lan_degree: int,
+    itemsize: int = 1, commutative: bool = True,
+) -> float:  # fmt: skip
+    """:func:`~gridcoll.algorithms.packing.multitree_reduce_scatter`: the allgather's
+    work on the transposed routes."""
+    check_commutative(commutative, "multitree", supported=False)
+    m = _check(grid, nbytes, root, itemsize, segment_size, lan_degree)
+    blocks = [(r, nbytes) for r in range(grid.nranks)]
+    return _packed_time(grid, blocks, m, lan_degree, (True,))
+
+
+def multitree_reduce_model(
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, lan_degree: int,
+    itemsize: int = 1, commutative: bool = True,
+) -> float:  # fmt: skip
+    """:func:`~gridcoll.algorithms.packing.multitree_reduce`: the root's broadcast over
+    packed trees, on the transposed routes."""
+    check_commutative(commutative, "multitree", supported=False)
+    m = _check(grid, nbytes, root, itemsize, segment_size, lan_degree)
+    return _packed_time(grid, [(root, nbytes)], m, lan_degree, (True,))
+
+
+def multitree_allreduce_model(
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, lan_degree: int,
+    itemsize: int = 1, commutative: bool = True,
+) -> float:  # fmt: skip
+    """:func:`~gridcoll.algorithms.packing.multitree_allreduce`: the reduce-scatter of
+    the ``P`` chunks, then their allgather."""
+    check_commutative(commutative, "multitree", supported=False)
+    m = _check(grid, nbytes, root, itemsize, segment_size, lan_degree)
+    chunks = [(r, length) for r, (_, length) in enumerate(owned_chunks(grid, nbytes, itemsize))]
+    chunk_m = max(min(m, max(length for _, length in chunks)), 1)
+    return _packed_time(grid, chunks, chunk_m, lan_degree, (True, False))
+
+
+MODELS = {
+    ("allgather", "multitree"): multitree_allgather_model,
+    ("reduce_scatter", "multitree"): multitree_reduce_scatter_model,
+    ("reduce", "multitree"): multitree_reduce_model,
+    ("allreduce", "multitree"): multitree_allreduce_model,
+}
+"""The tree-packing models, by ``(op, name)``."""
