@@ -18,7 +18,14 @@ Presets: ``magpie:8,1``, ``magpie:4,2``, ``das2:4``, ``teragrid``,
 block of an allgather or reduce-scatter). The plot (``--plot``, default
 ``bench/results/collectives_bound.png``) draws ``sim_vs_bound`` per cell.
 
-Run: ``python bench/collectives_bound.py [--quick] [--out FILE] [--plot FILE]``.
+``--measure`` adds the calls over MPI on the emulated WAN (``magpie:8,1`` and
+``magpie:4,2``, 1 MiB, allreduce and allgather): ``auto`` and MPICH's algorithm
+through :class:`gridcoll.Comm` (planned with the runtime's host overhead; every rank's
+bytes verified), one launch per grid, median of ``--repeat`` runs each: measured over
+the bound (goal: 1.25x) and the speed-up over MPICH's algorithm (goal: 3x). Run it
+alone on the machine.
+
+Run: ``python bench/collectives_bound.py [--quick] [--measure] [--out FILE] [--plot FILE]``.
 ``--quick``: 64 KiB and 1 MiB on ``magpie:8,1`` and ``das2:4``.
 """
 
@@ -27,11 +34,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from _common import RESULTS, Bench, console, percent, seconds, table, times
+from gridcoll.network import get_grid
 from gridcoll.simulate import simulate
 from gridcoll.tune import Call, PlanOptions, plan
 from gridcoll.tune.decision import build_schedule
 from gridcoll.tune.select import DEFAULT_BUDGET_S
-from gridcoll.network import get_grid
 
 OPS = ("allreduce", "allgather", "reduce_scatter", "reduce")
 GRIDS = ("magpie:8,1", "magpie:4,2", "das2:4", "teragrid", "transit-stub:20,3")
@@ -71,6 +78,55 @@ def cell(grid_spec: str, op: str, nbytes: int) -> dict:
         "best_vs_bound": best_s / p.bound_s,
         "budget_note": p.budget_note,
     }
+
+
+MEASURED_GRIDS = ("magpie:8,1", "magpie:4,2")
+MEASURED_OPS = ("allreduce", "allgather")
+MEASURED_SIZE = 2**20
+MEASURED_GOAL = 1.25
+SPEEDUP_GOAL = 3.0
+
+
+def measured(repeat: int) -> list[dict]:
+    """``auto`` and ``mpich`` over MPI on the emulated WAN (module docstring)."""
+    import statistics
+
+    from gridcoll.network import collective_bound
+    from gridcoll.runtime.host import resolve_host_overhead
+    from gridcoll.runtime.worker import measure_calls
+
+    rows = []
+    for spec in MEASURED_GRIDS:
+        grid = get_grid(spec)
+        host = resolve_host_overhead(None, grid.nranks, emulated=True)
+        calls, keys = [], []
+        for op in MEASURED_OPS:
+            for algo in ("auto", "mpich"):
+                calls.append((Call(op, MEASURED_SIZE), PlanOptions(algo=algo, host_overhead=host)))
+                keys.append((op, algo))
+        found = measure_calls(grid, calls, repeat=repeat, timeout=120.0, wall_timeout=900.0)
+        for (op, algo), case in zip(keys, found, strict=True):
+            bound = collective_bound(grid, op, MEASURED_SIZE).time_s
+            median = statistics.median(case["measured_all_s"])
+            rows.append(
+                {
+                    "grid": spec,
+                    "op": op,
+                    "algo": algo,
+                    "chosen": case.get("algorithm"),
+                    "measured_s": median,
+                    "measured_all_s": case["measured_all_s"],
+                    "bound_s": bound,
+                    "measured_vs_bound": median / bound,
+                    "host_overhead_s": host,
+                }
+            )
+    for row in rows:
+        base = next(
+            r for r in rows if (r["grid"], r["op"], r["algo"]) == (row["grid"], row["op"], "mpich")
+        )
+        row["speedup_vs_mpich"] = base["measured_s"] / row["measured_s"]
+    return rows
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -115,6 +171,10 @@ def _size(nbytes: int) -> str:
 def main() -> None:
     bench = Bench("collectives_bound", __doc__.splitlines()[0])
     bench.parser.add_argument("--plot", type=Path, default=RESULTS / "collectives_bound.png")
+    bench.parser.add_argument(
+        "--measure", action="store_true", help="also run allreduce and allgather over MPI"
+    )
+    bench.parser.add_argument("--repeat", type=int, default=3, help="runs per measured call")
     args = bench.parse()
     grids = QUICK_GRIDS if bench.quick else GRIDS
     sizes = QUICK_SIZES if bench.quick else SIZES
@@ -154,8 +214,31 @@ def main() -> None:
             ],
         )
     )
+    extra = {}
+    if args.measure:
+        runs = measured(args.repeat)
+        extra["measured"] = runs
+        auto = [r for r in runs if r["algo"] == "auto"]
+        summary["measured_worst_vs_bound"] = max(r["measured_vs_bound"] for r in auto)
+        summary["measured_least_speedup"] = min(r["speedup_vs_mpich"] for r in auto)
+        out.print(
+            table(
+                "over MPI, WAN emulated, 1 MiB (median)",
+                runs,
+                [
+                    ("grid", "grid", None),
+                    ("op", "op", None),
+                    ("algorithm", "algo", None),
+                    ("chosen", "chosen", None),
+                    ("measured", "measured_s", seconds),
+                    ("bound", "bound_s", seconds),
+                    ("meas/bound", "measured_vs_bound", times),
+                    ("vs mpich", "speedup_vs_mpich", times),
+                ],
+            )
+        )
     out.print(summary)
-    out.print(f"wrote {bench.finish(summary, plot=str(args.plot))}")
+    out.print(f"wrote {bench.finish(summary, plot=str(args.plot), **extra)}")
 
 
 if __name__ == "__main__":

@@ -12,7 +12,7 @@ mpi=1
 for a in "$@"; do
     if [ "$a" = "--no-mpi" ]; then mpi=0; else args+=("$a"); fi
 done
-names=(headline model_vs_sim heuristics planning_time simulator_speed bounds collectives heterogeneous)
+names=(headline model_vs_sim heuristics planning_time simulator_speed bounds collectives collectives_bound heterogeneous)
 if [ "$mpi" = 1 ]; then
     names+=(headline_measured runtime_vs_sim collectives_measured native dropin host_overhead measure_accuracy overlap)
 fi

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from gridcoll.cli.demo import OP_ALGORITHMS
 from gridcoll.cli.main import COMMANDS, EXIT_ERROR, build_parser, main
 from gridcoll.network import get_grid, save_grid
 
@@ -176,20 +177,24 @@ def test_demo_writes_table_plot_and_json(capsys, tmp_path):
     assert (tmp_path / "sizes.png").stat().st_size > 1000
     data = json.loads((tmp_path / "demo.json").read_text())
     algorithms = data["algorithms"]
-    assert "auto" in algorithms
-    assert len(data["rows"]) == 2 * len(algorithms)
+    assert "auto" in algorithms and data["ops"] == ["bcast", "allreduce"]
+    assert len(data["rows"]) == 2 * (len(algorithms) + len(OP_ALGORITHMS["allreduce"]))
+    assert {r["op"] for r in data["rows"]} == {"bcast", "allreduce"}
+    assert (tmp_path / "sizes-allreduce.png").stat().st_size > 1000
     for row in data["rows"]:
         assert row["simulated_s"] >= row["bound_s"] * (1 - 1e-9)
         assert row["measured_s"] is None
         assert row["host_overhead_s"] == 0.0  # --no-measure: the grid as described
     assert data["measured"] is False
-    assert "magpie:2,1" in out and "bound" in out
+    assert "broadcast on magpie:2,1" in out and "allreduce on magpie:2,1" in out
+    assert "bound" in out
 
 
 def test_demo_no_measure_plans_with_a_given_host_overhead(capsys, tmp_path):
     data = run_json(
         capsys, "demo", "--no-measure", "--grid", "magpie:8,1", "--sizes", "1MiB",
-        "--algorithms", "multitree", "--host-overhead", "200us", "--out", str(tmp_path),
+        "--algorithms", "multitree", "--ops", "bcast", "--host-overhead", "200us",
+        "--out", str(tmp_path),
     )  # fmt: skip
     (row,) = data["rows"]
     assert row["host_overhead_s"] == pytest.approx(200e-6)
@@ -215,7 +220,7 @@ def test_demo_without_mpi_falls_back_to_simulation(capsys, tmp_path, monkeypatch
 def test_demo_json_and_explicit_algorithms(capsys, tmp_path):
     data = run_json(
         capsys, "demo", "--no-measure", "--grid", "lan:4", "--grid", "magpie:2,2", "--sizes",
-        "16KiB", "--algorithms", "binomial,auto", "--out", str(tmp_path),
+        "16KiB", "--algorithms", "binomial,auto", "--ops", "bcast", "--out", str(tmp_path),
     )  # fmt: skip
     assert data["grids"] == ["lan:4", "magpie:2,2"]
     assert [(r["grid"], r["algorithm"]) for r in data["rows"]] == [
@@ -387,7 +392,9 @@ def test_demo_measure_runs_the_schedules_over_mpi(capsys, tmp_path):
         "--algorithms", "mpich,magpie-segmented,auto", "--repeat", "1", "--out", str(tmp_path),
     )  # fmt: skip
     assert data["measured"] is True and data["repeat"] == 1
-    assert len(data["rows"]) == 2 * 2 * 3
+    # broadcasts as schedules, allreduces through gridcoll.Comm.Allreduce
+    assert len(data["rows"]) == 2 * 2 * (3 + len(OP_ALGORITHMS["allreduce"]))
+    assert {r["op"] for r in data["rows"]} == {"bcast", "allreduce"}
     for row in data["rows"]:
         # the emulated WAN: 10 ms, 1 MB/s hops; measured close to the simulation
         assert row["measured_s"] > 0  # speed is judged in bench/, not here

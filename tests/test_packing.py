@@ -110,13 +110,12 @@ def test_the_slowest_site_owns_none_of_the_allreduce():
 )
 def test_every_packed_schedule_delivers_exactly_the_right_data(grid, op, itemsize, items, data):
     """The validator replays the programs: every rank ends with exactly its data (each
-    contribution combined once), without deadlock, for any segment size, LAN degree and
+    contribution combined once), without deadlock, for any segment size and
     root, on uneven clusters of 2-16 ranks."""
     nbytes = items * itemsize
     m = itemsize * data.draw(st.integers(1, items))
     root = data.draw(st.integers(0, grid.nranks - 1)) if op == "reduce" else 0
-    d = data.draw(st.integers(1, 3))
-    schedule = BUILDERS[op](grid, nbytes, root, segment_size=m, lan_degree=d, itemsize=itemsize)
+    schedule = BUILDERS[op](grid, nbytes, root, segment_size=m, itemsize=itemsize)
     validate(schedule)
     assert schedule.op == op and schedule.algorithm == "multitree"
     sim = simulate(schedule, grid).total_s
@@ -127,7 +126,7 @@ def test_reductions_refuse_a_non_commutative_operation():
     grid = get_grid("magpie:2,2")
     for op in ("reduce_scatter", "reduce", "allreduce"):
         with pytest.raises(ParameterError, match="commutative"):
-            BUILDERS[op](grid, 64, segment_size=8, lan_degree=1, commutative=False)
+            BUILDERS[op](grid, 64, segment_size=8, commutative=False)
 
 
 @pytest.mark.parametrize(
@@ -147,18 +146,18 @@ def test_the_packed_schedules_reach_the_limit_and_their_models_see_it(spec, op, 
     were 1.2-2x off (asymmetric das2, teragrid's shared access links); the model within
     10% of the simulation."""
     grid = get_grid(spec)
-    schedule = BUILDERS[op](grid, MiB, segment_size=m, lan_degree=1)
+    schedule = BUILDERS[op](grid, MiB, segment_size=m)
     sim = simulate(schedule, grid).total_s
     assert sim <= 1.10 * collective_bound(grid, op, MiB).time_s
-    model = MODELS[(op, "multitree")](grid, MiB, segment_size=m, lan_degree=1)
+    model = MODELS[(op, "multitree")](grid, MiB, segment_size=m)
     assert model == pytest.approx(sim, rel=0.10)
 
 
 def test_auto_chooses_the_packed_allgather_where_access_links_are_shared():
     """On teragrid the sites' access links carry every cluster's blocks: the WAN-aware
     allgather's model now charges them (within 15% of its simulation, where it used to
-    predict a quarter of it), and the packed allgather, which enters each site once, wins within 1.10x
-    of the bound."""
+    predict a quarter of it), and the packed allgather, which enters each site once,
+    wins within 1.10x of the bound."""
     grid = get_grid("teragrid")
     p = plan(grid, Call("allgather", MiB))
     assert p.algorithm == "multitree"

@@ -625,14 +625,13 @@ def test_uneven_counts_are_checked():
 
 
 def test_frugal_plans_trade_a_little_predicted_time_for_fewer_messages():
-    """4 MiB allreduce on das2:4 with the runtime's host overhead: the search's best
-    segments are 8 KiB; within 1 % of it the frugal plan takes the largest, with far
+    """4 MiB two-level allreduce on das2:4 with the runtime's host overhead: the search's
+    best segments are 8 KiB; within 1 % of it the frugal plan takes the largest, with far
     fewer messages, and says so."""
     grid = get_grid("das2:4")
-    best = plan(grid, Call("allreduce", 4 * 2**20), PlanOptions(host_overhead=360e-6))
-    frugal = plan(
-        grid, Call("allreduce", 4 * 2**20), PlanOptions(host_overhead=360e-6, frugal=0.01)
-    )
+    two_level = {"algo": "two-level", "host_overhead": 360e-6}
+    best = plan(grid, Call("allreduce", 4 * 2**20), PlanOptions(**two_level))
+    frugal = plan(grid, Call("allreduce", 4 * 2**20), PlanOptions(**two_level, frugal=0.01))
     assert frugal.algorithm == best.algorithm
     assert frugal.segment_size >= 4 * best.segment_size
     assert best.predicted_s <= frugal.predicted_s <= 1.01 * best.predicted_s
@@ -641,7 +640,7 @@ def test_frugal_plans_trade_a_little_predicted_time_for_fewer_messages():
     pinned = plan(
         grid,
         Call("allreduce", 4 * 2**20),
-        PlanOptions(host_overhead=360e-6, frugal=0.01, params={"segment_size": 8192}),
+        PlanOptions(**two_level, frugal=0.01, params={"segment_size": 8192}),
     )
     assert pinned.segment_size == 8192  # a caller's segment size is kept
     with pytest.raises(ParameterError, match="frugal"):

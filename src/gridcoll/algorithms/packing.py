@@ -29,21 +29,24 @@ The packing (:func:`cluster_trees`)
 Schedules
     Every block is cut into segments of ``m`` bytes; a segment travels down the tree of
     its part: from its owner to its cluster's coordinator (the lowest rank), down a
-    ``lan_degree``-ary tree over the rest of its cluster, across the part's tree of
-    coordinators, and down each remote cluster's tree. Every rank gets every segment
-    exactly once (an arborescence per segment), so the time reversal with combining
-    receives (:func:`gridcoll.schedule.transform.reverse`) is a reduction: the
-    reversed allgather is a reduce-scatter, the reversed broadcast a reduce, and
-    reduce-scatter then allgather an allreduce (Rabenseifner 2004). The reversed
-    collectives are packed on the transposed routes (a message ``u -> v`` of the
-    forward schedule charges the route ``v -> u`` it will take), and reorder operands:
-    commutative operations only.
+    pipelined chain over the rest of its cluster (on a LAN the chain is the
+    bandwidth-optimal tree: every rank sends each segment once), across the part's
+    tree of coordinators, and down each remote cluster's chain. Every rank gets every
+    segment exactly once (an arborescence per segment), so the same flows run
+    backwards are reductions, each contribution combined once on the way: a rank
+    sends its partial result to its parent once it has its children's. So a
+    reduce-scatter is the allgather's flows reduced towards the owners, a reduce the
+    broadcast's towards the root, and an allreduce both (Rabenseifner 2004), each
+    segment's allgather starting as soon as its reduction is complete. Reductions are
+    packed on the transposed routes (a tree edge ``a -> b`` carries ``b -> a``) and
+    reorder operands: commutative operations only.
 
     Each rank's program is the order of an estimated replay (:func:`_programs`): every
     message charged ``os(m)`` on its sender, ``g(m)`` on each resource of its path in
-    FIFO order, ``L`` and ``or(m)``; a rank forwards a segment as soon as it has it.
-    The replay is causal, so its order is an execution of the schedule (deadlock-free)
-    and messages of one ordered pair arrive in the order they are sent.
+    the order heads reach it, ``L`` and ``or(m)``; a rank forwards a segment as soon
+    as it has it. The replay is causal, so its order is an execution of the schedule
+    (deadlock-free), and messages of one ordered pair arrive in the order they are
+    sent (FIFO resources).
 
 References: seed 000, sec. 3.1.2-3.4 (segmented two-layer trees, "all available
 wide-area links in parallel"); Garg and Konemann, FOCS 1998 (fractional packing);
@@ -57,8 +60,10 @@ import heapq
 import itertools
 import math
 from collections import defaultdict
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+
+import numpy as np
 
 from gridcoll.algorithms._collective import (
     check_blocks,
@@ -66,16 +71,14 @@ from gridcoll.algorithms._collective import (
     check_segment_size,
     reduction_params,
 )
-from gridcoll.algorithms.magpie import check_degree
-from gridcoll.algorithms.trees import dary_tree
 from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Op, Recv, Schedule, Send, split_segments
 
 __all__ = [
     "MAX_PACKED_CLUSTERS",
-    "allreduce_shares",
     "PackedTree",
+    "allreduce_shares",
     "cluster_trees",
     "multitree_allgather",
     "multitree_allreduce",
@@ -85,21 +88,23 @@ __all__ = [
     "tree_count",
 ]
 
-MAX_PACKED_CLUSTERS = 64
-"""The packing grows ``C K`` trees in ``O(C^2)`` steps each: above this many clusters
-the builders decline (the planner's cost declaration skips them first)."""
+MAX_PACKED_CLUSTERS = 24
+"""The packing grows ``C K`` trees of ``C`` steps, each weighing ``O(C^2)``
+attachments: above this many clusters the builders decline (a cold plan stays within
+its planning time; the WAN-aware two-level builders serve such grids)."""
 
 Resource = tuple[str, int | str]
 
 
 def tree_count(nclusters: int) -> int:
-    """``K``, the trees per source cluster: a multiple of ``C - 1`` (on a uniform mesh,
-    one per relay as the multi-tree broadcast's; up to four per relay on small grids,
-    to weigh routes of different speeds), at most ``256 / C`` (the packing's cost grows
-    as ``C^3 K``)."""
+    """``K``, the trees per source cluster: on up to 8 clusters a multiple of ``C - 1``
+    (on a uniform mesh one per relay, as the multi-tree broadcast's; up to four per
+    relay on small grids, to weigh routes of different speeds); above, ``96 / C`` (the
+    packing weighs ``C K`` trees of ``C`` steps each)."""
     C = max(nclusters, 1)
-    per_relay = max(1, min(4, 48 // max(C * (C - 1), 1)))
-    return max(1, min((C - 1) * per_relay, 256 // C))
+    if C > 8:
+        return max(1, 96 // C)
+    return max(1, (C - 1) * max(1, min(4, 48 // max(C * (C - 1), 1))))
 
 
 def allreduce_shares(grid: Grid) -> tuple[float, ...]:
@@ -188,14 +193,10 @@ class PackedTree:
         return [(parent[c], c) for c in self.order[1:]]
 
 
-def _coordinators(grid: Grid) -> list[int]:
-    return [min(ranks) for ranks in grid.members]
-
-
 def route_resources(grid: Grid, a: int, b: int, up: bool) -> list[tuple[Resource, float]]:
     """The resources a message between the coordinators of clusters ``a -> b`` occupies
     and their seconds per byte; on the route ``b -> a`` for a reduction (``up``)."""
-    coords = _coordinators(grid)
+    coords = grid.coordinators(0)
     src, dst = (coords[b], coords[a]) if up else (coords[a], coords[b])
     out = []
     for kind, key in grid.path(src, dst):
@@ -247,18 +248,31 @@ def _pack(
     C = grid.nclusters
     K = tree_count(C)
     pairs = [(a, b) for a in range(C) for b in range(C) if a != b]
-    costs = [{ab: route_resources(grid, *ab, up) for ab in pairs} for up in phases]
-    latency = [
-        {(a, b): (grid.wan(b, a) if up else grid.wan(a, b)).L for (a, b) in pairs}
-        for up in phases
-    ]
-    load: dict[Resource, float] = defaultdict(float)
+    number: dict[Resource, int] = {}
+    routes = [{ab: route_resources(grid, *ab, up) for ab in pairs} for up in phases]
+    for phase in routes:
+        for resources in phase.values():
+            for x, _ in resources:
+                number.setdefault(x, len(number))
+    J = max((len(r) for phase in routes for r in phase.values()), default=1)
+    dummy = len(number)  # pads the shorter routes: never loaded
+    tables = []
+    for up, phase in zip(phases, routes, strict=True):
+        index = np.full((C, C, J), dummy)
+        per_byte = np.zeros((C, C, J))
+        latency = np.zeros((C, C))
+        for (a, b), resources in phase.items():
+            for j, (x, cost) in enumerate(resources):
+                index[a, b, j], per_byte[a, b, j] = number[x], cost
+            latency[a, b] = (grid.wan(b, a) if up else grid.wan(a, b)).L
+        tables.append((index, per_byte, latency))
+    load = np.zeros(len(number) + 1)
     trees: list[list[list[PackedTree]]] = [[[] for _ in range(C)] for _ in phases]
     sources = [c for c in range(C) if weights[c] > 0]
     for _ in range(K):
         for s in sources:
-            for i in range(len(phases)):
-                trees[i][s].append(_grow(C, s, weights[s] / K, costs[i], latency[i], load))
+            for i, table in enumerate(tables):
+                trees[i][s].append(_grow(C, s, weights[s] / K, *table, load))
     return tuple(tuple(tuple(t) for t in phase) for phase in trees)
 
 
@@ -266,31 +280,35 @@ def _grow(
     C: int,
     source: int,
     share: float,
-    costs: dict[tuple[int, int], list[tuple[Resource, float]]],
-    latency: dict[tuple[int, int], float],
-    load: dict[Resource, float],
+    index: np.ndarray,
+    per_byte: np.ndarray,
+    latency: np.ndarray,
+    load: np.ndarray,
 ) -> PackedTree:
     """One arborescence from ``source`` carrying ``share``, Prim's order, bottleneck
-    cost (module docstring); ``load`` is updated with its edges."""
-    depth = {source: 0.0}
+    cost (module docstring); ``load`` (seconds per resource) is updated with its edges.
+    Each step weighs every (tree cluster, other cluster) attachment at once: O(C^2 J)
+    numpy per step for routes of up to ``J`` resources."""
+    depth = np.zeros(C)
+    inside = np.zeros(C, dtype=bool)
+    inside[source] = True
     order = [source]
     children: dict[int, list[int]] = defaultdict(list)
-    left = set(range(C)) - {source}
-    while left:
-        best = None
-        for u in order:
-            for v in left:
-                worst = max((load[x] + share * c for x, c in costs[(u, v)]), default=0.0)
-                key = (worst, u == source, depth[u] + latency[(u, v)], u, v)
-                if best is None or key < best:
-                    best = key
-        _, _, d, u, v = best
-        for x, c in costs[(u, v)]:
-            load[x] += share * c
-        depth[v] = d
+    for _ in range(C - 1):
+        U, V = np.array(order), np.flatnonzero(~inside)
+        at = np.ix_(U, V)
+        worst = (load[index[at]] + share * per_byte[at]).max(axis=2)
+        relay = np.broadcast_to((source == U)[:, None], worst.shape)
+        reach = depth[U][:, None] + latency[at]
+        uu, vv = np.meshgrid(U, V, indexing="ij")
+        # (worst, a relay before the source, the shorter path, u, v), smallest first
+        best = np.lexsort((vv.ravel(), uu.ravel(), reach.ravel(), relay.ravel(), worst.ravel()))[0]
+        u, v = int(uu.ravel()[best]), int(vv.ravel()[best])
+        np.add.at(load, index[u, v], share * per_byte[u, v])
+        depth[v] = reach.ravel()[best]
+        inside[v] = True
         order.append(v)
         children[u].append(v)
-        left.discard(v)
     return PackedTree(source, {u: tuple(k) for u, k in children.items()}, tuple(order))
 
 
@@ -305,25 +323,24 @@ class _Flow:
 
 class _Routes:
     """The rank-level arborescence of a flow: owner -> its coordinator (if another
-    rank), a ``lan_degree``-ary tree over the rest of the owner's cluster, the part's
-    tree of coordinators, and each remote cluster's tree from its coordinator."""
+    rank), a chain over the rest of the owner's cluster, the part's tree of
+    coordinators, and a chain over each remote cluster from its coordinator."""
 
-    def __init__(self, grid: Grid, lan_degree: int):
+    def __init__(self, grid: Grid):
         self.grid = grid
-        self.coords = _coordinators(grid)
-        self.lan_degree = lan_degree
+        self.coords = grid.coordinators(0)
         self._lan: dict[tuple[int, int], dict[int, tuple[int, ...]]] = {}
         self._parents: dict[tuple[int, int], dict[int, int]] = {}
 
     def lan(self, c: int, owner: int) -> dict[int, tuple[int, ...]]:
-        """Cluster ``c``'s tree from its coordinator over every rank but ``owner``."""
+        """Cluster ``c``'s chain from its coordinator over every rank but ``owner``."""
         key = (c, owner)
         if key not in self._lan:
             coordinator = self.coords[c]
             ranks = [coordinator] + [
                 r for r in self.grid.members[c] if r not in (coordinator, owner)
             ]
-            self._lan[key] = dict(dary_tree(ranks, self.lan_degree).children)
+            self._lan[key] = {a: (b,) for a, b in itertools.pairwise(ranks)}
         return self._lan[key]
 
     def children(self, rank: int, flow: _Flow) -> list[int]:
@@ -357,7 +374,6 @@ def _programs(
     segments: Sequence[tuple[int, int]],
     up: Sequence[_Flow] | None,
     down: Sequence[_Flow] | None,
-    lan_degree: int,
 ) -> tuple[list[list[Op]], float]:
     """Every rank's program, in the order of an estimated replay (module docstring), and
     the replay's end time.
@@ -369,7 +385,7 @@ def _programs(
     sender, then each resource of its path in the order heads reach it (``g(m)`` each,
     FIFO), ``L`` and ``or(m)``. O(messages * path log messages)."""
     P = grid.nranks
-    routes = _Routes(grid, lan_degree)
+    routes = _Routes(grid)
     programs: list[list[Op]] = [[] for _ in range(P)]
     cpu = [0.0] * P
     free: dict[Resource, float] = defaultdict(float)
@@ -463,9 +479,8 @@ def _block_flows(
     return segments, flows
 
 
-def _check(grid: Grid, segment_size: int, lan_degree: int, itemsize: int) -> None:
+def _check(grid: Grid, segment_size: int, itemsize: int) -> None:
     check_segment_size(segment_size, itemsize)
-    check_degree(lan_degree, "lan_degree")
     if grid.nclusters > MAX_PACKED_CLUSTERS:
         raise ParameterError(
             f"the tree packing handles up to {MAX_PACKED_CLUSTERS} clusters, "
@@ -473,9 +488,7 @@ def _check(grid: Grid, segment_size: int, lan_degree: int, itemsize: int) -> Non
         )
 
 
-def _schedule(
-    op: str, grid: Grid, root: int, nbytes: int, segments, programs, params
-) -> Schedule:
+def _schedule(op: str, grid: Grid, root: int, nbytes: int, segments, programs, params) -> Schedule:
     return Schedule(
         op, "multitree", grid.nranks, root, nbytes, tuple(segments),
         tuple(tuple(p) for p in programs), params,
@@ -488,7 +501,6 @@ def multitree_allgather(
     root: int = 0,
     *,
     segment_size: int,
-    lan_degree: int,
     itemsize: int = 1,
 ) -> Schedule:
     """Allgather over packed trees: each cluster's blocks spread over ``K`` trees on the
@@ -503,8 +515,6 @@ def multitree_allgather(
         Checked, otherwise ignored.
     segment_size : int
         ``m``, per block (a multiple of ``itemsize``).
-    lan_degree : int
-        ``d_l`` of the trees inside every cluster.
     itemsize : int
 
     Notes
@@ -522,11 +532,11 @@ def multitree_allgather(
     over many trees); Garg and Konemann 1998.
     """
     check_blocks(grid, nbytes, root, itemsize)
-    _check(grid, segment_size, lan_degree, itemsize)
+    _check(grid, segment_size, itemsize)
     blocks = [(r * nbytes, nbytes) for r in range(grid.nranks)]
     segments, flows = _block_flows(grid, blocks, segment_size, itemsize, (False,))
-    programs, _ = _programs(grid, segments, None, flows, lan_degree)
-    params = {"segment_size": segment_size, "lan_degree": lan_degree}
+    programs, _ = _programs(grid, segments, None, flows)
+    params = {"segment_size": segment_size}
     return _schedule("allgather", grid, 0, nbytes, segments, programs, params)
 
 
@@ -536,7 +546,6 @@ def multitree_reduce_scatter(
     root: int = 0,
     *,
     segment_size: int,
-    lan_degree: int,
     itemsize: int = 1,
     commutative: bool = True,
 ) -> Schedule:
@@ -555,13 +564,13 @@ def multitree_reduce_scatter(
     """
     check_reduction(
         grid, nbytes, root, "multitree", commutative, itemsize=itemsize,
-        segment_size=segment_size, degrees={"lan_degree": lan_degree}, supported=False,
+        segment_size=segment_size, supported=False,
     )  # fmt: skip
-    _check(grid, segment_size, lan_degree, itemsize)
+    _check(grid, segment_size, itemsize)
     blocks = [(r * nbytes, nbytes) for r in range(grid.nranks)]
     segments, flows = _block_flows(grid, blocks, segment_size, itemsize, (True,))
-    programs, _ = _programs(grid, segments, flows, None, lan_degree)
-    params = reduction_params(commutative, segment_size=segment_size, lan_degree=lan_degree)
+    programs, _ = _programs(grid, segments, flows, None)
+    params = reduction_params(commutative, segment_size=segment_size)
     return _schedule("reduce_scatter", grid, 0, nbytes, segments, programs, params)
 
 
@@ -571,7 +580,6 @@ def multitree_reduce(
     root: int = 0,
     *,
     segment_size: int,
-    lan_degree: int,
     itemsize: int = 1,
     commutative: bool = True,
 ) -> Schedule:
@@ -588,8 +596,6 @@ def multitree_reduce(
     root : int
     segment_size : int
         ``m``.
-    lan_degree : int
-        ``d_l`` of the trees inside every cluster.
     itemsize : int
     commutative : bool
         Must be True.
@@ -603,16 +609,16 @@ def multitree_reduce(
     """
     check_reduction(
         grid, nbytes, root, "multitree", commutative, itemsize=itemsize,
-        segment_size=segment_size, degrees={"lan_degree": lan_degree}, supported=False,
+        segment_size=segment_size, supported=False,
     )  # fmt: skip
-    _check(grid, segment_size, lan_degree, itemsize)
+    _check(grid, segment_size, itemsize)
     home = grid.cluster_of[root]
     weights = [1.0 if c == home else 0.0 for c in range(grid.nclusters)]
     trees = cluster_trees(grid, weights, (True,))[0][home]
     segments = split_segments(nbytes, segment_size, itemsize)
     flows = [_Flow(root, trees[s % len(trees)]) for s in range(len(segments))]
-    programs, _ = _programs(grid, segments, flows, None, lan_degree)
-    params = reduction_params(commutative, segment_size=segment_size, lan_degree=lan_degree)
+    programs, _ = _programs(grid, segments, flows, None)
+    params = reduction_params(commutative, segment_size=segment_size)
     return _schedule("reduce", grid, root, nbytes, segments, programs, params)
 
 
@@ -622,7 +628,6 @@ def multitree_allreduce(
     root: int = 0,
     *,
     segment_size: int,
-    lan_degree: int,
     itemsize: int = 1,
     commutative: bool = True,
 ) -> Schedule:
@@ -641,7 +646,6 @@ def multitree_allreduce(
         Checked, otherwise ignored.
     segment_size : int
         ``m``, per chunk.
-    lan_degree : int
     itemsize : int
     commutative : bool
         Must be True.
@@ -655,12 +659,12 @@ def multitree_allreduce(
     """
     check_reduction(
         grid, nbytes, root, "multitree", commutative, itemsize=itemsize,
-        segment_size=segment_size, degrees={"lan_degree": lan_degree}, supported=False,
+        segment_size=segment_size, supported=False,
     )  # fmt: skip
-    _check(grid, segment_size, lan_degree, itemsize)
+    _check(grid, segment_size, itemsize)
     chunks = owned_chunks(grid, nbytes, itemsize)
     segments, up = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 0)
     _, down = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 1)
-    programs, _ = _programs(grid, segments, up, down, lan_degree)
-    params = reduction_params(commutative, segment_size=segment_size, lan_degree=lan_degree)
+    programs, _ = _programs(grid, segments, up, down)
+    params = reduction_params(commutative, segment_size=segment_size)
     return _schedule("allreduce", grid, 0, nbytes, segments, programs, params)

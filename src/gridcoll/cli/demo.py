@@ -1,12 +1,16 @@
-"""``gridcoll demo``: the main job - real broadcasts over an emulated WAN, against MPICH.
+"""``gridcoll demo``: the main job - real broadcasts and allreduces over an emulated WAN,
+against MPICH.
 
-For each grid and message size, each algorithm is planned (its parameters tuned on the
-model), built, replayed in the simulator, and run for real: one ``mpiexec`` per grid
-starts one process per grid rank with the WAN emulated (every cross-cluster message is
-held for the link's latency and serialised at its bandwidth), runs every schedule
-``--repeat`` times with every rank's bytes verified, and reports the median. The table
-puts measured, predicted (model), simulated and the physical bound side by side with
-the speed-up over MPICH's algorithm; the plot draws measured completion time against
+For each collective (``--ops``: the broadcast and the allreduce), grid and message
+size, each algorithm is planned (its parameters tuned on the model), built, replayed in
+the simulator, and run for real: one ``mpiexec`` per grid and collective starts one
+process per grid rank with the WAN emulated (every cross-cluster message is held for
+the link's latency and serialised at its bandwidth), runs every schedule ``--repeat``
+times with every rank's bytes verified, and reports the median. The broadcasts run as
+schedules; the allreduces through :class:`gridcoll.Comm` (``Allreduce``, each rank
+planning the same algorithm and parameters). The table puts measured, predicted
+(model), simulated and the physical bound side by side with the speed-up over MPICH's
+algorithm; the plots (one per collective) draw measured completion time against
 message size (solid), the simulation (dotted) and the bound (dashed).
 
 Planning and simulation use the effective grid: the grid plus the runtime's
@@ -59,6 +63,8 @@ __all__ = [
     "DEFAULT_GRIDS",
     "DEFAULT_SIZES",
     "DEMO_ALGORITHMS",
+    "DEMO_OPS",
+    "OP_ALGORITHMS",
     "DemoRow",
     "Measure",
     "add_parser",
@@ -70,7 +76,15 @@ __all__ = [
 ]
 
 DEMO_ALGORITHMS = ("mpich", "magpie-original", "magpie-segmented", "auto")
-"""The algorithms the demo compares; ``auto`` is the planner's pick among all builders."""
+"""The broadcast algorithms the demo compares; ``auto`` is the planner's pick among all
+builders."""
+
+DEMO_OPS = ("bcast", "allreduce")
+"""The collectives the demo runs by default."""
+
+OP_ALGORITHMS = {"allreduce": ("mpich", "two-level", "auto")}
+"""The algorithms compared for the other collectives: MPICH's, the two-level
+WAN-aware one (seed 000's), and the planner's pick (the packed trees, where they win)."""
 
 DEFAULT_GRIDS = ("magpie:8,1", "magpie:4,2")
 """Seed 000's simulated WAN: 8 clusters of 1 rank, and 4 clusters of 2."""
@@ -135,6 +149,7 @@ class DemoRow:
     host_overhead_s: float = 0.0
     """The per-message host overhead the row was planned and simulated with."""
     measured_all_s: tuple[float, ...] = ()
+    op: str = "bcast"
 
     @property
     def time_s(self) -> float:
@@ -152,13 +167,14 @@ def compute_row(
     measure: Measure | None = None,
     spec: str | None = None,
     host_overhead: float = 0.0,
+    op: str = "bcast",
 ) -> DemoRow:
-    """Plan ``algorithm`` for one broadcast, simulate it (and measure it, if asked).
+    """Plan ``algorithm`` for one call of ``op``, simulate it (and measure it, if asked).
 
     Planning and simulation are on ``grid.with_host_overhead(host_overhead)``; the bound
     is ``grid``'s.
     """
-    row, schedule = _plan_row(grid, algorithm, nbytes, root, cache, spec, host_overhead)
+    row, schedule = _plan_row(grid, algorithm, nbytes, root, cache, spec, host_overhead, op)
     if measure is None:
         return row
     return dataclasses.replace(row, measured_s=measure(grid, schedule))
@@ -172,12 +188,13 @@ def _plan_row(
     cache: Any,
     spec: str | None,
     host_overhead: float,
+    op: str = "bcast",
 ) -> tuple[DemoRow, Schedule]:
     from gridcoll.tune import DEFAULT_BUDGET_S, Call, PlanOptions, plan
 
     result = plan(
         grid,
-        Call("bcast", nbytes, root),
+        Call(op, nbytes, root if op == "bcast" else 0),
         PlanOptions(
             algo=algorithm, budget_s=DEFAULT_BUDGET_S, host_overhead=host_overhead, check=True
         ),
@@ -194,6 +211,7 @@ def _plan_row(
         simulated_s=result.simulated_s,
         bound_s=result.bound_s,
         host_overhead_s=host_overhead,
+        op=op,
     )
     return row, schedule
 
@@ -210,8 +228,11 @@ def demo_rows(
     repeat: int = 3,
     host_overhead: float | None = None,
     on_run: Callable[[str, int], None] | None = None,
+    ops: Sequence[str] = ("bcast",),
 ) -> list[DemoRow]:
-    """Every (grid, size, algorithm) row, with speed-ups against :data:`BASELINE`.
+    """Every (grid, collective, size, algorithm) row, with speed-ups against
+    :data:`BASELINE`; ``algorithms`` are the broadcast's, :data:`OP_ALGORITHMS` the
+    others'.
 
     With ``real``, each grid's schedules run over MPI in one launch (``repeat`` times
     each; ``on_run(grid, n)`` reports the runs done) and rows are planned with the
@@ -228,18 +249,21 @@ def demo_rows(
         grid = load_grid_arg(spec)
         grid.check_rank(root, "root")
         overhead = _overhead_for(grid, real, host_overhead, load)
-        planned = []
-        for nbytes in sizes:
-            for algorithm in algorithms:
-                row, schedule = _plan_row(grid, algorithm, nbytes, root, cache, spec, overhead)
-                if measure is not None:
-                    row = dataclasses.replace(row, measured_s=measure(grid, schedule))
-                planned.append((row, schedule))
-                if on_row is not None:
-                    on_row(row)
-        if real:
-            planned = _measure_grid(grid, spec, planned, repeat, on_run)
-        rows += [row for row, _ in planned]
+        for op in ops:
+            planned = []
+            for nbytes in sizes:
+                for algorithm in algorithms if op == "bcast" else OP_ALGORITHMS[op]:
+                    row, schedule = _plan_row(
+                        grid, algorithm, nbytes, root, cache, spec, overhead, op
+                    )
+                    if measure is not None:
+                        row = dataclasses.replace(row, measured_s=measure(grid, schedule))
+                    planned.append((row, schedule))
+                    if on_row is not None:
+                        on_row(row)
+            if real:
+                planned = _measure_grid(grid, spec, planned, repeat, on_run)
+            rows += [row for row, _ in planned]
     return _with_speedups(rows)
 
 
@@ -254,22 +278,40 @@ def _overhead_for(grid: Grid, real: bool, explicit: float | None, load: float) -
 
 
 def _measure_grid(grid, spec, planned, repeat, on_run):
-    """Run every planned schedule of one grid in one launch; fill the measured times."""
-    from gridcoll.runtime.worker import measure_schedules
+    """Run every planned row of one grid and collective in one launch; fill the measured
+    times. Broadcasts run their schedules; the other collectives run through
+    :class:`gridcoll.Comm`, every rank planning the row's algorithm and parameters."""
+    from gridcoll.runtime.worker import measure_calls, measure_schedules
+    from gridcoll.tune import Call, PlanOptions
 
-    schedules = [schedule for _, schedule in planned]
     longest = max(row.simulated_s for row, _ in planned)
     total = sum(row.simulated_s for row, _ in planned)
     timeout = max(30.0, 10.0 * longest)
     wall = 60.0 + 4 * grid.nranks + repeat * (5.0 * total + 2.0 * len(planned))
-    times = measure_schedules(
-        grid,
-        schedules,
-        repeat=repeat,
-        timeout=timeout,
-        wall_timeout=wall,
-        on_progress=None if on_run is None else (lambda n: on_run(spec, n)),
-    )
+    progress = None if on_run is None else (lambda n: on_run(spec, n))
+    op = planned[0][0].op
+    if op == "bcast":
+        schedules = [schedule for _, schedule in planned]
+        times = measure_schedules(
+            grid, schedules, repeat=repeat, timeout=timeout, wall_timeout=wall,
+            on_progress=progress,
+        )  # fmt: skip
+    else:
+        calls = [
+            (
+                Call(op, row.nbytes),
+                PlanOptions(
+                    algo=row.chosen,
+                    params={k: v for k, v in row.params.items() if k != "commutative"},
+                    host_overhead=row.host_overhead_s,
+                ),
+            )
+            for row, _ in planned
+        ]
+        found = measure_calls(
+            grid, calls, repeat=repeat, timeout=timeout, wall_timeout=wall, on_progress=progress
+        )
+        times = [case["measured_all_s"] for case in found]
     return [
         (
             dataclasses.replace(
@@ -282,10 +324,10 @@ def _measure_grid(grid, spec, planned, repeat, on_run):
 
 
 def _with_speedups(rows: list[DemoRow]) -> list[DemoRow]:
-    base = {(r.grid, r.nbytes): r for r in rows if r.algorithm == BASELINE}
+    base = {(r.grid, r.op, r.nbytes): r for r in rows if r.algorithm == BASELINE}
     out = []
     for row in rows:
-        ref = base.get((row.grid, row.nbytes))
+        ref = base.get((row.grid, row.op, row.nbytes))
         speedup = None
         if ref is not None and row.time_s > 0:
             both_measured = ref.measured_s is not None and row.measured_s is not None
@@ -313,6 +355,17 @@ def _names_arg(text: str) -> tuple[str, ...]:
     return tuple(name.strip() for name in text.split(",") if name.strip())
 
 
+def _ops_arg(text: str) -> tuple[str, ...]:
+    ops = _names_arg(text)
+    known = ("bcast", *OP_ALGORITHMS)
+    for op in ops:
+        if op not in known:
+            raise argparse.ArgumentTypeError(f"unknown collective {op!r}; choose from {known}")
+    if not ops:
+        raise argparse.ArgumentTypeError("--ops needs at least one collective")
+    return ops
+
+
 def _repeat_arg(text: str) -> int:
     try:
         value = int(text)
@@ -327,14 +380,24 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     """Add the ``demo`` subcommand."""
     parser = subparsers.add_parser(
         "demo",
-        help="run WAN-aware broadcasts and MPICH's for real on an emulated WAN (table + plot)",
+        help="run WAN-aware broadcasts and allreduces and MPICH's for real on an emulated "
+        "WAN (table + plot)",
         description=(
-            "Run broadcasts of several sizes for real over MPI on seed 000's emulated "
-            "WAN with MPICH's algorithm, MagPIe's original and segmented two-layer "
-            "broadcasts and the automatic choice; print measured, predicted and "
-            "simulated times, the physical bound and the speed-up over MPICH, and plot "
-            "time against size. --no-measure only plans and simulates."
+            "Run broadcasts and allreduces of several sizes for real over MPI on seed "
+            "000's emulated WAN with MPICH's algorithm, the WAN-aware ones (MagPIe's "
+            "original and segmented two-layer broadcasts, the two-level allreduce) and "
+            "the automatic choice; print measured, predicted and simulated times, the "
+            "physical bound and the speed-up over MPICH, and plot time against size. "
+            "--no-measure only plans and simulates."
         ),
+    )
+    parser.add_argument(
+        "--ops",
+        type=_ops_arg,
+        default=DEMO_OPS,
+        metavar="OP1,OP2",
+        help=f"collectives to run (default: {','.join(DEMO_OPS)}; choose from "
+        f"{', '.join(('bcast', *OP_ALGORITHMS))})",
     )
     parser.add_argument(
         "--grid",
@@ -425,6 +488,7 @@ def run(args: argparse.Namespace) -> int:
     data = {
         "grids": list(grids),
         "sizes": list(args.sizes),
+        "ops": list(args.ops),
         "algorithms": list(algorithms),
         "root": args.root,
         "measured": measured,
@@ -434,42 +498,51 @@ def run(args: argparse.Namespace) -> int:
     }
     if failure:
         data["error"] = failure
-    from gridcoll.plot.sizes import plot_sizes
-
-    title = (
-        "Broadcast time: measured over MPI, WAN emulated (solid), simulated (dotted), bound"
-        if measured
-        else "Broadcast time: simulated (solid), bound (dashed)"
-    )
-    plot = plot_sizes(
-        rows,
-        out_dir / "sizes.png",
-        value="measured_s" if measured else "simulated_s",
-        reference="simulated_s" if measured else None,
-        title=title + (" (dashed)" if measured else ""),
-    )
+    plots = [_plot(rows, op, out_dir, measured) for op in args.ops]
     data["wall_s"] = time.perf_counter() - started
     (out_dir / "demo.json").write_text(json.dumps(data, indent=2) + "\n")
     if args.json:
-        print_json(data | {"plots": [str(plot)], "json": str(out_dir / "demo.json")})
+        print_json(data | {"plots": [str(p) for p in plots], "json": str(out_dir / "demo.json")})
         return 1 if failure else 0
     out = console()
-    for spec in grids:
-        mine = [r for r in rows if r.grid == spec]
-        out.print(_table(spec, mine))
-        for line in _headlines(spec, rows):
-            out.print(line)
-        out.print()
+    for op in args.ops:
+        for spec in grids:
+            mine = [r for r in rows if r.grid == spec and r.op == op]
+            out.print(_table(spec, op, mine))
+            for line in _headlines(spec, mine):
+                out.print(line)
+            out.print()
     if failure:
         error_console().print(f"gridcoll demo: measurement failed: {failure}", soft_wrap=True)
-    out.print(f"wrote {plot} and {out_dir / 'demo.json'} ({format_time(data['wall_s'])} in all)")
+    wrote = ", ".join(str(p) for p in plots)
+    out.print(f"wrote {wrote} and {out_dir / 'demo.json'} ({format_time(data['wall_s'])} in all)")
     return 1 if failure else 0
+
+
+def _plot(rows: list[DemoRow], op: str, out_dir: Path, measured: bool) -> Path:
+    """One collective's plot: ``sizes.png`` for the broadcast, ``sizes-OP.png`` else."""
+    from gridcoll.plot.sizes import plot_sizes
+
+    name = {"bcast": "Broadcast", "allreduce": "Allreduce"}.get(op, op)
+    title = (
+        f"{name} time: measured over MPI, WAN emulated (solid), simulated (dotted), bound (dashed)"
+        if measured
+        else f"{name} time: simulated (solid), bound (dashed)"
+    )
+    return plot_sizes(
+        [r for r in rows if r.op == op],
+        out_dir / ("sizes.png" if op == "bcast" else f"sizes-{op}.png"),
+        value="measured_s" if measured else "simulated_s",
+        reference="simulated_s" if measured else None,
+        title=title,
+    )
 
 
 def _compute(args, grids, algorithms, real) -> tuple[list[DemoRow], str | None]:
     """The rows, with a progress bar on stderr; on a failed launch, simulated rows and
     the reason."""
-    nrows = len(args.sizes) * len(algorithms)
+    per_size = sum(len(algorithms if op == "bcast" else OP_ALGORITHMS[op]) for op in args.ops)
+    nrows = len(args.sizes) * per_size
     progress = progress_bar()
     with progress:
         plan_task = progress.add_task("planning and simulating", total=len(grids) * nrows)
@@ -484,7 +557,8 @@ def _compute(args, grids, algorithms, real) -> tuple[list[DemoRow], str | None]:
             progress.update(
                 plan_task,
                 advance=1,
-                description=f"planning {row.grid} {format_size(row.nbytes)} {row.algorithm}",
+                description=f"planning {row.grid} {row.op} {format_size(row.nbytes)} "
+                f"{row.algorithm}",
             )
 
         def ran(spec: str, n: int) -> None:
@@ -496,6 +570,7 @@ def _compute(args, grids, algorithms, real) -> tuple[list[DemoRow], str | None]:
             repeat=args.repeat,
             host_overhead=args.host_overhead,
             on_run=ran,
+            ops=args.ops,
         )
         try:
             return demo_rows(grids, args.sizes, algorithms, real=real, **kwargs), None
@@ -521,7 +596,7 @@ def _row_json(row: DemoRow) -> dict[str, Any]:
     return data
 
 
-def _table(spec: str, rows: list[DemoRow]) -> Table:
+def _table(spec: str, op: str, rows: list[DemoRow]) -> Table:
     measured = any(r.measured_s is not None for r in rows)
     nranks = load_grid_arg(spec).nranks
     overhead = rows[0].host_overhead_s if rows else 0.0
@@ -531,7 +606,7 @@ def _table(spec: str, rows: list[DemoRow]) -> Table:
         else "simulated only (--no-measure); "
     )
     table = Table(
-        title=f"broadcast on {spec} ({nranks} ranks)",
+        title=f"{'broadcast' if op == 'bcast' else op} on {spec} ({nranks} ranks)",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -586,15 +661,15 @@ def _meas_over_sim(row: DemoRow) -> str:
 
 
 def _headlines(spec: str, rows: list[DemoRow]) -> list[str]:
-    """One line per grid: the automatic choice at the largest size."""
-    mine = [r for r in rows if r.grid == spec and r.algorithm == "auto"]
+    """One line per grid and collective: the automatic choice at the largest size."""
+    mine = [r for r in rows if r.algorithm == "auto"]
     if not mine:
         return []
     best = max(mine, key=lambda r: r.nbytes)
     kind = "measured" if best.measured_s is not None else "simulated"
     speed = f", {best.speedup:.1f}x faster than {BASELINE}" if best.speedup else ""
     return [
-        f"{spec}, {format_size(best.nbytes)}: auto picks {best.chosen}, {kind} "
+        f"{spec} {best.op}, {format_size(best.nbytes)}: auto picks {best.chosen}, {kind} "
         f"{format_time(best.time_s)} = {ratio(best.time_s, best.bound_s)} "
         f"the bound {format_time(best.bound_s)}{speed}"
     ]

@@ -257,7 +257,9 @@ def magpie_segmented_allgather_model(
     return max(T, _shared_links(grid, coordinators, [k] * C, n))
 
 
-def _shared_links(grid: Grid, coordinators: list[int], rounds: list[int], sizes: list[float]) -> float:
+def _shared_links(
+    grid: Grid, coordinators: list[int], rounds: list[int], sizes: list[float]
+) -> float:
     """The busiest wide-area link when every cluster ``c`` sends ``rounds[c]`` messages
     of ``sizes[c]`` bytes straight to every other coordinator: ``sum g_link`` over the
     routes that cross it (a site's access link carries all its clusters' rounds; a

@@ -13,21 +13,17 @@ and the largest counts, as in the multi-tree broadcast's model
   resource of the route (the coordinators' NICs and the gateways at the LAN's ``g_l``,
   each wide-area link at its own ``g``: shared links add up, as ``teragrid``'s site
   access links do); ``n os_w(m')`` and ``n or_w(m')`` on the two coordinators'
-  processors; inside every cluster, the owner's hand-over to its coordinator and each
-  LAN tree's sends (``d_l g_l(m)`` per segment on the coordinator's NIC,
-  ``d_l os_l(m)`` on its processor);
+  processors; inside every cluster, the owners' hand-over to their coordinator, and
+  the chain: the coordinator passes every segment on once (``g_l(m)`` on its NIC out,
+  ``os_l(m)`` on its processor; in a reduction it receives it: NIC in, ``or_l(m)``);
 * ``lam(m)``, one segment's way down the deepest tree: per wide-area hop
-  ``os_w + g_w + L_w + or_w``, plus the LAN hops at both ends (``h_l`` hops of
+  ``os_w + g_w + L_w + or_w``, plus the longest chain (``N - 1`` hops of
   ``os_l + g_l + L_l + or_l``).
 
-Every segment passes each cluster's coordinator and its ``d_l`` LAN children: sent
-down (``d_l g_l`` on its NIC out, ``d_l os_l`` on its processor) or, in a reduction,
-received from them (NIC in, ``or_l``).
-
-The reversed collectives (reduce-scatter, reduce) are the forward ones on the
-transposed routes (:func:`gridcoll.algorithms.packing.cluster_trees`, a reduction
-phase): the same work on the same resources. The allreduce's reduce-scatter and
-allgather overlap: their work adds up on one account, their depths add. Every model evaluation is O(C K C
+The reductions (reduce-scatter, reduce) are the same flows on the transposed routes
+(:func:`gridcoll.algorithms.packing.cluster_trees`, a reduction phase): the same work
+on the same resources. The allreduce's reduce-scatter and allgather overlap: their
+work adds up on one account, their depths add. Every model evaluation is O(C K C
 |path|) (the trees are memoised per grid).
 """
 
@@ -37,8 +33,7 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from gridcoll.algorithms._collective import check_commutative
-from gridcoll.algorithms.magpie import check_degree
-from gridcoll.algorithms.packing import _coordinators, cluster_trees, owned_chunks
+from gridcoll.algorithms.packing import cluster_trees, owned_chunks
 from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.grid import Grid
 
@@ -51,29 +46,15 @@ __all__ = [
 ]
 
 
-def _lan_height(n: int, d: int) -> int:
-    """Hops of the deepest rank of a complete ``d``-ary tree over ``n`` ranks."""
-    height, reach, level = 0, 1, 1
-    while reach < n:
-        level *= d
-        reach += level
-        height += 1
-    return height
-
-
 def _packed_time(
-    grid: Grid,
-    blocks: Sequence[tuple[int, int]],
-    m: int,
-    lan_degree: int,
-    phases: tuple[bool, ...],
+    grid: Grid, blocks: Sequence[tuple[int, int]], m: int, phases: tuple[bool, ...]
 ) -> float:
     """``T = max_x B_x(m) + lam(m)`` (module docstring) for the segments of ``blocks``
     (``(rank, bytes)``: what each rank sources) cut into ``m``-byte segments, carried
     in every phase of ``phases`` (True: reduced up the trees; all phases at once, on one
     account of work, as :func:`~gridcoll.algorithms.packing.cluster_trees` packs them)."""
     C = grid.nclusters
-    coords = _coordinators(grid)
+    coords = grid.coordinators(0)
     units = [0] * C  # segments each cluster sources
     nbytes = [0] * C
     work: dict = defaultdict(float)
@@ -126,73 +107,67 @@ def _packed_time(
         if size < 2:
             continue
         lan = grid.clusters[c].lan
-        whole = min(lan_degree, size - 1)  # the tree over the cluster, for others' data
-        rest = min(lan_degree, size - 2)  # over all but the owner, for its own
-        sends = (sum(units) - units[c]) * whole + units[c] * rest
-        for up in phases:  # sent down to the LAN children or, reducing, received
-            nic, cpu = (("nic_in", lan.or_) if up else ("nic_out", lan.os))
+        # down the chain: the coordinator sends every segment once, but its cluster's
+        # own segments when only the owner is left
+        sends = sum(units) - (units[c] if size == 2 else 0)
+        for up in phases:  # sent down the chain or, reducing, received from it
+            nic, cpu = ("nic_in", lan.or_) if up else ("nic_out", lan.os)
             work[(nic, coords[c])] += sends * lan.g(m)
             work[("cpu", coords[c])] += sends * cpu(m)
-        hops = _lan_height(size, whole) if sum(units) > units[c] else 0
-        if units[c]:
-            handed = any(r != coords[c] and size_ > 0 for r, size_ in blocks if grid.cluster_of[r] == c)
-            hops = max(hops, handed + _lan_height(size - 1, max(rest, 1)))
         hop = lan.os(m) + lan.g(m) + lan.L + lan.or_(m)
-        lan_depth = max(lan_depth, len(phases) * hops * hop)
+        lan_depth = max(lan_depth, len(phases) * (size - 1) * hop)
     return max(work.values(), default=0.0) + lam + lan_depth
 
 
-def _check(grid: Grid, nbytes: int, root: int, itemsize: int, m: int, lan_degree: int) -> int:
-    m = check_model_call(grid, nbytes, root, itemsize, m)
-    check_degree(lan_degree, "lan_degree")
-    return m
+def _check(grid: Grid, nbytes: int, root: int, itemsize: int, m: int) -> int:
+    return check_model_call(grid, nbytes, root, itemsize, m)
 
 
 def multitree_allgather_model(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, lan_degree: int,
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int,
     itemsize: int = 1,
 ) -> float:  # fmt: skip
     """:func:`~gridcoll.algorithms.packing.multitree_allgather`: every rank sources its
     block of ``b = nbytes``."""
-    m = _check(grid, nbytes, root, itemsize, segment_size, lan_degree)
+    m = _check(grid, nbytes, root, itemsize, segment_size)
     blocks = [(r, nbytes) for r in range(grid.nranks)]
-    return _packed_time(grid, blocks, m, lan_degree, (False,))
+    return _packed_time(grid, blocks, m, (False,))
 
 
 def multitree_reduce_scatter_model(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, lan_degree: int,
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int,
     itemsize: int = 1, commutative: bool = True,
 ) -> float:  # fmt: skip
     """:func:`~gridcoll.algorithms.packing.multitree_reduce_scatter`: the allgather's
     work on the transposed routes."""
     check_commutative(commutative, "multitree", supported=False)
-    m = _check(grid, nbytes, root, itemsize, segment_size, lan_degree)
+    m = _check(grid, nbytes, root, itemsize, segment_size)
     blocks = [(r, nbytes) for r in range(grid.nranks)]
-    return _packed_time(grid, blocks, m, lan_degree, (True,))
+    return _packed_time(grid, blocks, m, (True,))
 
 
 def multitree_reduce_model(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, lan_degree: int,
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int,
     itemsize: int = 1, commutative: bool = True,
 ) -> float:  # fmt: skip
     """:func:`~gridcoll.algorithms.packing.multitree_reduce`: the root's broadcast over
     packed trees, on the transposed routes."""
     check_commutative(commutative, "multitree", supported=False)
-    m = _check(grid, nbytes, root, itemsize, segment_size, lan_degree)
-    return _packed_time(grid, [(root, nbytes)], m, lan_degree, (True,))
+    m = _check(grid, nbytes, root, itemsize, segment_size)
+    return _packed_time(grid, [(root, nbytes)], m, (True,))
 
 
 def multitree_allreduce_model(
-    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, lan_degree: int,
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int,
     itemsize: int = 1, commutative: bool = True,
 ) -> float:  # fmt: skip
     """:func:`~gridcoll.algorithms.packing.multitree_allreduce`: the reduce-scatter of
     the ``P`` chunks, then their allgather."""
     check_commutative(commutative, "multitree", supported=False)
-    m = _check(grid, nbytes, root, itemsize, segment_size, lan_degree)
+    m = _check(grid, nbytes, root, itemsize, segment_size)
     chunks = [(r, length) for r, (_, length) in enumerate(owned_chunks(grid, nbytes, itemsize))]
     chunk_m = max(min(m, max(length for _, length in chunks)), 1)
-    return _packed_time(grid, chunks, chunk_m, lan_degree, (True, False))
+    return _packed_time(grid, chunks, chunk_m, (True, False))
 
 
 MODELS = {

@@ -331,9 +331,7 @@ def site_groups(grid: Grid) -> tuple[tuple[int, ...], ...]:
         for c, cluster in enumerate(grid.clusters):
             if cluster.site:
                 by_site.setdefault(cluster.site, []).append(c)
-        return tuple(
-            tuple(g) for g in by_site.values() if 1 < len(g) < grid.nclusters
-        )
+        return tuple(tuple(g) for g in by_site.values() if 1 < len(g) < grid.nclusters)
 
     return grid.memo.get("bounds.site_groups", None, compute, maxsize=1)
 
