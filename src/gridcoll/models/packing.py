@@ -33,7 +33,8 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from gridcoll.algorithms._collective import check_commutative
-from gridcoll.algorithms.packing import cluster_trees, owned_chunks
+from gridcoll.algorithms.packing import MAX_PACKED_CLUSTERS, cluster_trees, owned_chunks
+from gridcoll.errors import ParameterError
 from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.grid import Grid
 
@@ -120,6 +121,11 @@ def _packed_time(
 
 
 def _check(grid: Grid, nbytes: int, root: int, itemsize: int, m: int) -> int:
+    if grid.nclusters > MAX_PACKED_CLUSTERS:  # the builder declines too
+        raise ParameterError(
+            f"the tree packing handles up to {MAX_PACKED_CLUSTERS} clusters, "
+            f"the grid has {grid.nclusters}"
+        )
     return check_model_call(grid, nbytes, root, itemsize, m)
 
 

@@ -160,6 +160,8 @@ class Plan:
                 "  not simulated (too many messages for the check): its prediction beats "
                 "the simulated times of the runners-up"
             )
+        elif not self.native:
+            lines.append("  ranked on the models alone (no candidate was simulated)")
         if best.reasoning:
             lines.append(f"  search: {best.reasoning}")
         if len(self.candidates) > 1:

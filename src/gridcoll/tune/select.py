@@ -52,7 +52,8 @@ choice. On 1,024 and 10,000 ranks it is most of the speed of a cold plan
 (``bench/planning_time.py``).
 
 Simulator check. ``auto`` then simulates its few best-predicted candidates
-(:data:`VERIFY_TOP`, :data:`VERIFY_WITHIN`, at most :data:`VERIFY_MESSAGES` messages)
+(:data:`VERIFY_TOP`, :data:`VERIFY_WITHIN`, at most :data:`VERIFY_MESSAGES` messages;
+for the collectives other than the broadcast, on up to :data:`VERIFY_RANKS` ranks)
 and ranks every candidate on its best estimate, the simulated time where it has one and
 the prediction elsewhere: the models are the search's fast upper estimates, the
 simulator is the judge of the last few (deterministic too).
@@ -78,6 +79,7 @@ from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import check_complete
 from gridcoll.network.presets import get_grid
 from gridcoll.schedule.ir import OPERATIONS, Schedule
+from gridcoll.schedule.transform import PERSONALISED
 from gridcoll.tune import deadline as _deadline
 from gridcoll.tune.cache import PlanCache
 from gridcoll.tune.call import Call, PlanOptions
@@ -95,6 +97,7 @@ __all__ = [
     "NATIVE",
     "ROOTED",
     "SIMULATED_MESSAGE_S",
+    "VERIFY_RANKS",
     "Candidate",
     "Plan",
     "native_reason",
@@ -116,6 +119,11 @@ VERIFY_MESSAGES = 8000
 :data:`VERIFY_MESSAGES` messages in all (about 20 us each: 0.16 s), and ranks those by
 the simulated time: the per-edge models are upper estimates whose error differs from
 tree to tree (e.g. a segmented tree's ``(k-1) gamma + lam`` when its edges differ)."""
+
+VERIFY_RANKS = 64
+"""The check of a collective other than the broadcast builds its candidates' schedules
+to count their messages (a personalised collective's can hold ``P^2`` of them): by
+default it runs on grids of at most this many ranks (``check=True`` forces it)."""
 
 SIMULATED_MESSAGE_S = 20e-6
 """Nominal seconds the simulator spends per message (the event loop's rate; the
@@ -397,7 +405,6 @@ def _verified(
     message, scaled to the machine's speed) is left out."""
     from gridcoll.simulate import simulate
 
-    op, nbytes = call.op, _model_size(call)
     best, left = candidates[0].predicted_s, VERIFY_MESSAGES
     checked: dict[int, Candidate] = {}
     seen: dict[tuple, float] = {}  # one schedule, many names: "sa" is "sa-segmented", k=1
@@ -409,8 +416,8 @@ def _verified(
         if same in seen:
             checked[index] = replace(cand, simulated_s=seen[same])
             continue
-        if op == "bcast" and -(-nbytes // max(cand.segment_size, 1)) * (grid.nranks - 1) > left:
-            continue  # a tree sends P - 1 messages per segment: too many to simulate
+        if _least_messages(grid, call, cand) > left:
+            continue  # too many to simulate, known before building the schedule
         try:
             schedule = _schedule_of(grid, call, cand)
         except GridcollError:
@@ -434,6 +441,21 @@ def _verified(
         key=lambda ic: checked[ic[0]].simulated_s if ic[0] in checked else ic[1].predicted_s,
     )
     return [checked.get(i, c) for i, c in ranked]
+
+
+def _least_messages(grid: Grid, call: Call, cand: Candidate) -> int:
+    """The fewest messages ``cand``'s schedule can have, known without building it (0
+    where unknown): a broadcast tree, and a packed tree of any collective
+    (:mod:`gridcoll.algorithms.packing`), send every segment to each of the ``P - 1``
+    other ranks in its own message (the allreduce twice: up and down)."""
+    if call.op != "bcast" and cand.algorithm != "multitree":
+        return 0
+    m = max(cand.segment_size, 1)
+    if call.op in PERSONALISED:
+        segments = grid.nranks * -(-call.nbytes // m)
+    else:
+        segments = -(-_model_size(call) // m)
+    return segments * (grid.nranks - 1) * (2 if call.op == "allreduce" else 1)
 
 
 def native_reason(grid: Grid, algo: str) -> str:
@@ -645,7 +667,7 @@ class _Search:
             check = True
         force = check is True  # the caller wants the choice simulated, whatever its size
         if check is None:
-            check = not options.named
+            check = not options.named and (call.op == "bcast" or self.grid.nranks <= VERIFY_RANKS)
         self.candidates.sort(key=lambda ci: (ci[0].predicted_s, ci[1]))
         ranked = [c for c, _ in self.candidates]
         if check and _model_size(call) > 0:
@@ -860,8 +882,9 @@ def plan(
         grid (:attr:`Plan.reason` says why). ``check``: simulate the best candidates
         (at most :data:`VERIFY_TOP` within :data:`VERIFY_WITHIN` of the best prediction,
         :data:`VERIFY_MESSAGES` messages) and rank them by the simulation (default:
-        ``auto`` only). ``frugal``: each candidate's searched segment sizes
-        are doubled while its model stays within ``1 + frugal`` of its best
+        ``auto``; beyond the broadcast, on up to :data:`VERIFY_RANKS` ranks).
+        ``frugal``: each candidate's searched segment sizes are doubled while its model
+        stays within ``1 + frugal`` of its best
         (:func:`_frugal`); :class:`gridcoll.Comm` plans with :data:`FRUGAL`.
     cache : PlanCache, optional
         A repeated call with equal ``call`` and ``options`` on a grid of the same
