@@ -811,7 +811,7 @@ def test_algo_text_chooses_per_collective():
         ("bcast=multitree", gridcoll.UnknownAlgorithm, ["'bcast=multitree'", "binomial"]),
         ("bcats:multitree", ParameterError, ["'bcats:multitree'", "'bcats'", "allreduce"]),
         ("bcast:nope;reduce:binomial", gridcoll.UnknownAlgorithm, ["'bcast:nope'", "multitree"]),
-        ("allreduce:multitree", gridcoll.UnknownAlgorithm, ["'allreduce:multitree'", "two-level"]),
+        ("allreduce:ecef", gridcoll.UnknownAlgorithm, ["'allreduce:ecef'", "two-level"]),
         ("bcast:", ParameterError, ["'bcast:'", "collective:algorithm"]),
         (":chain", ParameterError, ["':chain'", "collective:algorithm"]),
         ("bcast:a:b", ParameterError, ["'bcast:a:b'"]),

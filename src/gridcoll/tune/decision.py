@@ -84,7 +84,7 @@ class Plan:
     network: Grid | None = field(default=None, compare=False, repr=False)
     """The grid object planned on: :meth:`build` uses it when given no grid."""
     budget_note: str = ""
-    """What the planning budget's wall-clock deadline cut short or left out ('' when
+    """What the planning budget's deadline cut short or left out ('' when
     planning ended within it: then the plan is the nominal budget's, deterministic)."""
     counts: tuple[int, ...] | None = None
     """The uneven (``v``) form's bytes per block (:attr:`Call.counts`; ``nbytes``

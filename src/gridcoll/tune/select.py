@@ -450,11 +450,9 @@ def _least_messages(grid: Grid, call: Call, cand: Candidate) -> int:
     other ranks in its own message (the allreduce twice: up and down)."""
     if call.op != "bcast" and cand.algorithm != "multitree":
         return 0
-    m = max(cand.segment_size, 1)
-    if call.op in PERSONALISED:
-        segments = grid.nranks * -(-call.nbytes // m)
-    else:
-        segments = -(-_model_size(call) // m)
+    segments = -(-_model_size(call) // max(cand.segment_size, 1))
+    if call.op in PERSONALISED:  # a block per rank
+        segments *= grid.nranks
     return segments * (grid.nranks - 1) * (2 if call.op == "allreduce" else 1)
 
 
