@@ -72,6 +72,7 @@ from gridcoll.algorithms._collective import (
     reduction_params,
 )
 from gridcoll.errors import ParameterError
+from gridcoll.network.bounds import set_flow, site_groups
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Op, Recv, Schedule, Send, split_segments
 
@@ -125,8 +126,6 @@ def allreduce_shares(grid: Grid) -> tuple[float, ...]:
 
 
 def _shares(grid: Grid) -> tuple[float, ...]:
-    from gridcoll.network.bounds import set_flow, site_groups
-
     C = grid.nclusters
     sizes = [c.nranks for c in grid.clusters]
     grouped = {c for g in site_groups(grid) for c in g}
@@ -374,9 +373,8 @@ def _programs(
     segments: Sequence[tuple[int, int]],
     up: Sequence[_Flow] | None,
     down: Sequence[_Flow] | None,
-) -> tuple[list[list[Op]], float]:
-    """Every rank's program, in the order of an estimated replay (module docstring), and
-    the replay's end time.
+) -> list[list[Op]]:
+    """Every rank's program, in the order of an estimated replay (module docstring).
 
     ``up[s]``: segment ``s`` is reduced towards its flow's owner (a rank sends its
     partial result to its parent once it has combined its children's); ``down[s]``:
@@ -432,7 +430,6 @@ def _programs(
                 pending[(rank, s)] = waiting
             else:  # a leaf: its own contribution at once
                 reduced(rank, s, 0.0)
-    end = 0.0
     while heap:  # a message's head reaching hop i (each resource serves heads in order)
         t, _, i, message = heapq.heappop(heap)
         rank, sender, s, hops, L, combine = message
@@ -445,7 +442,6 @@ def _programs(
             continue
         done = max(t, cpu[rank]) + grid.plogp(sender, rank).or_(segments[s][1])
         cpu[rank] = done
-        end = max(end, done)
         programs[rank].append(Recv(sender, (s,), combine=combine))
         if not combine:
             spread(rank, s, done)
@@ -453,7 +449,7 @@ def _programs(
         pending[(rank, s)] -= 1
         if not pending[(rank, s)]:
             reduced(rank, s, done)
-    return programs, end
+    return programs
 
 
 def _block_flows(
@@ -535,7 +531,7 @@ def multitree_allgather(
     _check(grid, segment_size, itemsize)
     blocks = [(r * nbytes, nbytes) for r in range(grid.nranks)]
     segments, flows = _block_flows(grid, blocks, segment_size, itemsize, (False,))
-    programs, _ = _programs(grid, segments, None, flows)
+    programs = _programs(grid, segments, None, flows)
     params = {"segment_size": segment_size}
     return _schedule("allgather", grid, 0, nbytes, segments, programs, params)
 
@@ -569,7 +565,7 @@ def multitree_reduce_scatter(
     _check(grid, segment_size, itemsize)
     blocks = [(r * nbytes, nbytes) for r in range(grid.nranks)]
     segments, flows = _block_flows(grid, blocks, segment_size, itemsize, (True,))
-    programs, _ = _programs(grid, segments, flows, None)
+    programs = _programs(grid, segments, flows, None)
     params = reduction_params(commutative, segment_size=segment_size)
     return _schedule("reduce_scatter", grid, 0, nbytes, segments, programs, params)
 
@@ -617,7 +613,7 @@ def multitree_reduce(
     trees = cluster_trees(grid, weights, (True,))[0][home]
     segments = split_segments(nbytes, segment_size, itemsize)
     flows = [_Flow(root, trees[s % len(trees)]) for s in range(len(segments))]
-    programs, _ = _programs(grid, segments, flows, None)
+    programs = _programs(grid, segments, flows, None)
     params = reduction_params(commutative, segment_size=segment_size)
     return _schedule("reduce", grid, root, nbytes, segments, programs, params)
 
@@ -665,6 +661,6 @@ def multitree_allreduce(
     chunks = owned_chunks(grid, nbytes, itemsize)
     segments, up = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 0)
     _, down = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 1)
-    programs, _ = _programs(grid, segments, up, down)
+    programs = _programs(grid, segments, up, down)
     params = reduction_params(commutative, segment_size=segment_size)
     return _schedule("allreduce", grid, 0, nbytes, segments, programs, params)

@@ -203,6 +203,12 @@ def collective_bound(
                rank ``P-1`` receives ``M``, rank 0 sends ``M``
     =========  ===================================================================
 
+    Clusters that share a site (:func:`site_groups`) are also cut together, with the
+    same arguments (``teragrid``'s sites share one access link each, which no single
+    cluster's cut sees). The allreduce is also bounded by its exchange across the
+    clusters, the sites and the ranks (:func:`_gossip_cut`): ``2 (k-1) M`` bytes must
+    enter ``k`` parts.
+
     With ``counts`` (the uneven form of scatter, gather, allgather, all-to-all or
     reduce-scatter: bytes per block, :func:`gridcoll.tune.plan`) each cut needs the
     bytes of the blocks that must cross it instead of a multiple of ``b``; every
