@@ -18,8 +18,8 @@ choice. A named anytime builder gets the whole budget (and the paper's fixed run
 50 + 25 annealings, without one).
 
 The deadline. Nominal costs are estimates, so with a budget every stage also answers to
-a :class:`~gridcoll.tune.deadline.Deadline` on the process's CPU time (the work done:
-the same on a busy machine as on an idle one) (``budget_s`` plus a small grace): the
+a :class:`~gridcoll.tune.deadline.Deadline` of ``budget_s`` plus a small grace, kept on
+the process's CPU time (the work done: the same on a busy machine as on an idle one): the
 builders are searched while it has not passed, each search stopping short with its
 best so far (:func:`gridcoll.tune.search.heuristic_search`); a simulated annealing run
 is estimated before it starts (:func:`gridcoll.algorithms.annealing.nominal_setup_s`
