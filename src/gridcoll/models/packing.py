@@ -6,7 +6,7 @@ The packed trees keep many resources busy at once, so seed 000's segmented-tree 
 and the largest counts, as in the multi-tree broadcast's model
 (:mod:`gridcoll.models.multitree`)::
 
-    T = max_x B_x(m) + lam(m)
+    T = max_x (B_x(m) - b_x(m)) + lam(m)
 
 * ``B_x``, the total work of resource ``x`` over the whole call: for every tree edge
   ``a -> b`` of a part of ``n`` segments averaging ``m'`` bytes, ``n g_x(m')`` on each
@@ -16,6 +16,8 @@ and the largest counts, as in the multi-tree broadcast's model
   processors; inside every cluster, the owners' hand-over to their coordinator, and
   the chain: the coordinator passes every segment on once (``g_l(m)`` on its NIC out,
   ``os_l(m)`` on its processor; in a reduction it receives it: NIC in, ``or_l(m)``);
+* ``b_x(m)``, the largest single occupancy of ``x`` (the last segment's, counted in
+  ``lam``: seed 000's ``(k-1) gamma``, not ``k gamma``);
 * ``lam(m)``, one segment's way down the deepest tree: per wide-area hop
   ``os_w + g_w + L_w + or_w``, plus the longest chain (``N - 1`` hops of
   ``os_l + g_l + L_l + or_l``).
@@ -50,7 +52,7 @@ __all__ = [
 def _packed_time(
     grid: Grid, blocks: Sequence[tuple[int, int]], m: int, phases: tuple[bool, ...]
 ) -> float:
-    """``T = max_x B_x(m) + lam(m)`` (module docstring) for the segments of ``blocks``
+    """``T = max_x (B_x(m) - b_x(m)) + lam(m)`` (module docstring) for the segments of ``blocks``
     (``(rank, bytes)``: what each rank sources) cut into ``m``-byte segments, carried
     in every phase of ``phases`` (True: reduced up the trees; all phases at once, on one
     account of work, as :func:`~gridcoll.algorithms.packing.cluster_trees` packs them)."""
@@ -59,6 +61,12 @@ def _packed_time(
     units = [0] * C  # segments each cluster sources
     nbytes = [0] * C
     work: dict = defaultdict(float)
+    one: dict = defaultdict(float)  # the largest single occupancy of each resource
+
+    def add(x, n: float, occupancy: float) -> None:
+        work[x] += n * occupancy
+        one[x] = max(one[x], occupancy)
+
     for rank, size in blocks:
         if size <= 0:
             continue
@@ -69,9 +77,9 @@ def _packed_time(
         if rank != coords[c]:  # owner <-> coordinator, once per phase
             lan = grid.lan(rank)
             for x in (("nic_out", rank), ("nic_in", coords[c])):
-                work[x] += len(phases) * k * lan.g(m)
-            work[("cpu", rank)] += len(phases) * k * lan.os(m)
-            work[("cpu", coords[c])] += len(phases) * k * lan.or_(m)
+                add(x, len(phases) * k, lan.g(m))
+            add(("cpu", rank), len(phases) * k, lan.os(m))
+            add(("cpu", coords[c]), len(phases) * k, lan.or_(m))
     weights = nbytes if any(nbytes) else [len(r) for r in grid.members]
     packed = cluster_trees(grid, weights, phases)
     lam = 0.0
@@ -92,12 +100,12 @@ def _packed_time(
                     plogp = grid.plogp(src, dst)
                     for kind, key in grid.path(src, dst):
                         if kind == "link":
-                            work[(kind, key)] += n * grid.links[key].g(each)
+                            add((kind, key), n, grid.links[key].g(each))
                         else:
                             side = src if kind in ("nic_out", "gw_out") else dst
-                            work[(kind, key)] += n * grid.lan(side).g(each)
-                    work[("cpu", src)] += n * plogp.os(each)
-                    work[("cpu", dst)] += n * plogp.or_(each)
+                            add((kind, key), n, grid.lan(side).g(each))
+                    add(("cpu", src), n, plogp.os(each))
+                    add(("cpu", dst), n, plogp.or_(each))
                     hop = plogp.os(each) + plogp.g(each) + plogp.L + plogp.or_(each)
                     depth[b] = depth[a] + hop
                 deepest = max(deepest, max(depth.values()))
@@ -113,11 +121,12 @@ def _packed_time(
         sends = sum(units) - (units[c] if size == 2 else 0)
         for up in phases:  # sent down the chain or, reducing, received from it
             nic, cpu = ("nic_in", lan.or_) if up else ("nic_out", lan.os)
-            work[(nic, coords[c])] += sends * lan.g(m)
-            work[("cpu", coords[c])] += sends * cpu(m)
+            add((nic, coords[c]), sends, lan.g(m))
+            add(("cpu", coords[c]), sends, cpu(m))
         hop = lan.os(m) + lan.g(m) + lan.L + lan.or_(m)
         lan_depth = max(lan_depth, len(phases) * (size - 1) * hop)
-    return max(work.values(), default=0.0) + lam + lan_depth
+    busiest = max((work[x] - one[x] for x in work), default=0.0)
+    return busiest + lam + lan_depth
 
 
 def _check(grid: Grid, nbytes: int, root: int, itemsize: int, m: int) -> int:
