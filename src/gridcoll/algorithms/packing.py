@@ -86,6 +86,7 @@ __all__ = [
     "multitree_reduce",
     "multitree_reduce_scatter",
     "owned_chunks",
+    "replay_time",
     "tree_count",
 ]
 
@@ -373,8 +374,9 @@ def _programs(
     segments: Sequence[tuple[int, int]],
     up: Sequence[_Flow] | None,
     down: Sequence[_Flow] | None,
-) -> list[list[Op]]:
-    """Every rank's program, in the order of an estimated replay (module docstring).
+) -> tuple[list[list[Op]], float]:
+    """Every rank's program, in the order of an estimated replay (module docstring), and
+    the replay's end (:func:`replay_time`).
 
     ``up[s]``: segment ``s`` is reduced towards its flow's owner (a rank sends its
     partial result to its parent once it has combined its children's); ``down[s]``:
@@ -430,6 +432,7 @@ def _programs(
                 pending[(rank, s)] = waiting
             else:  # a leaf: its own contribution at once
                 reduced(rank, s, 0.0)
+    end = 0.0
     while heap:  # a message's head reaching hop i (each resource serves heads in order)
         t, _, i, message = heapq.heappop(heap)
         rank, sender, s, hops, L, combine = message
@@ -442,6 +445,7 @@ def _programs(
             continue
         done = max(t, cpu[rank]) + grid.plogp(sender, rank).or_(segments[s][1])
         cpu[rank] = done
+        end = max(end, done)
         programs[rank].append(Recv(sender, (s,), combine=combine))
         if not combine:
             spread(rank, s, done)
@@ -449,7 +453,7 @@ def _programs(
         pending[(rank, s)] -= 1
         if not pending[(rank, s)]:
             reduced(rank, s, done)
-    return programs
+    return programs, end
 
 
 def _block_flows(
@@ -473,6 +477,37 @@ def _block_flows(
             flows.append(_Flow(r, trees[c][dealt[c] % len(trees[c])]))
             dealt[c] += 1
     return segments, flows
+
+
+def _flows(
+    op: str, grid: Grid, nbytes: int, root: int, segment_size: int, itemsize: int
+) -> tuple[list[tuple[int, int]], list[_Flow] | None, list[_Flow] | None]:
+    """The segments of one call and their flows up (reduced) and down (spread), as the
+    builders below make them."""
+    if op == "reduce":
+        home = grid.cluster_of[root]
+        weights = [1.0 if c == home else 0.0 for c in range(grid.nclusters)]
+        trees = cluster_trees(grid, weights, (True,))[0][home]
+        segments = split_segments(nbytes, segment_size, itemsize)
+        return segments, [_Flow(root, trees[s % len(trees)]) for s in range(len(segments))], None
+    if op == "allreduce":
+        chunks = owned_chunks(grid, nbytes, itemsize)
+        segments, up = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 0)
+        _, down = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 1)
+        return segments, up, down
+    blocks = [(r * nbytes, nbytes) for r in range(grid.nranks)]
+    up = op == "reduce_scatter"
+    segments, flows = _block_flows(grid, blocks, segment_size, itemsize, (up,))
+    return (segments, flows, None) if up else (segments, None, flows)
+
+
+def replay_time(
+    op: str, grid: Grid, nbytes: int, root: int, segment_size: int, itemsize: int = 1
+) -> float:
+    """The estimated replay's end for one packed call (:func:`_programs`): the time the
+    programs were ordered by, an event replay of every message on the P-LogP
+    parameters (O(messages log messages); the models use it for small calls)."""
+    return _programs(grid, *_flows(op, grid, nbytes, root, segment_size, itemsize))[1]
 
 
 def _check(grid: Grid, segment_size: int, itemsize: int) -> None:
@@ -529,9 +564,8 @@ def multitree_allgather(
     """
     check_blocks(grid, nbytes, root, itemsize)
     _check(grid, segment_size, itemsize)
-    blocks = [(r * nbytes, nbytes) for r in range(grid.nranks)]
-    segments, flows = _block_flows(grid, blocks, segment_size, itemsize, (False,))
-    programs = _programs(grid, segments, None, flows)
+    segments, up, down = _flows("allgather", grid, nbytes, root, segment_size, itemsize)
+    programs, _ = _programs(grid, segments, up, down)
     params = {"segment_size": segment_size}
     return _schedule("allgather", grid, 0, nbytes, segments, programs, params)
 
@@ -563,9 +597,8 @@ def multitree_reduce_scatter(
         segment_size=segment_size, supported=False,
     )  # fmt: skip
     _check(grid, segment_size, itemsize)
-    blocks = [(r * nbytes, nbytes) for r in range(grid.nranks)]
-    segments, flows = _block_flows(grid, blocks, segment_size, itemsize, (True,))
-    programs = _programs(grid, segments, flows, None)
+    segments, up, down = _flows("reduce_scatter", grid, nbytes, root, segment_size, itemsize)
+    programs, _ = _programs(grid, segments, up, down)
     params = reduction_params(commutative, segment_size=segment_size)
     return _schedule("reduce_scatter", grid, 0, nbytes, segments, programs, params)
 
@@ -608,12 +641,8 @@ def multitree_reduce(
         segment_size=segment_size, supported=False,
     )  # fmt: skip
     _check(grid, segment_size, itemsize)
-    home = grid.cluster_of[root]
-    weights = [1.0 if c == home else 0.0 for c in range(grid.nclusters)]
-    trees = cluster_trees(grid, weights, (True,))[0][home]
-    segments = split_segments(nbytes, segment_size, itemsize)
-    flows = [_Flow(root, trees[s % len(trees)]) for s in range(len(segments))]
-    programs = _programs(grid, segments, flows, None)
+    segments, up, down = _flows("reduce", grid, nbytes, root, segment_size, itemsize)
+    programs, _ = _programs(grid, segments, up, down)
     params = reduction_params(commutative, segment_size=segment_size)
     return _schedule("reduce", grid, root, nbytes, segments, programs, params)
 
@@ -658,9 +687,7 @@ def multitree_allreduce(
         segment_size=segment_size, supported=False,
     )  # fmt: skip
     _check(grid, segment_size, itemsize)
-    chunks = owned_chunks(grid, nbytes, itemsize)
-    segments, up = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 0)
-    _, down = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 1)
-    programs = _programs(grid, segments, up, down)
+    segments, up, down = _flows("allreduce", grid, nbytes, root, segment_size, itemsize)
+    programs, _ = _programs(grid, segments, up, down)
     params = reduction_params(commutative, segment_size=segment_size)
     return _schedule("allreduce", grid, 0, nbytes, segments, programs, params)

@@ -25,7 +25,9 @@ and the largest counts, as in the multi-tree broadcast's model
 The reductions (reduce-scatter, reduce) are the same flows on the transposed routes
 (:func:`gridcoll.algorithms.packing.cluster_trees`, a reduction phase): the same work
 on the same resources. The allreduce's reduce-scatter and allgather overlap: their
-work adds up on one account, their depths add. Every model evaluation is O(C K C
+work adds up on one account, their depths add. Calls of at most
+:data:`REPLAY_MESSAGES` messages are estimated by the builders' own event replay
+instead. Every model evaluation is O(C K C
 |path|) (the trees are memoised per grid).
 """
 
@@ -35,7 +37,12 @@ from collections import defaultdict
 from collections.abc import Sequence
 
 from gridcoll.algorithms._collective import check_commutative
-from gridcoll.algorithms.packing import MAX_PACKED_CLUSTERS, cluster_trees, owned_chunks
+from gridcoll.algorithms.packing import (
+    MAX_PACKED_CLUSTERS,
+    cluster_trees,
+    owned_chunks,
+    replay_time,
+)
 from gridcoll.errors import ParameterError
 from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.grid import Grid
@@ -52,7 +59,8 @@ __all__ = [
 def _packed_time(
     grid: Grid, blocks: Sequence[tuple[int, int]], m: int, phases: tuple[bool, ...]
 ) -> float:
-    """``T = max_x (B_x(m) - b_x(m)) + lam(m)`` (module docstring) for the segments of ``blocks``
+    """``T = max_x (B_x(m) - b_x(m)) + lam(m)`` (module docstring) for the segments of
+    ``blocks``
     (``(rank, bytes)``: what each rank sources) cut into ``m``-byte segments, carried
     in every phase of ``phases`` (True: reduced up the trees; all phases at once, on one
     account of work, as :func:`~gridcoll.algorithms.packing.cluster_trees` packs them)."""
@@ -129,6 +137,17 @@ def _packed_time(
     return busiest + lam + lan_depth
 
 
+REPLAY_MESSAGES = 2000
+"""Calls of at most this many messages are estimated by the builders' own event replay
+(:func:`gridcoll.algorithms.packing.replay_time`): there the fill of the chains and
+trees, which the closed form charges coarsely, is most of the time."""
+
+
+def _small(grid: Grid, segments: int, phases: int) -> bool:
+    """Whether a call of ``segments`` segments is small enough to replay."""
+    return segments * (grid.nranks - 1) * phases <= REPLAY_MESSAGES
+
+
 def _check(grid: Grid, nbytes: int, root: int, itemsize: int, m: int) -> int:
     if grid.nclusters > MAX_PACKED_CLUSTERS:  # the builder declines too
         raise ParameterError(
@@ -145,6 +164,8 @@ def multitree_allgather_model(
     """:func:`~gridcoll.algorithms.packing.multitree_allgather`: every rank sources its
     block of ``b = nbytes``."""
     m = _check(grid, nbytes, root, itemsize, segment_size)
+    if _small(grid, grid.nranks * -(-nbytes // m), 1):
+        return replay_time("allgather", grid, nbytes, root, m, itemsize)
     blocks = [(r, nbytes) for r in range(grid.nranks)]
     return _packed_time(grid, blocks, m, (False,))
 
@@ -157,6 +178,8 @@ def multitree_reduce_scatter_model(
     work on the transposed routes."""
     check_commutative(commutative, "multitree", supported=False)
     m = _check(grid, nbytes, root, itemsize, segment_size)
+    if _small(grid, grid.nranks * -(-nbytes // m), 1):
+        return replay_time("reduce_scatter", grid, nbytes, root, m, itemsize)
     blocks = [(r, nbytes) for r in range(grid.nranks)]
     return _packed_time(grid, blocks, m, (True,))
 
@@ -169,6 +192,8 @@ def multitree_reduce_model(
     packed trees, on the transposed routes."""
     check_commutative(commutative, "multitree", supported=False)
     m = _check(grid, nbytes, root, itemsize, segment_size)
+    if _small(grid, -(-nbytes // m), 1):
+        return replay_time("reduce", grid, nbytes, root, m, itemsize)
     return _packed_time(grid, [(root, nbytes)], m, (True,))
 
 
@@ -180,6 +205,8 @@ def multitree_allreduce_model(
     the ``P`` chunks, then their allgather."""
     check_commutative(commutative, "multitree", supported=False)
     m = _check(grid, nbytes, root, itemsize, segment_size)
+    if _small(grid, -(-nbytes // m) + grid.nranks, 2):
+        return replay_time("allreduce", grid, nbytes, root, m, itemsize)
     chunks = [(r, length) for r, (_, length) in enumerate(owned_chunks(grid, nbytes, itemsize))]
     chunk_m = max(min(m, max(length for _, length in chunks)), 1)
     return _packed_time(grid, chunks, chunk_m, (True, False))
