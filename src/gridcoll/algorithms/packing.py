@@ -97,6 +97,10 @@ its planning time; the WAN-aware two-level builders serve such grids)."""
 
 Resource = tuple[str, int | str]
 
+PACE = 0.8
+"""A reduction's leaves release their own contributions at this fraction of the busiest
+resource's rate (:func:`_programs`): a little ahead of it, so that it never starves."""
+
 
 def tree_count(nclusters: int) -> int:
     """``K``, the trees per source cluster: on up to 8 clusters a multiple of ``C - 1``
@@ -272,7 +276,7 @@ def _pack(
     for _ in range(K):
         for s in sources:
             for i, table in enumerate(tables):
-                trees[i][s].append(_grow(C, s, weights[s] / K, *table, load))
+                trees[i][s].append(_grow(C, s, weights[s] / K, *table, load, len(sources) > 1))
     return tuple(tuple(tuple(t) for t in phase) for phase in trees)
 
 
@@ -284,6 +288,7 @@ def _grow(
     per_byte: np.ndarray,
     latency: np.ndarray,
     load: np.ndarray,
+    direct: bool,
 ) -> PackedTree:
     """One arborescence from ``source`` carrying ``share``, Prim's order, bottleneck
     cost (module docstring); ``load`` (seconds per resource) is updated with its edges.
@@ -301,8 +306,10 @@ def _grow(
         relay = np.broadcast_to((source == U)[:, None], worst.shape)
         reach = depth[U][:, None] + latency[at]
         uu, vv = np.meshgrid(U, V, indexing="ij")
-        # (worst, a relay before the source, the shorter path, u, v), smallest first
-        best = np.lexsort((vv.ravel(), uu.ravel(), reach.ravel(), relay.ravel(), worst.ravel()))[0]
+        # (worst, a relay before the source, the shorter path, u, v), smallest first;
+        # with several sources, the shorter path before a relay
+        ties = (relay, reach) if direct else (reach, relay)
+        best = np.lexsort((vv.ravel(), uu.ravel(), *(x.ravel() for x in ties), worst.ravel()))[0]
         u, v = int(uu.ravel()[best]), int(vv.ravel()[best])
         np.add.at(load, index[u, v], share * per_byte[u, v])
         depth[v] = reach.ravel()[best]
@@ -388,6 +395,7 @@ def _programs(
     routes = _Routes(grid)
     programs: list[list[Op]] = [[] for _ in range(P)]
     cpu = [0.0] * P
+    heard = [0.0] * P  # each rank's last receive
     free: dict[Resource, float] = defaultdict(float)
     heap: list[tuple[float, int, int, tuple]] = []
     seq = itertools.count()
@@ -422,19 +430,32 @@ def _programs(
         elif down is not None:
             spread(rank, s, ready)
 
-    for s in range(len(segments)):
-        if up is None:
+    if up is None:
+        for s in range(len(segments)):
             spread(down[s].owner, s, 0.0)
-            continue
-        for rank in range(P):
-            waiting = len(routes.children(rank, up[s]))
-            if waiting:
-                pending[(rank, s)] = waiting
-            else:  # a leaf: its own contribution at once
-                reduced(rank, s, 0.0)
+    else:
+        leaves = []
+        for s in range(len(segments)):
+            for rank in range(P):
+                waiting = len(routes.children(rank, up[s]))
+                if waiting:
+                    pending[(rank, s)] = waiting
+                else:
+                    leaves.append((rank, s))
+        # A leaf's own contribution is due at the pace of the busiest resource, so that
+        # FIFO resources do not queue every contribution ahead of the partial results;
+        # a rank that never receives cannot wait (its program has nothing to follow).
+        listens = {rank for rank, _ in pending} | (set(range(P)) if down is not None else set())
+        pace = PACE * _busiest(grid, routes, segments, up, down) / len(segments)
+        for rank, s in leaves:
+            due = s * pace if rank in listens else 0.0
+            heapq.heappush(heap, (due, next(seq), -1, (rank, s)))
     end = 0.0
     while heap:  # a message's head reaching hop i (each resource serves heads in order)
         t, _, i, message = heapq.heappop(heap)
+        if i < 0:  # a leaf's contribution is due: it follows the rank's last receive
+            reduced(*message, heard[message[0]])
+            continue
         rank, sender, s, hops, L, combine = message
         if i < len(hops):
             resource, occupancy = hops[i]
@@ -444,7 +465,7 @@ def _programs(
             heapq.heappush(heap, (t + (L if last else 0.0), next(seq), i + 1, message))
             continue
         done = max(t, cpu[rank]) + grid.plogp(sender, rank).or_(segments[s][1])
-        cpu[rank] = done
+        cpu[rank] = heard[rank] = done
         end = max(end, done)
         programs[rank].append(Recv(sender, (s,), combine=combine))
         if not combine:
@@ -454,6 +475,31 @@ def _programs(
         if not pending[(rank, s)]:
             reduced(rank, s, done)
     return programs, end
+
+
+def _busiest(
+    grid: Grid,
+    routes: _Routes,
+    segments: Sequence[tuple[int, int]],
+    up: Sequence[_Flow],
+    down: Sequence[_Flow] | None,
+) -> float:
+    """The largest total occupancy ``sum g(m)`` of one resource over every message of
+    the flows: the time the busiest resource needs."""
+    load: dict[Resource, float] = defaultdict(float)
+    for s, (_, m) in enumerate(segments):
+        for flows, reverse in ((up, True), (down, False)):
+            if flows is None:
+                continue
+            for child, parent in routes.parents(flows[s]).items():
+                src, dst = (child, parent) if reverse else (parent, child)
+                for kind, key in grid.path(src, dst):
+                    if kind == "link":
+                        load[(kind, key)] += grid.links[key].g(m)
+                    else:
+                        side = src if kind in ("nic_out", "gw_out") else dst
+                        load[(kind, key)] += grid.lan(side).g(m)
+    return max(load.values(), default=0.0)
 
 
 def _block_flows(
@@ -467,16 +513,16 @@ def _block_flows(
     if not any(weights):
         weights = [len(m) for m in grid.members]
     trees = cluster_trees(grid, weights, phases)[phase]
-    segments: list[tuple[int, int]] = []
-    flows: list[_Flow] = []
     dealt = [0] * grid.nclusters
+    paired = []  # (fraction of its block before it, rank, segment, flow)
     for r, (offset, length) in enumerate(blocks):
         c = grid.cluster_of[r]
-        for seg in split_segments(length, segment_size, itemsize, offset) if length else ():
-            segments.append(seg)
-            flows.append(_Flow(r, trees[c][dealt[c] % len(trees[c])]))
+        pieces = split_segments(length, segment_size, itemsize, offset) if length else []
+        for i, seg in enumerate(pieces):
+            paired.append((i / len(pieces), r, seg, _Flow(r, trees[c][dealt[c] % len(trees[c])])))
             dealt[c] += 1
-    return segments, flows
+    paired.sort(key=lambda x: x[:2])
+    return [seg for _, _, seg, _ in paired], [flow for *_, flow in paired]
 
 
 def _flows(

@@ -117,15 +117,95 @@ def _entry_latency(grid: Grid, counts: _Counts) -> float:
     return 0.0 if math.isinf(best) else best
 
 
-def _cut(grid: Grid, need: float, counts: _Counts) -> tuple[float, float]:
+def _cut(grid: Grid, need: float, counts: _Counts, combined: bool = False) -> tuple[float, float]:
     """``(seconds, flow)`` for ``need`` bytes crossing from the counted sources into the
     counted sinks: ``need / flow`` plus the latency still paid after the min cut, the
     larger of the cut edges' least ``L`` (the message crossing pays its own) and
-    :func:`_entry_latency` (the message entering the sinks, the same one or later)."""
+    :func:`_entry_latency` (the message entering the sinks, the same one or later).
+
+    ``combined``: the bytes are partial results that must each combine every source's
+    value (a reduction's); then the time the sources take to mix is also paid
+    (:func:`_mixing_time`)."""
     if need <= 0 or not any(s for s, _ in counts) or not any(k for _, k in counts):
         return 0.0, math.inf
     flow, after = _count_flow(grid, counts)
-    return need / flow + max(after, _entry_latency(grid, counts)), flow
+    crossing = need / flow
+    if combined:
+        for k, tau, far in _mixing(grid, counts):
+            crossing = max(
+                crossing, _mixing_time(need, flow, k, tau), _mixing_time(need, flow, 2, far)
+            )
+    return crossing + max(after, _entry_latency(grid, counts)), flow
+
+
+def _mixing(grid: Grid, counts: _Counts) -> list[tuple[int, float, float]]:
+    """``(k, tau, far)`` per partition of the counted sources into groups (their
+    clusters; the sites of :func:`site_groups` with the other clusters alone): ``k``
+    groups hold sources; no rank holds values of two of them before ``tau``, nor a
+    value of some one group ``g`` with another's before ``far``.
+
+    Values of groups ``g`` and ``h`` meet at a cluster ``x`` no earlier than
+    ``delta(g, h) = min_x max(D(g, x), D(h, x))``, ``D`` the least ``sum w`` from a
+    cluster of the group to ``x`` (:func:`gridcoll.network.bounds.paths.hops`; 0 inside
+    it). ``tau`` is the least ``delta`` over pairs, ``far`` the largest over ``g`` of
+    ``min_h delta(g, h)`` (``teragrid``'s SDSC: 29 ms from any other site). O(k^2 C)
+    per partition; above :data:`MIXING_PAIRS` ``k^2 C``, ``tau`` alone, from the hops
+    that leave a group."""
+    C = grid.nclusters
+    h = hops(grid, 1.0)
+    holding = [c for c, (n, _) in enumerate(counts) if n]
+    grouped = {c for g in site_groups(grid) for c in g}
+    partitions = [[(c,) for c in holding]]
+    if grouped:
+        groups = list(site_groups(grid)) + [(c,) for c in range(C) if c not in grouped]
+        partitions.append([g for g in groups if any(counts[c][0] for c in g)])
+    out = []
+    for groups in partitions:
+        k = len(groups)
+        if k < 2:
+            continue
+        reach = np.array([h.D[list(g)].min(axis=0) for g in groups])  # (k, C)
+        if k * k * C <= MIXING_PAIRS:
+            delta = np.maximum(reach[:, None, :], reach[None, :, :]).min(axis=2)
+            np.fill_diagonal(delta, np.inf)
+            first = delta.min(axis=1)
+            out.append((k, float(first.min()), float(first.max())))
+        else:
+            leave = [
+                float(h.w[np.ix_(g, [b for b in range(C) if b not in g])].min()) for g in groups
+            ]
+            out.append((k, min(leave), 0.0))
+    return out
+
+
+MIXING_PAIRS = 4_000_000
+"""The largest ``k^2 C`` for which :func:`_mixing` weighs every pair of groups."""
+
+
+def _mixing_time(need: float, flow: float, k: int, tau: float) -> float:
+    """The least time for ``need`` bytes of partial results, each combining the values
+    of ``k`` groups of sources that cannot mix before ``tau``, to cross a cut of
+    ``flow`` bytes/s.
+
+    For each element, the partial results crossing the cut must together cover the
+    ``k`` groups: ``k`` single-group messages, or at least one that combines two or
+    more groups, formed (and so crossing) no earlier than ``tau``. Let ``b`` elements
+    of the ``M = need`` have a combined crossing. By time ``x`` (after which the last
+    crossing byte still pays its latency) ``k (M - b) + b`` bytes crossed, and the
+    ``b`` combined ones crossed within ``[tau, x]``: ``x >= max((kM - (k-1) b) / F,
+    tau + b / F)``, least at ``b = M - F tau / k``. So ``x >= M / F + (1 - 1/k) tau``
+    when ``k M > F tau``, else ``x >= k M / F`` (every element crossed ``k`` times).
+    The same count with one group ``g`` against the rest (``k = 2``, ``tau = far``):
+    an element whose ``g`` value crosses alone crosses twice, and one that crosses
+    combined with another group's crosses no earlier than ``far``.
+    On ``magpie:8,1`` a reduce's root waits ``M / (7 MB/s) + (6/7) L`` before the last
+    latency: the links into the root carry only the senders' own values until the
+    others' arrive."""
+    if k < 2 or tau <= 0:
+        return need / flow
+    if k * need <= flow * tau:
+        return k * need / flow
+    return need / flow + (1 - 1 / k) * tau
 
 
 def _counts(C: int, sources: dict[int, int], sinks: dict[int, int]) -> _Counts:
@@ -259,6 +339,7 @@ def collective_bound(
     home = grid.cluster_of[root]
     everyone = dict(enumerate(sizes))
     rep = root if op in ("scatter", "gather", "reduce") else grid.members[0][0]
+    combined = op in ("reduce", "allreduce", "reduce_scatter")  # partial results cross
     sent = _block_bytes(grid, op, nbytes, root, rep, counts)
 
     def cluster_cuts(c: int) -> list[tuple[float, float]]:
@@ -273,16 +354,16 @@ def collective_bound(
         if op in ("allgather", "alltoall"):
             return [_cut(grid, sent["cluster"][c], _counts(C, outside, {c: n}))]
         if op == "reduce" and c != home:
-            return [_cut(grid, nbytes, _counts(C, {c: n}, {home: 1}))]
+            return [_cut(grid, nbytes, _counts(C, {c: n}, {home: 1}), combined=True)]
         if op == "allreduce" and outside:
             return [
-                _cut(grid, nbytes, _counts(C, outside, {c: n})),
-                _cut(grid, nbytes, _counts(C, {c: n}, outside)),
+                _cut(grid, nbytes, _counts(C, outside, {c: n}), combined=True),
+                _cut(grid, nbytes, _counts(C, {c: n}, outside), combined=True),
             ]
         if op == "reduce_scatter" and outside:
             return [
-                _cut(grid, sent["cluster_in"][c], _counts(C, outside, {c: n})),
-                _cut(grid, sent["cluster_out"][c], _counts(C, {c: n}, outside)),
+                _cut(grid, sent["cluster_in"][c], _counts(C, outside, {c: n}), combined=True),
+                _cut(grid, sent["cluster_out"][c], _counts(C, {c: n}, outside), combined=True),
             ]
         return []
 
@@ -309,12 +390,12 @@ def collective_bound(
     elif op == "gather":
         cuts.append(_cut(grid, sent["away"], _counts(C, away, {home: 1})))
     elif op == "reduce":
-        cuts.append(_cut(grid, nbytes if away else 0, _counts(C, away, {home: 1})))
+        cuts.append(_cut(grid, nbytes if away else 0, _counts(C, away, {home: 1}), combined=True))
     elif op == "reduce_scatter":
-        cuts.append(_cut(grid, sent["rank_in"], _counts(C, all_but_rep, {R: 1})))
-        cuts.append(_cut(grid, sent["rank_out"], _counts(C, {R: 1}, all_but_rep)))
+        cuts.append(_cut(grid, sent["rank_in"], _counts(C, all_but_rep, {R: 1}), combined=True))
+        cuts.append(_cut(grid, sent["rank_out"], _counts(C, {R: 1}, all_but_rep), combined=True))
     if op in ("gather", "reduce", "allgather", "alltoall", "allreduce"):
-        cuts.append(_cut(grid, need, _counts(C, all_but_rep, {R: 1})))
+        cuts.append(_cut(grid, need, _counts(C, all_but_rep, {R: 1}), combined))
     if op == "scatter":
         latency = latency_bound(grid, root)
     elif op in ("gather", "reduce"):
@@ -369,16 +450,16 @@ def _group_cuts(
         return [_cut(grid, need, into)]
     if op == "reduce_scatter":
         return [
-            _cut(grid, sum(block(r) for r in ranks_in), into),
-            _cut(grid, sum(block(r) for r in ranks_out), out_of),
+            _cut(grid, sum(block(r) for r in ranks_in), into, combined=True),
+            _cut(grid, sum(block(r) for r in ranks_out), out_of, combined=True),
         ]
     if op == "allreduce":
-        return [_cut(grid, nbytes, into), _cut(grid, nbytes, out_of)]
+        return [_cut(grid, nbytes, into, combined=True), _cut(grid, nbytes, out_of, combined=True)]
     if home in group:
         return []
     to_root, from_root = _counts(C, inside, {home: 1}), _counts(C, {home: 1}, inside)
     if op == "reduce":
-        return [_cut(grid, nbytes, to_root)]
+        return [_cut(grid, nbytes, to_root, combined=True)]
     if op in ("scatter", "gather"):
         need = sum(block(r) for r in ranks_in)
         return [_cut(grid, need, from_root if op == "scatter" else to_root)]
@@ -505,12 +586,12 @@ def _prefix_bound(grid: Grid, nbytes: int) -> Bound:
         if any(above.values()):
             out.append((sum(above.values()), c, _counts(C, {c: sizes[c]}, above)))
     chosen = sorted(into)[:PREFIX_CUTS] + sorted(out)[:PREFIX_CUTS]
-    cuts = [_cut(grid, nbytes, counts) for _, _, counts in chosen]
+    cuts = [_cut(grid, nbytes, counts, combined=True) for _, _, counts in chosen]
     last, first = grid.cluster_of[P - 1], grid.cluster_of[0]
     but_last = {a: k - (a == last) for a, k in enumerate(sizes)}
     but_first = {a: k - (a == first) for a, k in enumerate(sizes)}
-    cuts.append(_cut(grid, nbytes, _counts(C, but_last, {last: 1})))
-    cuts.append(_cut(grid, nbytes, _counts(C, {first: 1}, but_first)))
+    cuts.append(_cut(grid, nbytes, _counts(C, but_last, {last: 1}), combined=True))
+    cuts.append(_cut(grid, nbytes, _counts(C, {first: 1}, but_first), combined=True))
     throughput = max((t for t, _ in cuts), default=0.0)
     rate = min((f for _, f in cuts), default=math.inf)
     return Bound(rate, _latency_prefix(grid), throughput)
