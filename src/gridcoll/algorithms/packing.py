@@ -242,12 +242,13 @@ def cluster_trees(
     normalised weights and the phases.
     """
     total = float(sum(weights)) or 1.0
-    key = (tuple(round(w / total, 12) for w in weights), tuple(phases))
+    scale = 2.0 ** round(math.log2(total))
+    key = (tuple(round(w / total, 12) for w in weights), tuple(phases), scale)
     return grid.memo.get("packing.trees", key, lambda: _pack(grid, *key), maxsize=64)
 
 
 def _pack(
-    grid: Grid, weights: tuple[float, ...], phases: tuple[bool, ...]
+    grid: Grid, weights: tuple[float, ...], phases: tuple[bool, ...], scale: float
 ) -> tuple[tuple[tuple[PackedTree, ...], ...], ...]:
     C = grid.nclusters
     K = tree_count(C)
@@ -276,7 +277,9 @@ def _pack(
     for _ in range(K):
         for s in sources:
             for i, table in enumerate(tables):
-                trees[i][s].append(_grow(C, s, weights[s] / K, *table, load, len(sources) > 1))
+                trees[i][s].append(
+                    _grow(C, s, weights[s] / K, *table, load, len(sources) > 1, scale)
+                )
     return tuple(tuple(tuple(t) for t in phase) for phase in trees)
 
 
@@ -289,6 +292,7 @@ def _grow(
     latency: np.ndarray,
     load: np.ndarray,
     direct: bool,
+    scale: float,
 ) -> PackedTree:
     """One arborescence from ``source`` carrying ``share``, Prim's order, bottleneck
     cost (module docstring); ``load`` (seconds per resource) is updated with its edges.
@@ -305,6 +309,8 @@ def _grow(
         worst = (load[index[at]] + share * per_byte[at]).max(axis=2)
         relay = np.broadcast_to((source == U)[:, None], worst.shape)
         reach = depth[U][:, None] + latency[at]
+        if direct:
+            worst = worst * scale + reach
         uu, vv = np.meshgrid(U, V, indexing="ij")
         # (worst, a relay before the source, the shorter path, u, v), smallest first;
         # with several sources, the shorter path before a relay
@@ -532,7 +538,7 @@ def _flows(
     builders below make them."""
     if op == "reduce":
         home = grid.cluster_of[root]
-        weights = [1.0 if c == home else 0.0 for c in range(grid.nclusters)]
+        weights = [float(nbytes) if c == home else 0.0 for c in range(grid.nclusters)]
         trees = cluster_trees(grid, weights, (True,))[0][home]
         segments = split_segments(nbytes, segment_size, itemsize)
         return segments, [_Flow(root, trees[s % len(trees)]) for s in range(len(segments))], None
