@@ -81,6 +81,7 @@ __all__ = [
     "PackedTree",
     "allreduce_shares",
     "cluster_trees",
+    "direct_prefix",
     "multitree_allgather",
     "multitree_allreduce",
     "multitree_reduce",
@@ -450,11 +451,15 @@ def _programs(
                     leaves.append((rank, s))
         # A leaf's own contribution is due at the pace of the busiest resource, so that
         # FIFO resources do not queue every contribution ahead of the partial results;
-        # a rank that never receives cannot wait (its program has nothing to follow).
+        # a rank that never receives cannot wait (its program has nothing to follow),
+        # nor do the leading segments sent straight to their owner (direct_prefix).
         listens = {rank for rank, _ in pending} | (set(range(P)) if down is not None else set())
-        pace = PACE * _busiest(grid, routes, segments, up, down) / len(segments)
+        lead = next((s for s, flow in enumerate(up) if len(flow.tree.children) > 1), len(up))
+        rest = slice(lead, None)
+        busiest = _busiest(grid, routes, segments[rest], up[rest], down and down[rest])
+        pace = PACE * busiest / max(len(segments) - lead, 1)
         for rank, s in leaves:
-            due = s * pace if rank in listens else 0.0
+            due = max(s - lead, 0) * pace if rank in listens else 0.0
             heapq.heappush(heap, (due, next(seq), -1, (rank, s)))
     end = 0.0
     while heap:  # a message's head reaching hop i (each resource serves heads in order)
@@ -481,6 +486,25 @@ def _programs(
         if not pending[(rank, s)]:
             reduced(rank, s, done)
     return programs, end
+
+
+def direct_prefix(grid: Grid, home: int) -> float:
+    """The bytes a packed reduce towards cluster ``home`` sends straight to it, every
+    cluster its own values, before the trees take over: ``F tau / k``.
+
+    A relayed partial result cannot leave its relay before the values it combines
+    arrive, ``tau`` (the least ``L`` between two of the ``k`` other clusters), so the
+    links into ``home`` would idle until then; the values each cluster sends them
+    meanwhile (``F tau`` bytes at their total rate ``F``) reduce ``F tau / k``
+    elements at the root. The cut bound's ``(1 - 1/k) tau``
+    (:func:`gridcoll.network.collective_bound`, a reduction's mixing) is this
+    schedule's wait."""
+    others = [c for c in range(grid.nclusters) if c != home]
+    if len(others) < 2:
+        return 0.0
+    rate = sum(1.0 / max(cost for _, cost in route_resources(grid, home, c, True)) for c in others)
+    tau = min(grid.wan(a, b).L for a in others for b in others if a != b)
+    return rate * tau / len(others)
 
 
 def _busiest(
@@ -540,8 +564,19 @@ def _flows(
         home = grid.cluster_of[root]
         weights = [float(nbytes) if c == home else 0.0 for c in range(grid.nclusters)]
         trees = cluster_trees(grid, weights, (True,))[0][home]
-        segments = split_segments(nbytes, segment_size, itemsize)
-        return segments, [_Flow(root, trees[s % len(trees)]) for s in range(len(segments))], None
+        others = tuple(c for c in range(grid.nclusters) if c != home)
+        star = PackedTree(home, {home: others}, (home, *others))
+        direct = min(nbytes, itemsize * math.ceil(direct_prefix(grid, home) / itemsize))
+        segments = list(split_segments(direct, segment_size, itemsize) if direct else ())
+        flows = [_Flow(root, star)] * len(segments)
+        if direct < nbytes:  # the rest in a multiple of K segments: the trees carry equal shares
+            rest = nbytes - direct
+            n = len(trees) * math.ceil(math.ceil(rest / segment_size) / len(trees))
+            m = itemsize * math.ceil(rest / (n * itemsize))
+            tail = split_segments(rest, m, itemsize, direct)
+            segments += tail
+            flows += [_Flow(root, trees[s % len(trees)]) for s in range(len(tail))]
+        return segments, flows, None
     if op == "allreduce":
         chunks = owned_chunks(grid, nbytes, itemsize)
         segments, up = _block_flows(grid, chunks, segment_size, itemsize, (True, False), 0)

@@ -27,6 +27,7 @@ from gridcoll.network.bounds.flows import (
     cut_edges,
     max_flow,
     quotient_graph,
+    wan_graph,
 )
 from gridcoll.network.bounds.paths import home_loop, hops
 from gridcoll.network.grid import Grid
@@ -55,10 +56,12 @@ _Counts = tuple[tuple[int, int], ...]  # per cluster: (sources, sinks) among its
 
 def _count_flow(grid: Grid, counts: _Counts) -> tuple[float, float]:
     """Max-flow from the ranks counted as sources to those counted as sinks, and the
-    least latency a byte still pays after crossing its min cut (the least ``after`` of
-    the cut's edges: a route's ``L`` for a link, the LAN's for a NIC or gateway side):
-    on the quotient with one class per cluster and role (:func:`quotient_graph`,
-    terminals), which depends only on the counts; memoised."""
+    least latency a byte still pays after crossing its min cut before it reaches a
+    sink's cluster: over the cut's edges, for a wide-area edge the least over the routes
+    that cross it of the route's ``L`` plus the least ``sum w`` from the route's end to
+    a cluster holding a sink (:func:`gridcoll.network.bounds.paths.hops`), for a NIC or
+    gateway side the LAN's ``L``. On the quotient with one class per cluster and role
+    (:func:`quotient_graph`, terminals), which depends only on the counts; memoised."""
 
     def compute() -> tuple[float, float]:
         classes = []
@@ -69,8 +72,17 @@ def _count_flow(grid: Grid, counts: _Counts) -> tuple[float, float]:
                     classes.append(RankClass(c, n, role))
         graph = quotient_graph(grid, classes, terminals=True)
         flow, reach = max_flow(graph, graph.caps, graph.index[("source",)], graph.index[("sink",)])
-        after = min((graph.after[e] for e in cut_edges(graph, reach)), default=0.0)
-        return flow, after
+        sinks = [c for c, (_, k) in enumerate(counts) if k]
+        onward = hops(grid, 1.0).D[:, sinks].min(axis=1)  # least sum w to a sink's cluster
+        wan = wan_graph(grid)
+        after = math.inf
+        for e in cut_edges(graph, reach):
+            routes = wan.routes[wan.ptr[e] : wan.ptr[e + 1]] if e < len(wan.edges) else ()
+            if len(routes):  # a route's L, then on from its end to a sink
+                after = min(after, float((wan.lat[routes] + onward[wan.dst[routes]]).min()))
+            else:
+                after = min(after, graph.after[e])
+        return flow, 0.0 if math.isinf(after) else after
 
     return grid.memo.get("bounds.set_flows", counts, compute, maxsize=4096)
 
