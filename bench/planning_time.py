@@ -2,7 +2,9 @@
 
 The goals for a cold ``plan(grid, "bcast", 1 MiB)`` (``algo="auto"``): at most
 50 ms on ``magpie:32,32`` (1,024 ranks), 1 s on ``magpie:100,100`` (10,000 ranks) and
-200 ms on ``transit-stub:60,1``; a cached plan at most 20 us.
+200 ms on ``transit-stub:60,1``; a cached plan at most 20 us. A cold 1 MiB allreduce
+plan (``allreduce_cold_s``, on its own fresh grid object): at most 200 ms on
+``magpie:32,32``.
 
 Every grid is planned in a fresh child process (forked after the imports) on a fresh
 grid object, so nothing is memoised yet: the cold time is the wall time of the one
@@ -62,6 +64,8 @@ QUICK_GRIDS = (
 )
 GOALS_S = {"magpie:32,32": 0.05, "magpie:100,100": 1.0, "transit-stub:60,1": 0.2}
 """The cold-plan goals (seconds); every cached plan: 20 us."""
+ALLREDUCE_GOALS_S = {"magpie:32,32": 0.2}
+"""The cold allreduce-plan goals (seconds)."""
 CACHED_GOAL_S = 20e-6
 
 
@@ -108,6 +112,10 @@ def _measure(spec: str) -> dict[str, Any]:
     for b in list_builders("bcast"):
         optimistic_s(fresh, "bcast", b.name, NBYTES, 0)
     optimistic = time.perf_counter() - start
+    fresh = get_grid(spec)
+    start = time.perf_counter()
+    reduced = plan(fresh, Call("allreduce", NBYTES, 0))
+    allreduce_cold = time.perf_counter() - start
     return {
         "nranks": grid.nranks,
         "nclusters": grid.nclusters,
@@ -120,6 +128,8 @@ def _measure(spec: str) -> dict[str, Any]:
         "search_s": _search_only(spec),
         "bound_s": bound_s,
         "optimistic_s": optimistic,
+        "allreduce_cold_s": allreduce_cold,
+        "allreduce_algorithm": reduced.algorithm,
     }
 
 
@@ -175,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         row["goal_s"] = goal
         if goal is not None and "plan_cold_s" in row:
             row["meets_goal"] = row["plan_cold_s"] <= goal
+        goal = ALLREDUCE_GOALS_S.get(spec)
+        row["allreduce_goal_s"] = goal
+        if goal is not None and "allreduce_cold_s" in row:
+            row["allreduce_meets_goal"] = row["allreduce_cold_s"] <= goal
         bench.add(**row)
         console().print(f"{spec}: {row.get('plan_cold_s', row.get('error', 'timed out'))}")
     rows = bench.rows
@@ -184,6 +198,9 @@ def main(argv: list[str] | None = None) -> int:
         "timed_out": [r["grid"] for r in rows if r.get("timed_out")],
         "errors": [r["grid"] for r in rows if "error" in r],
         "goals": {r["grid"]: r.get("meets_goal") for r in rows if r.get("goal_s")},
+        "allreduce_goals": {
+            r["grid"]: r.get("allreduce_meets_goal") for r in rows if r.get("allreduce_goal_s")
+        },
         "plan_cached_s_max": max((r["plan_cached_s"] for r in done), default=None),
         "cached_goal_met": all(r["plan_cached_s"] <= CACHED_GOAL_S for r in done),
     }
@@ -204,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
                 ("bound", "bound_s", maybe(seconds)),
                 ("optimistic", "optimistic_s", maybe(seconds)),
                 ("cached", "plan_cached_s", us),
+                ("allreduce cold", "allreduce_cold_s", maybe(seconds)),
+                ("allreduce goal", "allreduce_goal_s", maybe(seconds)),
             ],
         )
     )

@@ -549,3 +549,23 @@ def test_heuristics_run_over_the_coordinators_on_large_grids():
     assert MODELS["bcast", "ecef"](grid, 4096, root) == pytest.approx(
         tree_time(grid, full, 4096), rel=1e-12
     )
+
+
+@pytest.mark.parametrize("spec", ["magpie:4,3", "magpie:6,2"])
+@pytest.mark.parametrize("name", ["two-level", "two-level-exchange"])
+def test_two_level_allreduce_models_are_computed_once_per_class_of_clusters(
+    monkeypatch, spec, name
+):
+    """Interchangeable clusters share every figure of the two-level models: computing
+    them once per class (and reading a link's load off its one route) gives exactly
+    what every cluster computed on its own gives."""
+    from gridcoll.models import allreduce as models
+
+    grid = get_grid(spec)
+    cases = [(m, d, n) for m in (64, 1024, 65536) for d in (1, 2, 3) for n in (1000, 2**20)]
+    fast = [MODELS["allreduce", name](grid, n, segment_size=m, lan_degree=d) for m, d, n in cases]
+    G = grid.nclusters
+    monkeypatch.setattr(models, "_alike", lambda grid, commutative: (list(range(G)), list(range(G))))
+    fresh = get_grid(spec)
+    slow = [MODELS["allreduce", name](fresh, n, segment_size=m, lan_degree=d) for m, d, n in cases]
+    assert fast == slow

@@ -67,17 +67,22 @@ class Cost:
 
 
 class Costs:
-    """:class:`Cost` of any message, memoised per ordered cluster pair and size."""
+    """:class:`Cost` of any message, memoised per ordered cluster pair and size (in
+    ``grid.memo``, shared by every model of the grid: a search weighs many models and
+    parameters at each segment size)."""
 
     def __init__(self, grid: Grid):
         self.grid = grid
-        self.memo: dict[tuple[int, int, float], Cost] = {}
+        self.tables: dict[float, dict[tuple[int, int], Cost]] = {}
 
     def __call__(self, a: int, b: int, m: float) -> Cost:
         grid = self.grid
         ca, cb = grid.cluster_of[a], grid.cluster_of[b]
-        key = (ca, cb, m)
-        cost = self.memo.get(key)
+        table = self.tables.get(m)
+        if table is None:
+            table = self.tables[m] = grid.memo.get("models.costs", m, dict, maxsize=COST_SIZES)
+        key = (ca, cb)
+        cost = table.get(key)
         if cost is None:
             lan_a, lan_b = grid.clusters[ca].lan, grid.clusters[cb].lan
             if ca == cb:
@@ -88,8 +93,13 @@ class Costs:
                 links = tuple((name, grid.links[name].g(m)) for name in route.links)
             g, os = net.g(m), net.os(m)
             cost = Cost(max(lan_a.g(m), os), os, net.or_(m), g, net.L, net.L + g, lan_b.g(m), links)
-            self.memo[key] = cost
+            table[key] = cost
         return cost
+
+
+COST_SIZES = 256
+"""Message sizes whose :class:`Cost` tables ``grid.memo`` keeps (least recently used
+dropped)."""
 
 
 Size = Callable[[int, int], float]
@@ -151,7 +161,10 @@ class Inbound:
         self.nic_free: dict[int, float] = {}
 
     def arrival(self, src: int, dst: int, nbytes: float, depart: float) -> float:
-        e = self.costs(src, dst, nbytes)
+        return self.enter(self.costs(src, dst, nbytes), dst, depart)
+
+    def enter(self, e: Cost, dst: int, depart: float) -> float:
+        """:meth:`arrival` of a message whose :class:`Cost` is ``e``."""
         queue = depart
         for name, _ in e.links:
             queue = max(queue, self.link_free.get(name, 0.0))
@@ -315,21 +328,21 @@ def rounds_time(
     clock = dict(clock or {})
     inbound = Inbound(costs)
     for messages in rounds:
-        messages = [msg for msg in messages if msg[2]]
+        sent = [(a, b, costs(a, b, n)) for a, b, n in messages if n]
         nic: dict[int, float] = {}
         depart = []
-        for i, (a, b, n) in enumerate(messages):
-            e = costs(a, b, n)
+        for i, (a, _, e) in enumerate(sent):
             start = max(clock.get(a, 0.0), nic.get(a, 0.0))
             nic[a] = start + e.s
             clock[a] = clock.get(a, 0.0) + e.os
             depart.append((start, a, i))
-        arrival = {}
-        for start, a, i in sorted(depart):
-            _, b, n = messages[i]
-            arrival[i] = inbound.arrival(a, b, n, start)
-        for i, (a, b, n) in enumerate(messages):
-            clock[b] = max(arrival[i], clock.get(b, 0.0) + costs(a, b, n).or_)
+        depart.sort()
+        arrival = [0.0] * len(sent)
+        for start, _, i in depart:
+            _, b, e = sent[i]
+            arrival[i] = inbound.enter(e, b, start)
+        for (_, b, e), t in zip(sent, arrival, strict=True):
+            clock[b] = max(t, clock.get(b, 0.0) + e.or_)
     return clock
 
 

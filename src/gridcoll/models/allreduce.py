@@ -42,6 +42,7 @@ from gridcoll.models._collective import (
     sized_tree,
 )
 from gridcoll.models.single_layer import check_model_call, nsegments
+from gridcoll.network.bounds import cluster_classes
 from gridcoll.network.grid import Grid
 
 __all__ = [
@@ -82,6 +83,11 @@ def recursive_doubling_allreduce_model(
     fold, ``log2 p`` exchanges of ``M`` bytes, unfold, step by step."""
     M = check_model_call(grid, nbytes, root, itemsize)
     check_commutative(commutative, "recursive-doubling")
+    # memoised: "mpich" weighs the same rounds on small vectors
+    return grid.memo.get("models.recursive_doubling", M, lambda: _recursive_doubling_time(grid, M))
+
+
+def _recursive_doubling_time(grid: Grid, M: int) -> float:
     fold = Fold(grid.nranks)
     fold_in, fold_out = _fold_rounds(fold, M)
     rounds = [fold_in]
@@ -101,6 +107,12 @@ def rabenseifner_allreduce_model(
     each step with the bytes of the chunk ranges exchanged."""
     M = check_model_call(grid, nbytes, root, itemsize)
     check_commutative(commutative, "rabenseifner")
+    # memoised: "mpich" weighs the same rounds on large vectors
+    compute = lambda: _rabenseifner_time(grid, M, itemsize)  # noqa: E731
+    return grid.memo.get("models.rabenseifner", (M, itemsize), compute)
+
+
+def _rabenseifner_time(grid: Grid, M: int, itemsize: int) -> float:
     fold = Fold(grid.nranks)
     p = fold.p
     chunks = [length for _, length in chunk_segments(M, p, itemsize)]
@@ -183,33 +195,25 @@ def two_level_allreduce_model(
     k = nsegments(max(max(lengths), 1), m)
     n = sum(min(m, length) for length in lengths)
     costs = Costs(grid)
-    lans = []
-    for group in groups:
-        tree = preorder_tree(group, lan_degree)
-        g_r, lam_r = reduce_gamma_lambda(costs, tree, n)
-        g_b, lam_b, _ = sized_tree(costs, tree, lambda a, c: n)
-        lans.append((g_r, lam_r, g_b, lam_b))
+    rep, reps = _alike(grid, commutative)
+    lans = _lan_phases(costs, groups, rep, reps, lan_degree, n, n)
     if G == 1:  # the whole reduce, then the whole broadcast
         g_r, lam_r, g_b, lam_b = lans[0]
         return lam_r + (k - 1) * g_r + (k - 1) * g_b + lam_b
-    link_busy: dict[str, float] = {}
-    for a in leaders:
-        for b in leaders:
-            if a != b:
-                for name, g_link in costs(a, b, m).links:
-                    link_busy[name] = link_busy.get(name, 0.0) + g_link
-    t1, t3 = [], []
-    for g, leader in enumerate(leaders):
-        out = [costs(leader, leaders[q], m) for q in range(G) if q != g]
+    busy = _link_busy(costs, leaders, m, len(reps) < G)
+    t1, t3 = [0.0] * G, [0.0] * G
+    for g in reps:
+        out = [costs(leaders[g], leaders[q], m) for q in range(G) if q != g]
         g_r, lam_r, _, _ = lans[g]
-        t1.append(lam_r + (k - 1) * max(g_r, sum(e.s for e in out)) + sum(e.os for e in out))
+        t1[g] = lam_r + (k - 1) * max(g_r, sum(e.s for e in out)) + sum(e.os for e in out)
+    t1 = [t1[rep[g]] for g in range(G)]
 
     def link_bound(q: int, g: int, rounds: int) -> float:
         e = costs(leaders[q], leaders[g], m)
-        busy = max((link_busy[name] for name, _ in e.links), default=e.g)
-        return lans[q][1] + rounds * busy + e.L
+        return lans[q][1] + rounds * busy(e) + e.L
 
-    for g, leader in enumerate(leaders):
+    for g in reps:
+        leader = leaders[g]
         into = [costs(leaders[q], leader, m) for q in range(G) if q != g]
         out = [costs(leader, leaders[q], m) for q in range(G) if q != g]
         work = k * (sum(e.or_ for e in into) + sum(e.os for e in out))
@@ -218,19 +222,64 @@ def two_level_allreduce_model(
             for q in range(G)
             if q != g
         )
-        t3.append(max(t1[g] + work, last + into[-1].or_ + sum(e.os for e in out)))
+        t3[g] = max(t1[g] + work, last + into[-1].or_ + sum(e.os for e in out))
+    t3 = [t3[rep[g]] for g in range(G)]
     T = 0.0
-    for g, leader in enumerate(leaders):
+    for g in reps:
         _, _, g_b, lam_b = lans[g]
-        into = [costs(leaders[q], leader, m) for q in range(G) if q != g]
+        into = [costs(leaders[q], leaders[g], m) for q in range(G) if q != g]
         last = max(
-            max(t3[q] + costs(leaders[q], leader, m).r, link_bound(q, g, 2 * k))
+            max(t3[q] + costs(leaders[q], leaders[g], m).r, link_bound(q, g, 2 * k))
             for q in range(G)
             if q != g
         )
         per_round = max(g_b, sum(e.or_ for e in into))
         T = max(T, max(t3[g] + (k - 1) * per_round, last) + lam_b)
     return T
+
+
+def _alike(grid: Grid, commutative: bool) -> tuple[list[int], list[int]]:
+    """``(rep, reps)``: the groups of :func:`reduction_groups` that every figure of the
+    two-level models below treats alike share a representative, ``rep[g]``; ``reps``
+    lists them. Commutative groups are the clusters: those an automorphism of the grid
+    swaps (:func:`gridcoll.network.bounds.cluster_classes`) have equal phases, so
+    each figure is computed once per class, O(G classes) instead of O(G^2)."""
+    if not commutative:
+        G = len(reduction_groups(grid, commutative))
+        return list(range(G)), list(range(G))
+    rep = [0] * grid.nclusters
+    for cls in cluster_classes(grid):
+        for c in cls:
+            rep[c] = cls[0]
+    return rep, sorted(set(rep))
+
+
+def _lan_phases(costs: Costs, groups, rep, reps, lan_degree: int, n_r: int, n_b: int) -> list:
+    """Per group, its local reduce's ``(gamma_r, lam_r)`` of ``n_r``-byte messages and
+    broadcast's ``(gamma_b, lam_b)`` of ``n_b``-byte ones on its ``d_l``-ary tree
+    (computed for the representatives of :func:`_alike`)."""
+    phases = {}
+    for g in reps:
+        tree = preorder_tree(groups[g], lan_degree)
+        g_b, lam_b, _ = sized_tree(costs, tree, lambda a, c: n_b)
+        phases[g] = (*reduce_gamma_lambda(costs, tree, n_r), g_b, lam_b)
+    return [phases[rep[g]] for g in range(len(groups))]
+
+
+def _link_busy(costs: Costs, leaders: list[int], m: int, private: bool):
+    """``busy(e)``: the busiest link of the route of ``e`` summed over every pair of
+    leaders' ``m``-byte messages (``g`` on a route without links). ``private``: every
+    link carries one route (grids with interchangeable clusters), so a link's sum is
+    its own route's ``g``, read off ``e`` without the O(G^2) pass."""
+    if private:
+        return lambda e: max((g_link for _, g_link in e.links), default=e.g)
+    link_busy: dict[str, float] = {}
+    for a in leaders:
+        for b in leaders:
+            if a != b:
+                for name, g_link in costs(a, b, m).links:
+                    link_busy[name] = link_busy.get(name, 0.0) + g_link
+    return lambda e: max((link_busy[name] for name, _ in e.links), default=e.g)
 
 
 def two_level_exchange_allreduce_model(
@@ -259,36 +308,28 @@ def two_level_exchange_allreduce_model(
     G = len(groups)
     leaders = [g[0] for g in groups]
     costs = Costs(grid)
-    lans = []
-    for group in groups:
-        tree = preorder_tree(group, lan_degree)
-        g_r, lam_r = reduce_gamma_lambda(costs, tree, m)
-        g_b, lam_b, _ = sized_tree(costs, tree, lambda a, c: m)
-        lans.append((g_r, lam_r, g_b, lam_b))
+    rep, reps = _alike(grid, commutative)
+    lans = _lan_phases(costs, groups, rep, reps, lan_degree, m, m)
     if G == 1:  # the whole reduce, then the whole broadcast
         g_r, lam_r, g_b, lam_b = lans[0]
         return lam_r + (k - 1) * g_r + (k - 1) * g_b + lam_b
-    link_busy: dict[str, float] = {}
-    for a in leaders:
-        for b in leaders:
-            if a != b:
-                for name, g_link in costs(a, b, m).links:
-                    link_busy[name] = link_busy.get(name, 0.0) + g_link
-    t1 = []
-    for g, leader in enumerate(leaders):
-        out = [costs(leader, leaders[q], m) for q in range(G) if q != g]
+    busy = _link_busy(costs, leaders, m, len(reps) < G)
+    t1 = [0.0] * G
+    for g in reps:
+        out = [costs(leaders[g], leaders[q], m) for q in range(G) if q != g]
         g_r, lam_r, _, _ = lans[g]
-        t1.append(lam_r + (k - 1) * max(g_r, sum(e.s for e in out)) + sum(e.os for e in out))
+        t1[g] = lam_r + (k - 1) * max(g_r, sum(e.s for e in out)) + sum(e.os for e in out)
+    t1 = [t1[rep[g]] for g in range(G)]
     T = 0.0
-    for g, leader in enumerate(leaders):
+    for g in reps:
+        leader = leaders[g]
         _, _, g_b, lam_b = lans[g]
         into = [costs(leaders[q], leader, m) for q in range(G) if q != g]
         last = 0.0
         for q in range(G):
             if q != g:
                 e = costs(leaders[q], leader, m)
-                busy = max((link_busy[name] for name, _ in e.links), default=e.g)
-                last = max(last, t1[q] + e.r, lans[q][1] + k * busy + e.L)
+                last = max(last, t1[q] + e.r, lans[q][1] + k * busy(e) + e.L)
         per_round = max(g_b, sum(e.or_ for e in into))
         T = max(T, max(t1[g] + (k - 1) * per_round, last) + into[-1].or_ + lam_b)
     return T
