@@ -564,8 +564,8 @@ def test_two_level_allreduce_models_are_computed_once_per_class_of_clusters(
     grid = get_grid(spec)
     cases = [(m, d, n) for m in (64, 1024, 65536) for d in (1, 2, 3) for n in (1000, 2**20)]
     fast = [MODELS["allreduce", name](grid, n, segment_size=m, lan_degree=d) for m, d, n in cases]
-    G = grid.nclusters
-    monkeypatch.setattr(models, "_alike", lambda grid, commutative: (list(range(G)), list(range(G))))
+    alone = list(range(grid.nclusters))
+    monkeypatch.setattr(models, "_alike", lambda grid, commutative: (alone, alone))
     fresh = get_grid(spec)
     slow = [MODELS["allreduce", name](fresh, n, segment_size=m, lan_degree=d) for m, d, n in cases]
     assert fast == slow

@@ -80,6 +80,7 @@ __all__ = [
     "MAX_PACKED_CLUSTERS",
     "PackedTree",
     "allreduce_shares",
+    "check_packable",
     "cluster_trees",
     "direct_prefix",
     "multitree_allgather",
@@ -597,13 +598,19 @@ def replay_time(
     return _programs(grid, *_flows(op, grid, nbytes, root, segment_size, itemsize))[1]
 
 
-def _check(grid: Grid, segment_size: int, itemsize: int) -> None:
-    check_segment_size(segment_size, itemsize)
+def check_packable(grid: Grid) -> None:
+    """Raise :class:`ParameterError` on a grid of more than :data:`MAX_PACKED_CLUSTERS`
+    clusters (the builders and their models decline it)."""
     if grid.nclusters > MAX_PACKED_CLUSTERS:
         raise ParameterError(
             f"the tree packing handles up to {MAX_PACKED_CLUSTERS} clusters, "
             f"the grid has {grid.nclusters}"
         )
+
+
+def _check(grid: Grid, segment_size: int, itemsize: int) -> None:
+    check_segment_size(segment_size, itemsize)
+    check_packable(grid)
 
 
 def _schedule(op: str, grid: Grid, root: int, nbytes: int, segments, programs, params) -> Schedule:

@@ -254,12 +254,10 @@ def magpie_segmented_allgather_model(
         own_sends = k * max((costs(r, me, m).s for r in members[q][1:]), default=0.0)
         members_done = max(first[q], own_sends) + (k * C - 1) * member_rate + lan_lam
         T = max(T, own, done if C > 1 else own, members_done)
-    return max(T, _shared_links(grid, coordinators, [k] * C, n))
+    return max(T, _shared_links(grid, [k] * C, n))
 
 
-def _shared_links(
-    grid: Grid, coordinators: list[int], rounds: list[int], sizes: list[float]
-) -> float:
+def _shared_links(grid: Grid, rounds: list[int], sizes: list[float]) -> float:
     """The busiest wide-area link when every cluster ``c`` sends ``rounds[c]`` messages
     of ``sizes[c]`` bytes straight to every other coordinator: ``sum g_link`` over the
     routes that cross it (a site's access link carries all its clusters' rounds; a

@@ -38,12 +38,11 @@ from collections.abc import Sequence
 
 from gridcoll.algorithms._collective import check_commutative
 from gridcoll.algorithms.packing import (
-    MAX_PACKED_CLUSTERS,
+    check_packable,
     cluster_trees,
     owned_chunks,
     replay_time,
 )
-from gridcoll.errors import ParameterError
 from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.grid import Grid
 
@@ -149,11 +148,7 @@ def _small(grid: Grid, segments: int, phases: int) -> bool:
 
 
 def _check(grid: Grid, nbytes: int, root: int, itemsize: int, m: int) -> int:
-    if grid.nclusters > MAX_PACKED_CLUSTERS:  # the builder declines too
-        raise ParameterError(
-            f"the tree packing handles up to {MAX_PACKED_CLUSTERS} clusters, "
-            f"the grid has {grid.nclusters}"
-        )
+    check_packable(grid)  # the builder declines too
     return check_model_call(grid, nbytes, root, itemsize, m)
 
 
