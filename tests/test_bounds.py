@@ -34,6 +34,7 @@ from gridcoll.network.bounds import (
     site_groups,
 )
 from gridcoll.network.bounds import broadcast as B
+from gridcoll.network.bounds.paths import hops
 from gridcoll.network.presets import das2, lan_plogp, magpie, transit_stub, wan_plogp
 from gridcoll.simulate import simulate
 from gridcoll.tune import Call, PlanOptions, plan
@@ -426,3 +427,31 @@ def test_bounds_reject_unknown_ops_and_ranks():
         collective_bound(magpie(2, 1), "nosuch", 8)
     with pytest.raises(ParameterError, match="out of range"):
         set_flow(magpie(2, 1), frozenset({5}), frozenset({0}))
+
+
+def test_a_reduction_waits_for_its_sources_to_mix():
+    """On ``magpie:8,1`` the links into the root carry only their senders' own values
+    until the others' arrive (one hop, ``w``): ``M / (7 MB/s) + (6/7) w`` before the
+    last hop's latency, where the plain cut says ``M / (7 MB/s)``."""
+    grid = magpie(8, 1)
+    w = hops(grid, 1.0).w[1, 2]
+    for nbytes in (64 * 1024, MiB):
+        plain = nbytes / 7e6 + grid.wan(1, 0).L
+        assert collective_bound(grid, "reduce", nbytes).time_s == pytest.approx(
+            plain + 6 / 7 * w, rel=1e-3
+        )
+    # an allgather's blocks are not combined: no wait, each cluster's cut is plain
+    assert collective_bound(grid, "allgather", MiB).time_s == pytest.approx(
+        7 * MiB / 7e6 + grid.wan(1, 0).L, rel=1e-3
+    )
+
+
+def test_a_byte_past_the_cut_still_travels_to_the_root():
+    """teragrid's PSC sends through its 20 Mb/s access link, then 36 ms to SDSC, where
+    the root is: the route's latency counts, not that of the link's nearest route."""
+    grid = get_grid("teragrid")
+    nbytes = 64 * 1024
+    psc_to_sdsc = grid.wan(6, 0).L
+    assert psc_to_sdsc > grid.wan(6, 2).L + 0.02  # PSC's access link's nearest route
+    bound = collective_bound(grid, "reduce", nbytes, root=0).time_s
+    assert bound >= nbytes / (20e6 / 8) + psc_to_sdsc

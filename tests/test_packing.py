@@ -19,6 +19,7 @@ from gridcoll.network import (
     get_grid,
 )
 from gridcoll.network.presets import lan_plogp, wan_plogp
+from gridcoll.schedule.ir import Send
 from gridcoll.schedule.validate import validate
 from gridcoll.simulate import simulate
 from gridcoll.tune import Call, PlanOptions, plan
@@ -139,6 +140,10 @@ def test_reductions_refuse_a_non_commutative_operation():
         ("magpie:4,2", "reduce", 4096),
         ("transit-stub:20,3", "allreduce", 4096),
         ("magpie:4,2", "allreduce", 4096),
+        ("magpie:8,1", "allreduce", 2048),
+        ("das2:4", "allreduce", 4096),
+        ("magpie:8,1", "reduce", 1024),
+        ("teragrid", "reduce", 2048),
     ],
 )
 def test_the_packed_schedules_reach_the_limit_and_their_models_see_it(spec, op, m):
@@ -151,6 +156,30 @@ def test_the_packed_schedules_reach_the_limit_and_their_models_see_it(spec, op, 
     assert sim <= 1.10 * collective_bound(grid, op, MiB).time_s
     model = MODELS[(op, "multitree")](grid, MiB, segment_size=m)
     assert model == pytest.approx(sim, rel=0.10)
+
+
+@pytest.mark.parametrize(
+    ("spec", "m"), [("magpie:8,1", 256), ("magpie:4,2", 512), ("das2:4", 1024)]
+)
+def test_a_small_reduce_sends_its_prefix_straight_to_the_root(spec, m):
+    """At 64 KiB the relays wait ``tau`` for their inputs: the first ``F tau / k`` bytes
+    go straight to the root (every other coordinator sends its own), and the reduce is
+    simulated within 1.10x of the bound, which charges that wait."""
+    grid = get_grid(spec)
+    nbytes = 64 * 1024
+    prefix = packing.direct_prefix(grid, 0)
+    assert 0 < prefix < nbytes
+    schedule = BUILDERS["reduce"](grid, nbytes, segment_size=m)
+    first = [  # (sender, receiver) of segment 0 across the wide area
+        (rank, op.peer)
+        for rank, program in enumerate(schedule.programs)
+        for op in program
+        if isinstance(op, Send) and op.segments == (0,)
+        and grid.cluster_of[rank] != grid.cluster_of[op.peer]
+    ]  # fmt: skip
+    assert sorted(first) == [(c, 0) for c in grid.coordinators(0) if c != 0]
+    sim = simulate(schedule, grid).total_s
+    assert sim <= 1.10 * collective_bound(grid, "reduce", nbytes).time_s
 
 
 def test_auto_chooses_the_packed_allgather_where_access_links_are_shared():

@@ -19,12 +19,15 @@ The packing (:func:`cluster_trees`)
     as the trees claim it, and an attachment costs the largest such load it would
     leave on its route (ties: a relay before the source itself, then the shorter path
     from the source; so on a uniform mesh each part leaves its source once and is
-    relayed by the cluster it reached, the multi-tree's shape). The parts of all
-    sources are packed in turn, one part of each source per round, so early trees do
-    not take all the fast links. This is the greedy step of the multiplicative-weights
-    method for fractional tree packing (Garg and Konemann 1998): on a full mesh it
-    gives the multi-tree's relays, on a site's shared access link it enters the site
-    once and fans out inside it.
+    relayed by the cluster it reached, the multi-tree's shape). With several sources
+    (allgather, the reduce-scatters) an attachment costs that load at the call's size
+    plus its path's latency, and ties go to the shorter path first: where every
+    cluster sends, direct routes load the links as evenly as relays and save a hop.
+    The parts of all sources are packed in turn, one part of each source per round,
+    so early trees do not take all the fast links. This is the greedy step of the
+    multiplicative-weights method for fractional tree packing (Garg and Konemann
+    1998): on a full mesh it gives the multi-tree's relays, on a site's shared access
+    link it enters the site once and fans out inside it.
 
 Schedules
     Every block is cut into segments of ``m`` bytes; a segment travels down the tree of
@@ -39,14 +42,22 @@ Schedules
     broadcast's towards the root, and an allreduce both (Rabenseifner 2004), each
     segment's allgather starting as soon as its reduction is complete. Reductions are
     packed on the transposed routes (a tree edge ``a -> b`` carries ``b -> a``) and
-    reorder operands: commutative operations only.
+    reorder operands: commutative operations only. The segments of all blocks are
+    interleaved (by their position in their block), so every owner's trees progress
+    together. A reduce first sends :func:`direct_prefix` bytes straight to the root,
+    every cluster its own values, while the relays still wait for theirs; the rest is
+    cut into a multiple of ``K`` segments, so that the trees carry equal shares.
 
     Each rank's program is the order of an estimated replay (:func:`_programs`): every
     message charged ``os(m)`` on its sender, ``g(m)`` on each resource of its path in
     the order heads reach it, ``L`` and ``or(m)``; a rank forwards a segment as soon
-    as it has it. The replay is causal, so its order is an execution of the schedule
-    (deadlock-free), and messages of one ordered pair arrive in the order they are
-    sent (FIFO resources).
+    as it has it. A reduction's leaves release their own contributions at
+    :data:`PACE` of the busiest resource's rate, each after the receive that precedes
+    it in the rank's program: released all at once, they would queue on FIFO links
+    ahead of the partial results that relays forward (a rank that never receives has
+    nothing to wait on, and sends at once). The replay is causal, so its order is an
+    execution of the schedule (deadlock-free), and messages of one ordered pair arrive
+    in the order they are sent (FIFO resources).
 
 References: seed 000, sec. 3.1.2-3.4 (segmented two-layer trees, "all available
 wide-area links in parallel"); Garg and Konemann, FOCS 1998 (fractional packing);
