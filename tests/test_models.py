@@ -33,6 +33,7 @@ from gridcoll.models.registry import SEGMENTED_TREE, SINGLE_TREE, _merge, optimi
 from gridcoll.network import Cluster, Grid, Link, PLogP, Route, get_grid, magpie
 from gridcoll.network.presets import lan_plogp
 from gridcoll.simulate import simulate
+from gridcoll.tune import Call, plan
 from gridcoll.tune.search import heuristic_search
 
 US = 1e-6
@@ -450,6 +451,35 @@ def test_optimistic_bound_is_below_every_configuration_searched(spec, nbytes):
             for m in {1, 7, nbytes // 3 or 1, nbytes}:
                 t = MODELS["bcast", name](grid, nbytes, 0, segment_size=m, **params)
                 assert bound <= t * (1 + 1e-12), (name, m)
+
+
+@pytest.mark.parametrize(
+    "spec", ["magpie:4,2", "magpie:3,3", "das2:3", "teragrid", "teragrid+fair", "transit-stub:8,2"]
+)
+@pytest.mark.parametrize("nbytes", [8, 1000, 65536, 2**20])
+@pytest.mark.parametrize("itemsize", [1, 8])
+def test_exchange_allreduce_bounds_are_below_their_models(spec, nbytes, itemsize):
+    """The busiest link's load never exceeds what recursive doubling's, Rabenseifner's
+    or MPICH's allreduce model predicts (P a power of two or not)."""
+    grid = get_grid(spec)
+    for name in ("recursive-doubling", "rabenseifner", "mpich"):
+        bound = optimistic_s(grid, "allreduce", name, nbytes, 0, itemsize)
+        model = MODELS["allreduce", name](grid, nbytes, 0, itemsize=itemsize)
+        assert bound <= model * (1 + 1e-12), name
+
+
+def test_exchange_allreduces_are_pruned_behind_the_two_level_on_many_ranks():
+    """On magpie:32,32 at 1 MiB every WAN step of recursive doubling pushes 32 MiB over
+    one 1 MB/s link (33 s), Rabenseifner's about 1 MiB (1.06 s): neither model need run
+    once the two-level allreduce predicts 0.11 s."""
+    grid = get_grid("magpie:32,32")
+    assert optimistic_s(grid, "allreduce", "recursive-doubling", 2**20) > 30.0
+    assert optimistic_s(grid, "allreduce", "rabenseifner", 2**20) > 1.0
+    p = plan(grid, Call("allreduce", 2**20))
+    assert p.algorithm == "two-level" and p.predicted_s < 0.2
+    assert {"recursive-doubling", "rabenseifner", "mpich"}.isdisjoint(
+        c.algorithm for c in p.candidates
+    )
 
 
 def test_optimistic_bound_prunes_single_trees_behind_the_multitree():

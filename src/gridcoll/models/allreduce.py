@@ -25,6 +25,10 @@ reduce-scatter's ahead of the allgather's) and the leaders' own per-round work
 
 from __future__ import annotations
 
+import math
+
+import numpy as np
+
 from gridcoll.algorithms._collective import check_commutative, preorder_tree
 from gridcoll.algorithms.allreduce import (
     Fold,
@@ -333,6 +337,54 @@ def two_level_exchange_allreduce_model(
         per_round = max(g_b, sum(e.or_ for e in into))
         T = max(T, max(t1[g] + (k - 1) * per_round, last) + into[-1].or_ + lam_b)
     return T
+
+
+def exchange_lower_bound(
+    grid: Grid, name: str, nbytes: int, itemsize: int = 1, commutative: bool = True
+) -> float:
+    """A lower bound on the model of MPICH's exchange allreduces (``name``:
+    ``recursive-doubling``, ``rabenseifner`` or ``mpich``, which runs one of them): the
+    busiest wide-area link's total ``g_link`` over every step, plus the least ``L`` of a
+    route that crosses it. :func:`rounds_time` queues each message on its route's
+    links, so the last one over a link arrives no earlier. Rabenseifner's step with
+    partner distance ``2^j`` moves ``p / 2^(j+1)`` chunks each way, counted at the
+    smallest chunk. O(P log P) numpy, O(C) per step; 0.0 on a grid without links.
+    """
+    if name == "mpich":
+        name = mpich_allreduce_variant(grid.nranks, nbytes, itemsize, commutative)
+    if name not in ("recursive-doubling", "rabenseifner") or not grid.links:
+        return 0.0
+    fold = Fold(grid.nranks)
+    p, C = fold.p, grid.nclusters
+    cluster_of = np.asarray(grid.cluster_of)
+    new = np.arange(p)
+    chunk = itemsize * (nbytes // itemsize // p)
+    steps = []  # (partner distance, bytes each way), every step of both halves
+    mask = 1
+    while mask < p:
+        if name == "recursive-doubling":
+            steps.append((mask, nbytes))
+        else:
+            steps += [(mask, (p // (2 * mask)) * chunk)] * 2
+        mask <<= 1
+    load: dict[str, float] = {}
+    latency: dict[str, float] = {}
+    for mask, size in steps:
+        if size <= 0:
+            continue
+        src = np.where(new < fold.rem, 2 * new + 1, new + fold.rem)
+        partner = new ^ mask
+        dst = np.where(partner < fold.rem, 2 * partner + 1, partner + fold.rem)
+        pairs = np.bincount(cluster_of[src] * C + cluster_of[dst], minlength=C * C)
+        for pair in np.flatnonzero(pairs):
+            a, b = divmod(int(pair), C)
+            if a == b:
+                continue
+            route = grid.routes[(a, b)]
+            for link in route.links:
+                load[link] = load.get(link, 0.0) + pairs[pair] * grid.links[link].g(size)
+                latency[link] = min(latency.get(link, math.inf), route.plogp.L)
+    return max((load[link] + latency[link] for link in load), default=0.0)
 
 
 MODELS = {

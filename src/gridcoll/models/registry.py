@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gridcoll.algorithms.mpich import mpich_variant
 from gridcoll.errors import UnknownAlgorithm
+from gridcoll.models.allreduce import exchange_lower_bound
 from gridcoll.models.tree_model import tree_lower_bound
 from gridcoll.network.grid import Grid
 from gridcoll.network.presets import get_grid
@@ -165,12 +166,16 @@ def optimistic_s(
     binomial regime) get :func:`gridcoll.models.tree_model.tree_lower_bound`: every
     tree pushes every segment across one edge into each remote cluster, so
     ``T >= (k-1) G(m) + D(m)`` (the least gap into a cluster, the shortest path).
-    Every other model (the multi-tree, MPICH's scatter + allgather, the other
+    MPICH's exchange allreduces (recursive doubling, Rabenseifner) get
+    :func:`gridcoll.models.allreduce.exchange_lower_bound`, their busiest link's
+    load. Every other model (the multi-tree, MPICH's scatter + allgather, the other
     collectives) gets 0.0: no bound, always searched. O(C^2 log M) numpy once per
     ``(M, root cluster)`` (memoised in ``grid.memo``), then O(1).
 
     The call is not checked (the search checks it); ``nbytes`` is the message size.
     """
+    if op == "allreduce":
+        return exchange_lower_bound(grid, name, nbytes, itemsize)
     if op != "bcast":
         return 0.0
     if name in SINGLE_TREE or (
