@@ -1,4 +1,5 @@
-"""Allreduce, allgather, reduce-scatter and reduce against the physical limit.
+"""Allreduce, allgather, reduce-scatter, reduce, all-to-all, scatter and gather against
+the physical limit.
 
 For every collective x preset x size, the plan ``auto`` chooses (the command line's
 default budget, :data:`gridcoll.tune.select.DEFAULT_BUDGET_S`), simulated
@@ -15,15 +16,18 @@ default budget, :data:`gridcoll.tune.select.DEFAULT_BUDGET_S`), simulated
 
 Presets: ``magpie:8,1``, ``magpie:4,2``, ``das2:4``, ``teragrid``,
 ``transit-stub:20,3``; sizes 8 B, 64 KiB, 1 MiB (the vector of a reduction, one rank's
-block of an allgather or reduce-scatter). The plot (``--plot``, default
+block of an allgather, reduce-scatter, scatter or gather, one pair's block of an
+all-to-all). The plot (``--plot``, default
 ``bench/results/collectives_bound.png``) draws ``sim_vs_bound`` per cell.
 
 ``--measure`` adds the calls over MPI on the emulated WAN (``magpie:8,1`` and
-``magpie:4,2``, 1 MiB, allreduce and allgather): ``auto`` and MPICH's algorithm
-through :class:`gridcoll.Comm` (planned with the runtime's host overhead; every rank's
-bytes verified), one launch per grid, median of ``--repeat`` runs each: measured over
-the bound (goal: 1.25x) and the speed-up over MPICH's algorithm (goal: 3x). Run it
-alone on the machine.
+``magpie:4,2``, 1 MiB, allreduce, allgather and all-to-all): ``auto`` and MPICH's
+algorithm (:data:`BASELINES`: for all-to-all the rotated Direct Exchange of MPICH
+1.2.5, seed 002 sec. 5) through :class:`gridcoll.Comm` (planned with the runtime's
+host overhead; every rank's bytes verified), one launch per grid, median of
+``--repeat`` runs each: measured over the bound (goal: 1.25x) and the speed-up over
+MPICH's algorithm (goal for allreduce and allgather: 3x). Run it alone on the
+machine.
 
 Run: ``python bench/collectives_bound.py [--quick] [--measure] [--out FILE] [--plot FILE]``.
 ``--quick``: 64 KiB and 1 MiB on ``magpie:8,1`` and ``das2:4``.
@@ -40,7 +44,7 @@ from gridcoll.tune import Call, PlanOptions, plan
 from gridcoll.tune.decision import build_schedule
 from gridcoll.tune.select import DEFAULT_BUDGET_S
 
-OPS = ("allreduce", "allgather", "reduce_scatter", "reduce")
+OPS = ("allreduce", "allgather", "reduce_scatter", "reduce", "alltoall", "scatter", "gather")
 GRIDS = ("magpie:8,1", "magpie:4,2", "das2:4", "teragrid", "transit-stub:20,3")
 QUICK_GRIDS = ("magpie:8,1", "das2:4")
 SIZES = (8, 64 * 1024, 2**20)
@@ -81,7 +85,9 @@ def cell(grid_spec: str, op: str, nbytes: int) -> dict:
 
 
 MEASURED_GRIDS = ("magpie:8,1", "magpie:4,2")
-MEASURED_OPS = ("allreduce", "allgather")
+MEASURED_OPS = ("allreduce", "allgather", "alltoall")
+BASELINES = {"allreduce": "mpich", "allgather": "mpich", "alltoall": "direct-rotated"}
+"""MPICH's algorithm for each measured collective."""
 MEASURED_SIZE = 2**20
 MEASURED_GOAL = 1.25
 SPEEDUP_GOAL = 3.0
@@ -101,7 +107,7 @@ def measured(repeat: int) -> list[dict]:
         host = resolve_host_overhead(None, grid.nranks, emulated=True)
         calls, keys = [], []
         for op in MEASURED_OPS:
-            for algo in ("auto", "mpich"):
+            for algo in ("auto", BASELINES[op]):
                 calls.append((Call(op, MEASURED_SIZE), PlanOptions(algo=algo, host_overhead=host)))
                 keys.append((op, algo))
         found = measure_calls(grid, calls, repeat=repeat, timeout=120.0, wall_timeout=900.0)
@@ -123,7 +129,9 @@ def measured(repeat: int) -> list[dict]:
             )
     for row in rows:
         base = next(
-            r for r in rows if (r["grid"], r["op"], r["algo"]) == (row["grid"], row["op"], "mpich")
+            r
+            for r in rows
+            if (r["grid"], r["op"], r["algo"]) == (row["grid"], row["op"], BASELINES[row["op"]])
         )
         row["speedup_vs_mpich"] = base["measured_s"] / row["measured_s"]
     return rows
@@ -172,7 +180,7 @@ def main() -> None:
     bench = Bench("collectives_bound", __doc__.splitlines()[0])
     bench.parser.add_argument("--plot", type=Path, default=RESULTS / "collectives_bound.png")
     bench.parser.add_argument(
-        "--measure", action="store_true", help="also run allreduce and allgather over MPI"
+        "--measure", action="store_true", help="also run allreduce, allgather, alltoall over MPI"
     )
     bench.parser.add_argument("--repeat", type=int, default=3, help="runs per measured call")
     args = bench.parse()

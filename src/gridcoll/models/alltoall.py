@@ -66,6 +66,7 @@ __all__ = [
     "fit_contention",
     "least_squares_ratio",
     "resource_floor",
+    "segmented_alltoall_model",
 ]
 
 DEFAULT_CONTENTION = 2 / 3
@@ -312,9 +313,57 @@ def cluster_aware_alltoall_model(
     return max(clock.values(), default=0.0)
 
 
+def segmented_alltoall_model(
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
+) -> float:
+    """Model of :func:`~gridcoll.algorithms.alltoall.segmented_alltoall`.
+
+    Every segment message returns at once (``os(m)``), so the links, NICs and gateways
+    all work together and ``T`` is the busiest of them plus the way of one segment:
+    ``T = max_x W_x + max_routes (L + g(m))``, where, with ``W(f) = (k-1) f(m) +
+    f(m_last)`` per block of ``k`` segments, a rank's CPU does ``sum W(os) + sum
+    W(or)`` (all its sends are posted before its receives), its NIC ``(P-1) W(g_l)``
+    each way, cluster ``A``'s gateway ``N_A (P - N_A) W(g_l)`` each way, and a wide-area
+    link ``sum N_A N_B W(g_link)`` over the cluster pairs routed over it. O(C^2).
+    """
+    m = check_model_call(grid, nbytes, root, itemsize, segment_size)
+    k = -(-nbytes // m)
+    last = nbytes - (k - 1) * m
+    P, C = grid.nranks, grid.nclusters
+    counts = [c.nranks for c in grid.clusters]
+
+    def W(f) -> float:
+        return (k - 1) * f(m) + f(last)
+
+    busy = 0.0
+    way = 0.0
+    links: dict[str, float] = {}
+    for a, cluster in enumerate(grid.clusters):
+        lan = cluster.lan
+        cpu = 0.0
+        for b in range(C):
+            n = counts[b] - (a == b)
+            if not n:
+                continue
+            out = lan if a == b else grid.wan(a, b)
+            into = lan if a == b else grid.wan(b, a)
+            cpu += n * (W(out.os) + W(into.or_))
+            way = max(way, out.L + out.g(m))
+            if a != b:
+                for name in grid.routes[(a, b)].links:
+                    links[name] = links.get(name, 0.0) + counts[a] * counts[b] * W(
+                        grid.links[name].g
+                    )
+        away = counts[a] * (P - counts[a]) if C > 1 else 0
+        busy = max(busy, cpu, (P - 1) * W(lan.g), away * W(lan.g))
+    busy = max([busy, *links.values()])
+    return busy + way
+
+
 MODELS = {
     ("alltoall", "direct"): direct_alltoall_model,
     ("alltoall", "direct-rotated"): direct_rotated_alltoall_model,
     ("alltoall", "cluster-aware"): cluster_aware_alltoall_model,
+    ("alltoall", "direct-segmented"): segmented_alltoall_model,
 }
 """The all-to-all models, by ``(op, name)``."""

@@ -38,6 +38,7 @@ FAMILIES = (
     "gridcoll.models.reduce_scatter",
     "gridcoll.models.scan",
     "gridcoll.models.packing",
+    "gridcoll.models.multipath",
 )
 """The modules whose ``MODELS`` dicts are merged, in this order."""
 

@@ -442,7 +442,9 @@ def _group_cuts(
     """The cuts of :func:`collective_bound` around a group of clusters ``S`` instead of
     one cluster: the bytes that must enter or leave ``S`` (the blocks of the ranks
     outside it, the reduced vector...), through the max-flow between ``S`` and the
-    rest. The same arguments as for one cluster, with ``S`` for ``c``."""
+    rest. The same arguments as for one cluster, with ``S`` for ``c``; around the
+    root's own group, the blocks of every rank outside it (scatter, gather) or the
+    reduced vector (reduce) cross between the root and the rest."""
     P, C = grid.nranks, grid.nclusters
     sizes = [c.nranks for c in grid.clusters]
     inside = {c: sizes[c] for c in group}
@@ -467,7 +469,14 @@ def _group_cuts(
         ]
     if op == "allreduce":
         return [_cut(grid, nbytes, into, combined=True), _cut(grid, nbytes, out_of, combined=True)]
-    if home in group:
+    if home in group:  # the root's own site: everything outside it enters or leaves once
+        need = sum(block(r) for r in ranks_out)
+        if op == "scatter":
+            return [_cut(grid, need, _counts(C, {home: 1}, outside))]
+        if op == "gather":
+            return [_cut(grid, need, _counts(C, outside, {home: 1}))]
+        if op == "reduce":
+            return [_cut(grid, nbytes, _counts(C, outside, {home: 1}), combined=True)]
         return []
     to_root, from_root = _counts(C, inside, {home: 1}), _counts(C, {home: 1}, inside)
     if op == "reduce":
