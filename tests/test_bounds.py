@@ -455,3 +455,13 @@ def test_a_byte_past_the_cut_still_travels_to_the_root():
     assert psc_to_sdsc > grid.wan(6, 2).L + 0.02  # PSC's access link's nearest route
     bound = collective_bound(grid, "reduce", nbytes, root=0).time_s
     assert bound >= nbytes / (20e6 / 8) + psc_to_sdsc
+
+
+def test_an_all_to_all_also_leaves_every_cluster():
+    """das2's Leiden sends its 4 ranks' blocks to the 12 others through 1.3125 MB/s
+    out, where 1.9375 MB/s come in: the outgoing cut sets the bound."""
+    grid = get_grid("das2:4")
+    out = sum(MiB / grid.wan(1, b).g(MiB) for b in (0, 2, 3))  # bytes/s out of Leiden
+    bound = collective_bound(grid, "alltoall", MiB).time_s
+    assert bound >= 4 * 12 * MiB / out
+    assert bound <= 1.05 * 4 * 12 * MiB / out

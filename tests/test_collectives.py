@@ -42,7 +42,7 @@ EXPECTED_BUILDERS = {
         "multipath",
     },
     "allgather": {"magpie-original", "magpie-segmented", "ring", "recursive-doubling", "mpich"},
-    "alltoall": {"direct", "direct-rotated", "cluster-aware", "direct-segmented"},
+    "alltoall": {"direct", "direct-rotated", "cluster-aware", "direct-segmented", "multipath"},
     "reduce": {"binomial", "chain-segmented", "dary-segmented", "two-level"},
     "allreduce": {"reduce-bcast", "recursive-doubling", "rabenseifner", "two-level"},
     "barrier": {"two-level", "dissemination"},

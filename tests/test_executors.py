@@ -121,6 +121,7 @@ CASES = (
     Case("alltoall", "direct-rotated", 4096),
     Case("alltoall", "cluster-aware", 8192),
     Case("alltoall", "direct-segmented", 10000, 0, (("segment_size", 3000),)),
+    Case("alltoall", "multipath", 10000, 0, (("segment_size", 3000),)),
     Case("reduce", "binomial", 1000, 2),
     Case("reduce", "two-level", 65536, 0),
     Case("reduce", "chain-segmented", 4096, 3, commutative=False),

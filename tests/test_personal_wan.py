@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from gridcoll.algorithms import get_builder, multipath
+from gridcoll.algorithms._collective import Blocks
 from gridcoll.models.registry import MODELS
 from gridcoll.network import collective_bound, get_grid
 from gridcoll.schedule.validate import validate
@@ -18,7 +19,12 @@ from gridcoll.tune import Call, plan
 from test_packing import uneven_grids
 
 MiB = 2**20
-NEW = (("alltoall", "direct-segmented"), ("scatter", "multipath"), ("gather", "multipath"))
+NEW = (
+    ("alltoall", "direct-segmented"),
+    ("alltoall", "multipath"),
+    ("scatter", "multipath"),
+    ("gather", "multipath"),
+)
 
 
 @settings(max_examples=40)
@@ -45,23 +51,23 @@ def test_every_new_schedule_delivers_exactly_the_right_data(grid, case, itemsize
 
 
 @pytest.mark.parametrize(
-    ("spec", "op", "m"),
+    ("spec", "op", "name", "m"),
     [
-        ("magpie:8,1", "alltoall", 4096),
-        ("magpie:4,2", "alltoall", 16384),
-        ("teragrid", "alltoall", 65536),
-        ("das2:4", "scatter", 4096),
-        ("das2:4", "gather", 4096),
-        ("teragrid", "scatter", 16384),
-        ("teragrid", "gather", 16384),
+        ("magpie:8,1", "alltoall", "direct-segmented", 4096),
+        ("magpie:4,2", "alltoall", "direct-segmented", 16384),
+        ("teragrid", "alltoall", "direct-segmented", 65536),
+        ("das2:4", "alltoall", "multipath", 4096),
+        ("das2:4", "scatter", "multipath", 4096),
+        ("das2:4", "gather", "multipath", 4096),
+        ("teragrid", "scatter", "multipath", 16384),
+        ("teragrid", "gather", "multipath", 16384),
     ],
 )
-def test_the_new_schedules_reach_the_limit_and_their_models_see_it(spec, op, m):
+def test_the_new_schedules_reach_the_limit_and_their_models_see_it(spec, op, name, m):
     """Within 1.10x of the bound at 1 MiB, simulated, where whole blocks one after
     another took 2-7x (a sender busy for each WAN transfer; das2's single routes); the
     model within 10% of the simulation."""
     grid = get_grid(spec)
-    name = "direct-segmented" if op == "alltoall" else "multipath"
     schedule = get_builder(op, name).build(grid, MiB, 0, segment_size=m)
     sim = simulate(schedule, grid).total_s
     assert sim <= 1.10 * collective_bound(grid, op, MiB).time_s
@@ -70,17 +76,25 @@ def test_the_new_schedules_reach_the_limit_and_their_models_see_it(spec, op, m):
 
 def test_relays_carry_what_the_direct_route_cannot():
     """On das2 the root's route to Leiden gives 0.625 MB/s, the one through UvA 0.75
-    MB/s more: Leiden's units go both ways; on a uniform mesh every unit goes direct."""
-    relays = multipath.relay_plan(get_grid("das2:4"), 0, 4096)
-    assert set(relays[1]) > {1}
-    assert all(
-        set(units) == {c}
-        for c, units in multipath.relay_plan(get_grid("magpie:4,2"), 0, 4096).items()
-    )
+    MB/s more: some of Leiden's segments go through UvA's coordinator; on a uniform
+    mesh every segment goes direct."""
+    for spec, relayed in (("das2:4", True), ("magpie:4,2", False)):
+        grid = get_grid(spec)
+        blocks = Blocks.cut(grid.nranks, 4096 * 8, 4096)
+        paths = multipath.segment_paths("scatter", grid, 0, blocks, 4096)
+        leiden = [path for _, path in paths if grid.cluster_of[path[-1]] == 1]
+        assert any(len(path) == 3 for path in leiden) is relayed
+        assert all(path[0] == 0 for _, path in paths)
 
 
 @pytest.mark.parametrize(
-    ("spec", "op"), [("magpie:8,1", "alltoall"), ("das2:4", "scatter"), ("das2:4", "gather")]
+    ("spec", "op"),
+    [
+        ("magpie:8,1", "alltoall"),
+        ("das2:4", "alltoall"),
+        ("das2:4", "scatter"),
+        ("das2:4", "gather"),
+    ],
 )
 def test_auto_chooses_them(spec, op):
     grid = get_grid(spec)

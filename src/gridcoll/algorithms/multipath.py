@@ -32,7 +32,15 @@ from gridcoll.algorithms._collective import Blocks, check_blocks, check_segment_
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Op, Recv, Schedule, Send
 
-__all__ = ["RELAY_UNITS", "multipath_gather", "multipath_scatter", "relay_plan", "segment_routes"]
+__all__ = [
+    "RELAY_UNITS",
+    "multipath_alltoall",
+    "multipath_gather",
+    "multipath_scatter",
+    "relay_plan",
+    "segment_loads",
+    "segment_paths",
+]
 
 RELAY_UNITS = 32
 """Units each remote cluster's data is cut into for the choice of routes."""
@@ -53,91 +61,123 @@ def _occupancy(grid: Grid, src: int, dst: int, m: int) -> list[tuple[Resource, f
     return out
 
 
-def relay_plan(grid: Grid, root: int, m: int, inward: bool = False) -> dict[int, tuple[int, ...]]:
-    """Per remote cluster ``c``, the relay cluster of each of its :data:`RELAY_UNITS`
-    units (``c`` itself: the direct route), for ``m``-byte segments between the root
-    and ``c``'s coordinator (``inward``: towards the root, a gather).
+def relay_plan(
+    grid: Grid, pairs: tuple[tuple[int, int, int], ...], m: int
+) -> tuple[tuple[int, ...], ...]:
+    """Per pair ``(a, b, n)`` of ranks exchanging ``n`` blocks, the rank that relays each
+    of its :data:`RELAY_UNITS` units (-1: the direct route ``a -> b``; else the
+    coordinator of a cluster other than ``a``'s and ``b``'s), for ``m``-byte segments.
 
-    Units are placed one per cluster in turn (the clusters of most ranks first), each
-    on the route whose busiest resource, with the unit's load added, is least busy
-    (ties: the direct route); a unit of cluster ``c`` weighs ``N_c`` segments of ``m``
-    bytes and loads every resource of its one or two hops. O(C^2 RELAY_UNITS |path|).
-    Memoised in ``grid.memo``.
+    Units are placed one per pair in turn (the pairs of most blocks first), each on the
+    route whose busiest resource, with the unit's load added, is least busy (ties: the
+    direct route); a unit weighs ``n`` segments and loads every resource of its one or
+    two hops. O(pairs C RELAY_UNITS |path|). Memoised in ``grid.memo``.
     """
 
-    def compute() -> dict[int, tuple[int, ...]]:
-        home = grid.cluster_of[root]
-        coords = grid.coordinators(root)
-        remote = sorted(
-            (c for c in range(grid.nclusters) if c != home), key=lambda c: -grid.clusters[c].nranks
-        )
+    def compute() -> tuple[tuple[int, ...], ...]:
+        coords = grid.coordinators(0)
         load: dict[Resource, float] = {}
-
-        def hop(a: int, b: int) -> list[tuple[Resource, float]]:
-            return _occupancy(grid, b, a, m) if inward else _occupancy(grid, a, b, m)
-
-        routes = {
-            c: [(c, hop(root, coords[c]))]
-            + [(x, hop(root, coords[x]) + hop(coords[x], coords[c])) for x in remote if x != c]
-            for c in remote
-        }
-        plan: dict[int, list[int]] = {c: [] for c in remote}
+        routes = []
+        for a, b, _ in pairs:
+            ends = {grid.cluster_of[a], grid.cluster_of[b]}
+            via = [coords[x] for x in range(grid.nclusters) if x not in ends]
+            routes.append(
+                [(-1, _occupancy(grid, a, b, m))]
+                + [(r, _occupancy(grid, a, r, m) + _occupancy(grid, r, b, m)) for r in via]
+            )
+        plan: list[list[int]] = [[] for _ in pairs]
+        order = sorted(range(len(pairs)), key=lambda i: -pairs[i][2])
         for _ in range(RELAY_UNITS):
-            for c in remote:
-                n = grid.clusters[c].nranks
+            for i in order:
+                n = pairs[i][2]
                 best = min(
-                    routes[c],
+                    routes[i],
                     key=lambda route: (
                         max(load.get(x, 0.0) + n * g for x, g in route[1]),
-                        route[0] != c,
+                        route[0] != -1,
                     ),
                 )
                 for x, g in best[1]:
                     load[x] = load.get(x, 0.0) + n * g
-                plan[c].append(best[0])
-        return {c: tuple(relays) for c, relays in plan.items()}
+                plan[i].append(best[0])
+        return tuple(tuple(relays) for relays in plan)
 
-    key = (root, m, inward)
-    return grid.memo.get("multipath.relays", key, compute, maxsize=64)
+    return grid.memo.get("multipath.relays", (pairs, m), compute, maxsize=64)
 
 
-def segment_routes(
-    grid: Grid, root: int, blocks: Blocks, m: int, inward: bool = False
-) -> list[tuple[int, int, int | None]]:
-    """``(segment, rank, relay)`` for every segment of every rank but the root, in the
-    interleaved order (module docstring): ``relay`` is the coordinator that forwards it,
-    None for the direct route. A remote cluster's segments take its units' routes
-    (:func:`relay_plan`) in turn."""
-    plan = relay_plan(grid, root, m, inward)
-    coords = grid.coordinators(root)
-    dealt = dict.fromkeys(plan, 0)
+def _pairs(op: str, grid: Grid, root: int) -> tuple[tuple[tuple[int, int, int], ...], list[int]]:
+    """The cluster-level pairs of :func:`relay_plan` for one call, and each block's pair
+    (-1: a block that stays inside a cluster or at the root). Blocks: rank ``d``'s for
+    scatter and gather, ``s * P + d`` for all-to-all."""
+    P, C = grid.nranks, grid.nclusters
+    coords = grid.coordinators(0)
+    sizes = [c.nranks for c in grid.clusters]
+    of = grid.cluster_of
+    if op == "alltoall":
+        index = {}
+        pairs = []
+        for A in range(C):
+            for B in range(C):
+                if A != B:
+                    index[(A, B)] = len(pairs)
+                    pairs.append((coords[A], coords[B], sizes[A] * sizes[B]))
+        which = [index.get((of[s], of[d]), -1) for s in range(P) for d in range(P)]
+        return tuple(pairs), which
+    home = of[root]
+    remote = [c for c in range(C) if c != home]
+    index = {c: i for i, c in enumerate(remote)}
+    if op == "scatter":
+        pairs = [(root, coords[c], sizes[c]) for c in remote]
+    else:
+        pairs = [(coords[c], root, sizes[c]) for c in remote]
+    return tuple(pairs), [index.get(of[d], -1) for d in range(P)]
+
+
+def _ends(op: str, grid: Grid, root: int, block: int) -> tuple[int, int]:
+    if op == "alltoall":
+        return divmod(block, grid.nranks)
+    return (root, block) if op == "scatter" else (block, root)
+
+
+def segment_paths(
+    op: str, grid: Grid, root: int, blocks: Blocks, m: int
+) -> list[tuple[int, tuple[int, ...]]]:
+    """``(segment, path)`` for every segment that moves, in the interleaved order
+    (module docstring): a path is ``(source, destination)`` or ``(source, relay,
+    destination)``; a pair's segments take its units' routes (:func:`relay_plan`) in
+    turn."""
+    pairs, which = _pairs(op, grid, root)
+    plan = relay_plan(grid, pairs, m)
+    dealt = [0] * len(pairs)
+    P = grid.nranks
+    if op == "alltoall":  # rank s sends to s+1, s+2, ... (the rotated order)
+        order = [s * P + (s + i) % P for s in range(P) for i in range(1, P)]
+    else:
+        order = [d for d in range(P) if d != root]
     out = []
     for j in range(blocks.k):
-        for d in range(grid.nranks):
-            if d == root:
-                continue
-            c = grid.cluster_of[d]
-            relay = None
-            if c in plan:
-                x = plan[c][dealt[c] % len(plan[c])]
-                dealt[c] += 1
-                relay = None if x == c else coords[x]
-            out.append((blocks.seg(d, j), d, relay))
+        for block in order:
+            src, dst = _ends(op, grid, root, block)
+            path: tuple[int, ...] = (src, dst)
+            i = which[block]
+            if i >= 0:
+                relay = plan[i][dealt[i] % RELAY_UNITS]
+                dealt[i] += 1
+                if relay >= 0:
+                    path = (src, relay, dst)
+            out.append((blocks.seg(block, j), path))
     return out
 
 
 def _build(
     op: str, grid: Grid, nbytes: int, root: int, segment_size: int, itemsize: int
 ) -> Schedule:
+    """The multi-path schedule of ``op`` (scatter, gather or alltoall)."""
     check_blocks(grid, nbytes, root, itemsize)
     check_segment_size(segment_size, itemsize)
     P = grid.nranks
-    blocks = Blocks.cut(P, nbytes, segment_size, itemsize)
-    inward = op == "gather"
-    paths = []
-    for s, d, relay in segment_routes(grid, root, blocks, min(segment_size, nbytes), inward):
-        path = (root, d) if relay is None else (root, relay, d)
-        paths.append((s, path[::-1] if inward else path))
+    blocks = Blocks.cut(P * P if op == "alltoall" else P, nbytes, segment_size, itemsize)
+    paths = segment_paths(op, grid, root, blocks, min(segment_size, nbytes))
     programs = _replayed(grid, blocks.segments, paths)
     params = {"segment_size": segment_size}
     return finish(op, "multipath", grid, root, nbytes, blocks.segments, programs, params)
@@ -223,6 +263,17 @@ def multipath_scatter(
     return _build("scatter", grid, nbytes, root, segment_size, itemsize)
 
 
+def multipath_alltoall(
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
+) -> Schedule:
+    """All-to-all in segments dealt to the peers in turn (as
+    :func:`gridcoll.algorithms.alltoall.segmented_alltoall`), each cluster pair's
+    segments over the direct route or a relay cluster's coordinator (module docstring):
+    on ``das2`` the pairs into Leiden add the routes through UvA. Builds in
+    O(P^2 b/m log) after :func:`relay_plan`."""
+    return _build("alltoall", grid, nbytes, root, segment_size, itemsize)
+
+
 def multipath_gather(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
 ) -> Schedule:
@@ -232,38 +283,48 @@ def multipath_gather(
 
 
 def segment_loads(
-    grid: Grid, root: int, nbytes: int, m: int, inward: bool
+    op: str, grid: Grid, root: int, nbytes: int, m: int
 ) -> tuple[dict[Resource, float], float]:
     """The total occupancy of every resource over one call's messages (``m``-byte
     segments, the last of each block shorter; a rank's CPU ``os`` per send and ``or``
     per receive), and the longest route's way for one segment (its ``L``s and its
-    hops' largest ``g``): the figures of the model. O(P C)."""
+    hops' largest ``g``): the figures of the model. Each block's segments split over
+    its pair's routes as the units do. O(blocks C |path|)."""
     k = math.ceil(nbytes / m)
     last = nbytes - (k - 1) * m
-    plan = relay_plan(grid, root, min(m, nbytes), inward)
-    coords = grid.coordinators(root)
+    m = min(m, nbytes)
+    pairs, which = _pairs(op, grid, root)
+    plan = relay_plan(grid, pairs, m)
+    shares = [{r: relays.count(r) / len(relays) for r in set(relays)} for relays in plan]
     load: dict[Resource, float] = {}
     way = 0.0
-    for d in range(grid.nranks):
-        if d == root:
+    hops_of: dict[tuple[int, int], tuple] = {}
+
+    def hop(a: int, b: int) -> tuple:
+        if (a, b) not in hops_of:
+            plogp = grid.plogp(a, b)
+            costs = []
+            for size in (m, last):
+                occupied = _occupancy(grid, a, b, size)
+                work = [*occupied, (("cpu", a), plogp.os(size)), (("cpu", b), plogp.or_(size))]
+                costs.append(work)
+            hops_of[(a, b)] = (costs, plogp.L, max(g for _, g in _occupancy(grid, a, b, m)))
+        return hops_of[(a, b)]
+
+    blocks = grid.nranks * grid.nranks if op == "alltoall" else grid.nranks
+    for block in range(blocks):
+        src, dst = _ends(op, grid, root, block)
+        if src == dst:
             continue
-        c = grid.cluster_of[d]
-        relays = plan.get(c, (c,))
-        for x in set(relays):
-            share = relays.count(x) / len(relays)
-            path = [root, d] if x == c else [root, coords[x], d]
-            if inward:
-                path.reverse()
-            hops = list(itertools.pairwise(path))
-            for a, b in hops:
-                plogp = grid.plogp(a, b)
-                for size, times in ((m, (k - 1) * share), (last, share)):
-                    work = [*_occupancy(grid, a, b, size), (("cpu", a), plogp.os(size))]
-                    for r, g in [*work, (("cpu", b), plogp.or_(size))]:
-                        load[r] = load.get(r, 0.0) + times * g
-            way = max(
-                way,
-                sum(grid.plogp(a, b).L for a, b in hops)
-                + max(g for a, b in hops for _, g in _occupancy(grid, a, b, min(m, nbytes))),
-            )
+        i = which[block]
+        for relay, share in (shares[i] if i >= 0 else {-1: 1.0}).items():
+            path = (src, dst) if relay < 0 else (src, relay, dst)
+            latency = biggest = 0.0
+            for a, b in itertools.pairwise(path):
+                (full, tail), L, g = hop(a, b)
+                for work, times in ((full, (k - 1) * share), (tail, share)):
+                    for x, t in work:
+                        load[x] = load.get(x, 0.0) + times * t
+                latency, biggest = latency + L, max(biggest, g)
+            way = max(way, latency + biggest)
     return load, way

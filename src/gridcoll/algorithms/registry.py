@@ -401,6 +401,14 @@ def _collectives() -> list[Builder]:
         ),
         Builder(
             "alltoall",
+            "multipath",
+            multipath.multipath_alltoall,
+            "segments dealt to the peers, each cluster pair's over direct or relayed routes",
+            seg,
+            cost=pairwise_cost,
+        ),
+        Builder(
+            "alltoall",
             "direct-segmented",
             alltoall.segmented_alltoall,
             "rotated Direct Exchange in segments dealt to the peers in turn: every link busy",

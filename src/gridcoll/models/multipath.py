@@ -14,16 +14,21 @@ from gridcoll.algorithms.multipath import segment_loads
 from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.grid import Grid
 
-__all__ = ["MODELS", "multipath_gather_model", "multipath_scatter_model"]
+__all__ = [
+    "MODELS",
+    "multipath_alltoall_model",
+    "multipath_gather_model",
+    "multipath_scatter_model",
+]
 
 
 def _model(
-    grid: Grid, nbytes: int, root: int, segment_size: int, itemsize: int, inward: bool
+    op: str, grid: Grid, nbytes: int, root: int, segment_size: int, itemsize: int
 ) -> float:
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
     if grid.nranks < 2:
         return 0.0
-    load, way = segment_loads(grid, root, nbytes, m, inward)
+    load, way = segment_loads(op, grid, root, nbytes, m)
     return max(load.values(), default=0.0) + way
 
 
@@ -32,18 +37,26 @@ def multipath_scatter_model(
 ) -> float:
     """Model of :func:`~gridcoll.algorithms.multipath.multipath_scatter` (module
     docstring). O(P C)."""
-    return _model(grid, nbytes, root, segment_size, itemsize, False)
+    return _model("scatter", grid, nbytes, root, segment_size, itemsize)
 
 
 def multipath_gather_model(
     grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
 ) -> float:
     """Model of :func:`~gridcoll.algorithms.multipath.multipath_gather`. O(P C)."""
-    return _model(grid, nbytes, root, segment_size, itemsize, True)
+    return _model("gather", grid, nbytes, root, segment_size, itemsize)
+
+
+def multipath_alltoall_model(
+    grid: Grid, nbytes: int, root: int = 0, *, segment_size: int, itemsize: int = 1
+) -> float:
+    """Model of :func:`~gridcoll.algorithms.multipath.multipath_alltoall`. O(P^2 C)."""
+    return _model("alltoall", grid, nbytes, root, segment_size, itemsize)
 
 
 MODELS = {
     ("scatter", "multipath"): multipath_scatter_model,
     ("gather", "multipath"): multipath_gather_model,
+    ("alltoall", "multipath"): multipath_alltoall_model,
 }
 """The multi-path models, by ``(op, name)``."""

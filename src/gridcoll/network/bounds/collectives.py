@@ -240,12 +240,14 @@ def _block_bytes(
     cluster_of = grid.cluster_of
     if op == "alltoall":  # block src * P + dst
         into = [0] * grid.nclusters
+        out = [0] * grid.nclusters
         for i, c in enumerate(counts):
             src, dst = divmod(i, P)
             if cluster_of[src] != cluster_of[dst]:
                 into[cluster_of[dst]] += c
+                out[cluster_of[src]] += c
         rank = sum(counts[s * P + rep] for s in range(P) if s != rep)
-        return {"cluster": into, "rank": rank}
+        return {"cluster": into, "cluster_out": out, "rank": rank}
     home = cluster_of[root]
     total = sum(counts)
     per = [0] * grid.nclusters
@@ -281,7 +283,8 @@ def collective_bound(
                ``(P-1) b`` through the root's NIC
     gather     the same towards the root
     allgather  each cluster receives ``(P - N_c) b`` from outside; a rank ``(P-1) b``
-    alltoall   each cluster receives ``N_c (P - N_c) b``; a rank ``(P-1) b``
+    alltoall   each cluster receives and sends ``N_c (P - N_c) b``; a rank
+               receives ``(P-1) b``
     reduce     each cluster without the root, and all of them together, send the
                root ``M`` (any operation: a partial result is ``M`` bytes); the root
                receives ``M``
@@ -363,8 +366,13 @@ def collective_bound(
         if op == "gather":
             k = n - (c == home)
             return [_cut(grid, sent["cluster"][c], _counts(C, {c: k}, {home: 1}))]
-        if op in ("allgather", "alltoall"):
+        if op == "allgather":
             return [_cut(grid, sent["cluster"][c], _counts(C, outside, {c: n}))]
+        if op == "alltoall":
+            return [
+                _cut(grid, sent["cluster"][c], _counts(C, outside, {c: n})),
+                _cut(grid, sent["cluster_out"][c], _counts(C, {c: n}, outside)),
+            ]
         if op == "reduce" and c != home:
             return [_cut(grid, nbytes, _counts(C, {c: n}, {home: 1}), combined=True)]
         if op == "allreduce" and outside:
@@ -458,10 +466,11 @@ def _group_cuts(
         return [_cut(grid, sum(block(r) for r in ranks_out), into)]
     if op == "alltoall":
         if counts is None:
-            need = len(ranks_in) * len(ranks_out) * nbytes
+            need = leave = len(ranks_in) * len(ranks_out) * nbytes
         else:
             need = sum(counts[s * P + d] for s in ranks_out for d in ranks_in)
-        return [_cut(grid, need, into)]
+            leave = sum(counts[s * P + d] for s in ranks_in for d in ranks_out)
+        return [_cut(grid, need, into), _cut(grid, leave, out_of)]
     if op == "reduce_scatter":
         return [
             _cut(grid, sum(block(r) for r in ranks_in), into, combined=True),
