@@ -5,6 +5,10 @@ and the models beside the simulator."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -17,6 +21,7 @@ from gridcoll.schedule.validate import validate
 from gridcoll.simulate import simulate
 from gridcoll.tune import Call, plan
 from test_packing import uneven_grids
+from test_runtime_mpi import clean_env, last_json
 
 MiB = 2**20
 NEW = (
@@ -101,3 +106,21 @@ def test_auto_chooses_them(spec, op):
     p = plan(grid, Call(op, MiB))
     assert p.algorithm in ("direct-segmented", "multipath")
     assert simulate(p.build(grid), grid).total_s <= 1.10 * p.bound_s
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_the_transpose_example_computes_the_2d_fft_over_the_emulated_wan():
+    """examples/transpose_fft.py on 8 ranks of magpie:4,2: every column of numpy's
+    fft2 where it belongs (the example asserts it), both all-to-alls timed."""
+    example = Path(__file__).parent.parent / "examples" / "transpose_fft.py"
+    cmd = [sys.executable, "-m", "gridcoll", "mpirun", "--grid", "magpie:4,2", "--"]
+    cmd += [sys.executable, str(example), "--n", "64", "--repeat", "1"]
+    proc = subprocess.run(
+        cmd, env=clean_env(), capture_output=True, text=True, timeout=300, check=False
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    assert out["checked"] == "numpy.fft.fft2" and out["ranks"] == 8
+    assert out["bytes_per_pair"] == 8 * 8 * 16
+    assert out["auto_s"] > 0 and out["mpich_s"] > 0 and out["bound_s"] > 0
