@@ -22,9 +22,7 @@ __all__ = [
 ]
 
 
-def _model(
-    op: str, grid: Grid, nbytes: int, root: int, segment_size: int, itemsize: int
-) -> float:
+def _model(op: str, grid: Grid, nbytes: int, root: int, segment_size: int, itemsize: int) -> float:
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
     if grid.nranks < 2:
         return 0.0
