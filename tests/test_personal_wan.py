@@ -86,7 +86,7 @@ def test_relays_carry_what_the_direct_route_cannot():
     for spec, relayed in (("das2:4", True), ("magpie:4,2", False)):
         grid = get_grid(spec)
         blocks = Blocks.cut(grid.nranks, 4096 * 8, 4096)
-        paths = multipath.segment_paths("scatter", grid, 0, blocks, 4096)
+        paths = multipath.segment_paths("scatter", grid, 0, blocks)
         leiden = [path for _, path in paths if grid.cluster_of[path[-1]] == 1]
         assert any(len(path) == 3 for path in leiden) is relayed
         assert all(path[0] == 0 for _, path in paths)

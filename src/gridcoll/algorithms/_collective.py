@@ -30,6 +30,7 @@ from gridcoll.algorithms._common import check_call
 from gridcoll.algorithms.magpie import check_degree
 from gridcoll.algorithms.trees import Tree, append_tree_broadcast, dary_tree
 from gridcoll.errors import ParameterError
+from gridcoll.limits import MAX_SEGMENTS
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Op, Recv, Schedule, split_segments
 from gridcoll.schedule.transform import reverse_program
@@ -39,6 +40,7 @@ __all__ = [
     "append_tree_reduce",
     "check_commutative",
     "check_reduction",
+    "check_segment_count",
     "check_segment_size",
     "finish",
     "mirrored",
@@ -144,6 +146,19 @@ class Blocks:
     def round(self, blocks: Sequence[int], j: int) -> tuple[int, ...]:
         """Segment ``j`` of each of ``blocks``: one round's message."""
         return tuple(self.seg(b, j) for b in blocks)
+
+
+def check_segment_count(op: str, grid: Grid, nbytes: int, segment_size: int) -> None:
+    """Raise :class:`ParameterError` when a personalised call cut into ``m``-byte
+    segments would hold more than :data:`~gridcoll.limits.MAX_SEGMENTS` of them (``P^2
+    ceil(b/m)`` for all-to-all, ``P ceil(b/m)`` for the others)."""
+    blocks = grid.nranks**2 if op == "alltoall" else grid.nranks
+    count = blocks * -(-nbytes // max(segment_size, 1))
+    if count > MAX_SEGMENTS:
+        raise ParameterError(
+            f"{op} of {nbytes} B per block in {segment_size}-byte segments on "
+            f"{grid.nranks} ranks needs {count} segments, more than {MAX_SEGMENTS}"
+        )
 
 
 def check_blocks(grid: Grid, nbytes: int, root: int, itemsize: int) -> None:

@@ -21,6 +21,7 @@ from __future__ import annotations
 from gridcoll.algorithms._collective import (
     Blocks,
     check_blocks,
+    check_segment_count,
     check_segment_size,
     finish,
     rotated,
@@ -234,6 +235,7 @@ def segmented_alltoall(
     """
     check_blocks(grid, nbytes, root, itemsize)
     check_segment_size(segment_size, itemsize)
+    check_segment_count("alltoall", grid, nbytes, segment_size)
     P = grid.nranks
     blocks = Blocks.cut(P * P, nbytes, segment_size, itemsize)
     k = blocks.k

@@ -28,12 +28,22 @@ import heapq
 import itertools
 import math
 
-from gridcoll.algorithms._collective import Blocks, check_blocks, check_segment_size, finish
+from gridcoll.algorithms._collective import (
+    Blocks,
+    check_blocks,
+    check_segment_count,
+    check_segment_size,
+    finish,
+)
+from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
 from gridcoll.schedule.ir import Op, Recv, Schedule, Send
 
 __all__ = [
+    "MAX_ROUTES",
+    "RELAY_SEGMENT",
     "RELAY_UNITS",
+    "check_relayable",
     "multipath_alltoall",
     "multipath_gather",
     "multipath_scatter",
@@ -43,30 +53,47 @@ __all__ = [
 ]
 
 RELAY_UNITS = 32
-"""Units each remote cluster's data is cut into for the choice of routes."""
+"""Units each pair's data is cut into for the choice of routes."""
+
+RELAY_SEGMENT = 65536
+"""The segment size the routes are weighed on (:func:`relay_plan`)."""
+
+MAX_ROUTES = 1024
+"""The most (pair, route) choices the builders weigh: all-to-all on up to 10 clusters,
+scatter and gather on up to 32 (:func:`check_relayable`); above, they decline (the
+single-route builders serve such grids)."""
 
 Resource = tuple[str, int | str]
 
 
 def _occupancy(grid: Grid, src: int, dst: int, m: int) -> list[tuple[Resource, float]]:
     """The resources an ``m``-byte message ``src -> dst`` occupies, each for its
-    ``g(m)`` (a link's own, a NIC's or gateway's LAN's)."""
-    out = []
-    for kind, key in grid.path(src, dst):
-        if kind == "link":
-            out.append(((kind, key), grid.links[key].g(m)))
-        else:
-            side = src if kind in ("nic_out", "gw_out") else dst
-            out.append(((kind, key), grid.lan(side).g(m)))
-    return out
+    ``g(m)`` (a link's own, a NIC's or gateway's LAN's): the same for every pair of
+    ranks of two clusters but for the NICs, so memoised per cluster pair and size."""
+    ca, cb = grid.cluster_of[src], grid.cluster_of[dst]
+
+    def compute() -> list[tuple[Resource, float]]:
+        a, b = grid.members[ca][0], grid.members[cb][-1]
+        out = []
+        for kind, key in grid.path(a, b):
+            if kind == "link":
+                out.append(((kind, key), grid.links[key].g(m)))
+            else:
+                side = a if kind in ("nic_out", "gw_out") else b
+                out.append(((kind, key), grid.lan(side).g(m)))
+        return out
+
+    shape = grid.memo.get("multipath.occupancy", (ca, cb, m), compute, maxsize=65536)
+    rank = {"nic_out": src, "nic_in": dst}
+    return [((kind, rank.get(kind, key)), g) for (kind, key), g in shape]
 
 
-def relay_plan(
-    grid: Grid, pairs: tuple[tuple[int, int, int], ...], m: int
-) -> tuple[tuple[int, ...], ...]:
+def relay_plan(grid: Grid, pairs: tuple[tuple[int, int, int], ...]) -> tuple[tuple[int, ...], ...]:
     """Per pair ``(a, b, n)`` of ranks exchanging ``n`` blocks, the rank that relays each
     of its :data:`RELAY_UNITS` units (-1: the direct route ``a -> b``; else the
-    coordinator of a cluster other than ``a``'s and ``b``'s), for ``m``-byte segments.
+    coordinator of a cluster other than ``a``'s and ``b``'s), weighed on segments of
+    :data:`RELAY_SEGMENT` bytes (a choice of routes by their rates, the same for every
+    segment size).
 
     Units are placed one per pair in turn (the pairs of most blocks first), each on the
     route whose busiest resource, with the unit's load added, is least busy (ties: the
@@ -76,6 +103,7 @@ def relay_plan(
 
     def compute() -> tuple[tuple[int, ...], ...]:
         coords = grid.coordinators(0)
+        m = RELAY_SEGMENT
         load: dict[Resource, float] = {}
         routes = []
         for a, b, _ in pairs:
@@ -102,7 +130,21 @@ def relay_plan(
                 plan[i].append(best[0])
         return tuple(tuple(relays) for relays in plan)
 
-    return grid.memo.get("multipath.relays", (pairs, m), compute, maxsize=64)
+    return grid.memo.get("multipath.relays", pairs, compute, maxsize=64)
+
+
+def check_relayable(op: str, grid: Grid, nbytes: int, m: int) -> None:
+    """Raise :class:`ParameterError` where the routes would take too long to weigh
+    (:data:`MAX_ROUTES`) or an all-to-all would need more than
+    :data:`~gridcoll.limits.MAX_SEGMENTS` segments (``P^2 ceil(b/m)``)."""
+    C = grid.nclusters
+    pairs = C * (C - 1) if op == "alltoall" else C - 1
+    if pairs * max(C - 1, 1) > MAX_ROUTES:
+        raise ParameterError(
+            f"relayed routes are weighed for {op} on up to "
+            f"{10 if op == 'alltoall' else 32} clusters, the grid has {C}"
+        )
+    check_segment_count(op, grid, nbytes, m)
 
 
 def _pairs(op: str, grid: Grid, root: int) -> tuple[tuple[tuple[int, int, int], ...], list[int]]:
@@ -140,14 +182,14 @@ def _ends(op: str, grid: Grid, root: int, block: int) -> tuple[int, int]:
 
 
 def segment_paths(
-    op: str, grid: Grid, root: int, blocks: Blocks, m: int
+    op: str, grid: Grid, root: int, blocks: Blocks
 ) -> list[tuple[int, tuple[int, ...]]]:
     """``(segment, path)`` for every segment that moves, in the interleaved order
     (module docstring): a path is ``(source, destination)`` or ``(source, relay,
     destination)``; a pair's segments take its units' routes (:func:`relay_plan`) in
     turn."""
     pairs, which = _pairs(op, grid, root)
-    plan = relay_plan(grid, pairs, m)
+    plan = relay_plan(grid, pairs)
     dealt = [0] * len(pairs)
     P = grid.nranks
     if op == "alltoall":  # rank s sends to s+1, s+2, ... (the rotated order)
@@ -175,9 +217,10 @@ def _build(
     """The multi-path schedule of ``op`` (scatter, gather or alltoall)."""
     check_blocks(grid, nbytes, root, itemsize)
     check_segment_size(segment_size, itemsize)
+    check_relayable(op, grid, nbytes, segment_size)
     P = grid.nranks
     blocks = Blocks.cut(P * P if op == "alltoall" else P, nbytes, segment_size, itemsize)
-    paths = segment_paths(op, grid, root, blocks, min(segment_size, nbytes))
+    paths = segment_paths(op, grid, root, blocks)
     programs = _replayed(grid, blocks.segments, paths)
     params = {"segment_size": segment_size}
     return finish(op, "multipath", grid, root, nbytes, blocks.segments, programs, params)
@@ -288,43 +331,69 @@ def segment_loads(
     """The total occupancy of every resource over one call's messages (``m``-byte
     segments, the last of each block shorter; a rank's CPU ``os`` per send and ``or``
     per receive), and the longest route's way for one segment (its ``L``s and its
-    hops' largest ``g``): the figures of the model. Each block's segments split over
-    its pair's routes as the units do. O(blocks C |path|)."""
+    hops' largest ``g``): the figures of the model.
+
+    The blocks between two clusters (or the root and a cluster) take the same routes in
+    the same shares, so they are counted once, on the coordinators: a sender's NIC and
+    CPU carry its blocks to every rank of the other side, a receiver's from every rank
+    of the sending side, a relay and the shared resources (gateways, links) all of
+    them. O(C^2 C |path|)."""
     k = math.ceil(nbytes / m)
     last = nbytes - (k - 1) * m
     m = min(m, nbytes)
-    pairs, which = _pairs(op, grid, root)
-    plan = relay_plan(grid, pairs, m)
-    shares = [{r: relays.count(r) / len(relays) for r in set(relays)} for relays in plan]
+    pairs, _ = _pairs(op, grid, root)
+    plan = relay_plan(grid, pairs)
     load: dict[Resource, float] = {}
     way = 0.0
-    hops_of: dict[tuple[int, int], tuple] = {}
-
-    def hop(a: int, b: int) -> tuple:
-        if (a, b) not in hops_of:
-            plogp = grid.plogp(a, b)
-            costs = []
-            for size in (m, last):
-                occupied = _occupancy(grid, a, b, size)
-                work = [*occupied, (("cpu", a), plogp.os(size)), (("cpu", b), plogp.or_(size))]
-                costs.append(work)
-            hops_of[(a, b)] = (costs, plogp.L, max(g for _, g in _occupancy(grid, a, b, m)))
-        return hops_of[(a, b)]
-
-    blocks = grid.nranks * grid.nranks if op == "alltoall" else grid.nranks
-    for block in range(blocks):
-        src, dst = _ends(op, grid, root, block)
-        if src == dst:
-            continue
-        i = which[block]
-        for relay, share in (shares[i] if i >= 0 else {-1: 1.0}).items():
+    for (src, dst, n_src, n_dst), i in _groups(op, grid, root):
+        relays = plan[i] if i >= 0 else (-1,)
+        for relay in set(relays):
+            share = relays.count(relay) / len(relays)
             path = (src, dst) if relay < 0 else (src, relay, dst)
             latency = biggest = 0.0
             for a, b in itertools.pairwise(path):
-                (full, tail), L, g = hop(a, b)
-                for work, times in ((full, (k - 1) * share), (tail, share)):
+                plogp = grid.plogp(a, b)
+                for size, times in ((m, (k - 1) * share), (last, share)):
+                    work = [*_occupancy(grid, a, b, size)]
+                    work += [(("cpu", a), plogp.os(size)), (("cpu", b), plogp.or_(size))]
                     for x, t in work:
-                        load[x] = load.get(x, 0.0) + times * t
-                latency, biggest = latency + L, max(biggest, g)
+                        mine = x[1] == src and a == src and x[0] in ("nic_out", "cpu")
+                        theirs = x[1] == dst and b == dst and x[0] in ("nic_in", "cpu")
+                        n = n_dst if mine else n_src if theirs else n_src * n_dst
+                        load[x] = load.get(x, 0.0) + n * times * t
+                latency += plogp.L
+                biggest = max(biggest, max(g for _, g in _occupancy(grid, a, b, m)))
             way = max(way, latency + biggest)
     return load, way
+
+
+def _groups(op: str, grid: Grid, root: int) -> list[tuple[tuple[int, int, int, int], int]]:
+    """``((sender, receiver, senders, receivers), pair)`` for every set of blocks that
+    move alike (:func:`segment_loads`): between two clusters (``pair`` their index in
+    :func:`_pairs`), or inside one (-1, direct)."""
+    coords = grid.coordinators(0)
+    sizes = [c.nranks for c in grid.clusters]
+    members = grid.members
+    home = grid.cluster_of[root]
+    out = []
+    if op == "alltoall":
+        i = 0
+        for A in range(grid.nclusters):
+            if sizes[A] > 1:
+                out.append(((members[A][0], members[A][1], sizes[A], sizes[A] - 1), -1))
+            for B in range(grid.nclusters):
+                if A != B:
+                    out.append(((coords[A], coords[B], sizes[A], sizes[B]), i))
+                    i += 1
+        return out
+    local = next((r for r in members[home] if r != root), None)
+    remote = [c for c in range(grid.nclusters) if c != home]
+    if op == "scatter":
+        if local is not None:
+            out.append(((root, local, 1, sizes[home] - 1), -1))
+        out += [((root, coords[c], 1, sizes[c]), i) for i, c in enumerate(remote)]
+    else:
+        if local is not None:
+            out.append(((local, root, sizes[home] - 1, 1), -1))
+        out += [((coords[c], root, sizes[c], 1), i) for i, c in enumerate(remote)]
+    return out

@@ -47,6 +47,7 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from gridcoll.algorithms._collective import check_segment_count
 from gridcoll.algorithms.alltoall import agent
 from gridcoll.errors import ParameterError
 from gridcoll.models._collective import Costs, rounds_time
@@ -327,6 +328,7 @@ def segmented_alltoall_model(
     link ``sum N_A N_B W(g_link)`` over the cluster pairs routed over it. O(C^2).
     """
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
+    check_segment_count("alltoall", grid, nbytes, m)  # the builder declines too
     k = -(-nbytes // m)
     last = nbytes - (k - 1) * m
     P, C = grid.nranks, grid.nclusters

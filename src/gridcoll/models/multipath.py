@@ -10,7 +10,7 @@ charge theirs (:mod:`gridcoll.models.packing`).
 
 from __future__ import annotations
 
-from gridcoll.algorithms.multipath import segment_loads
+from gridcoll.algorithms.multipath import check_relayable, segment_loads
 from gridcoll.models.single_layer import check_model_call
 from gridcoll.network.grid import Grid
 
@@ -24,6 +24,7 @@ __all__ = [
 
 def _model(op: str, grid: Grid, nbytes: int, root: int, segment_size: int, itemsize: int) -> float:
     m = check_model_call(grid, nbytes, root, itemsize, segment_size)
+    check_relayable(op, grid, nbytes, m)  # the builder declines too
     if grid.nranks < 2:
         return 0.0
     load, way = segment_loads(op, grid, root, nbytes, m)

@@ -447,10 +447,15 @@ def _least_messages(grid: Grid, call: Call, cand: Candidate) -> int:
     """The fewest messages ``cand``'s schedule can have, known without building it (0
     where unknown): a broadcast tree, and a packed tree of any collective
     (:mod:`gridcoll.algorithms.packing`), send every segment to each of the ``P - 1``
-    other ranks in its own message (the allreduce twice: up and down)."""
+    other ranks in its own message (the allreduce twice: up and down); the segmented
+    and multi-path personalised builders every segment of every block that moves
+    (:mod:`gridcoll.algorithms.multipath`)."""
+    segments = -(-_model_size(call) // max(cand.segment_size, 1))
+    if cand.algorithm in ("multipath", "direct-segmented"):
+        P = grid.nranks
+        return segments * (P * (P - 1) if call.op == "alltoall" else P - 1)
     if call.op != "bcast" and cand.algorithm != "multitree":
         return 0
-    segments = -(-_model_size(call) // max(cand.segment_size, 1))
     if call.op in PERSONALISED:  # a block per rank
         segments *= grid.nranks
     return segments * (grid.nranks - 1) * (2 if call.op == "allreduce" else 1)
