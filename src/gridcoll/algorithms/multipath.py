@@ -24,7 +24,6 @@ Konemann, FOCS 1998 (fractional packing).
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 
@@ -35,9 +34,10 @@ from gridcoll.algorithms._collective import (
     check_segment_size,
     finish,
 )
+from gridcoll.algorithms.replay import Replay, Resource, occupancy
 from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Op, Recv, Schedule, Send
+from gridcoll.schedule.ir import Op, Schedule
 
 __all__ = [
     "MAX_ROUTES",
@@ -63,30 +63,6 @@ MAX_ROUTES = 1024
 scatter and gather on up to 32 (:func:`check_relayable`); above, they decline (the
 single-route builders serve such grids)."""
 
-Resource = tuple[str, int | str]
-
-
-def _occupancy(grid: Grid, src: int, dst: int, m: int) -> list[tuple[Resource, float]]:
-    """The resources an ``m``-byte message ``src -> dst`` occupies, each for its
-    ``g(m)`` (a link's own, a NIC's or gateway's LAN's): the same for every pair of
-    ranks of two clusters but for the NICs, so memoised per cluster pair and size."""
-    ca, cb = grid.cluster_of[src], grid.cluster_of[dst]
-
-    def compute() -> list[tuple[Resource, float]]:
-        a, b = grid.members[ca][0], grid.members[cb][-1]
-        out = []
-        for kind, key in grid.path(a, b):
-            if kind == "link":
-                out.append(((kind, key), grid.links[key].g(m)))
-            else:
-                side = a if kind in ("nic_out", "gw_out") else b
-                out.append(((kind, key), grid.lan(side).g(m)))
-        return out
-
-    shape = grid.memo.get("multipath.occupancy", (ca, cb, m), compute, maxsize=65536)
-    rank = {"nic_out": src, "nic_in": dst}
-    return [((kind, rank.get(kind, key)), g) for (kind, key), g in shape]
-
 
 def relay_plan(grid: Grid, pairs: tuple[tuple[int, int, int], ...]) -> tuple[tuple[int, ...], ...]:
     """Per pair ``(a, b, n)`` of ranks exchanging ``n`` blocks, the rank that relays each
@@ -110,8 +86,8 @@ def relay_plan(grid: Grid, pairs: tuple[tuple[int, int, int], ...]) -> tuple[tup
             ends = {grid.cluster_of[a], grid.cluster_of[b]}
             via = [coords[x] for x in range(grid.nclusters) if x not in ends]
             routes.append(
-                [(-1, _occupancy(grid, a, b, m))]
-                + [(r, _occupancy(grid, a, r, m) + _occupancy(grid, r, b, m)) for r in via]
+                [(-1, occupancy(grid, a, b, m))]
+                + [(r, occupancy(grid, a, r, m) + occupancy(grid, r, b, m)) for r in via]
             )
         plan: list[list[int]] = [[] for _ in pairs]
         order = sorted(range(len(pairs)), key=lambda i: -pairs[i][2])
@@ -229,49 +205,23 @@ def _build(
 def _replayed(
     grid: Grid, segments: tuple[tuple[int, int], ...], paths: list[tuple[int, tuple[int, ...]]]
 ) -> list[list[Op]]:
-    """Every rank's program in the order of an estimated replay: each segment leaves the
-    first rank of its path in the listed order, ``os(m)`` on the sender's CPU, ``g(m)``
-    on each resource of the hop in the order heads reach it, ``L``, ``or(m)``, and a
-    relay forwards it as soon as it has it. The replay is causal, so its order is an
-    execution of the schedule (deadlock-free); a relay takes its messages in the order
-    they arrive, not in an order that would stall it behind a slower route.
-    O(messages log messages)."""
-    P = grid.nranks
-    programs: list[list[Op]] = [[] for _ in range(P)]
-    cpu = [0.0] * P
-    free: dict[Resource, float] = {}
-    heap: list = []
-    seq = itertools.count()
+    """Every rank's program in the order of an estimated replay
+    (:class:`gridcoll.algorithms.replay.Replay`): each segment leaves the first rank of
+    its path in the listed order and a relay forwards it as soon as it has it, so a
+    relay takes its messages in the order they arrive, not in an order that would stall
+    it behind a slower route. O(messages log messages)."""
 
-    def send(path: tuple[int, ...], hop: int, s: int, ready: float) -> None:
-        src, dst = path[hop], path[hop + 1]
-        m = segments[s][1]
-        t = max(ready, cpu[src])
-        cpu[src] = t + grid.plogp(src, dst).os(m)
-        programs[src].append(Send(dst, (s,)))
-        occupied = _occupancy(grid, src, dst, m)
-        heapq.heappush(heap, (t, next(seq), 0, (path, hop, s, occupied)))
-
-    for s, path in paths:
-        send(path, 0, s, 0.0)
-    while heap:
-        t, _, i, message = heapq.heappop(heap)
-        path, hop, s, occupied = message
-        src, dst = path[hop], path[hop + 1]
-        if i < len(occupied):
-            resource, g = occupied[i]
-            t = max(t, free.get(resource, 0.0)) + g
-            free[resource] = t
-            last = i == len(occupied) - 1
-            heapq.heappush(
-                heap, (t + (grid.plogp(src, dst).L if last else 0.0), next(seq), i + 1, message)
-            )
-            continue
-        cpu[dst] = max(t, cpu[dst]) + grid.plogp(src, dst).or_(segments[s][1])
-        programs[dst].append(Recv(src, (s,)))
+    def arrived(replay: Replay, rank: int, sender: int, s: int, done: float, tag) -> None:
+        path, hop = tag
+        replay.receive(rank, sender, s)
         if hop + 2 < len(path):
-            send(path, hop + 1, s, cpu[dst])
-    return programs
+            replay.send(rank, path[hop + 2], s, done, (path, hop + 1))
+
+    replay = Replay(grid, segments, arrived)
+    for s, path in paths:
+        replay.send(path[0], path[1], s, 0.0, (path, 0))
+    replay.run()
+    return replay.programs
 
 
 def multipath_scatter(
@@ -354,7 +304,7 @@ def segment_loads(
             for a, b in itertools.pairwise(path):
                 plogp = grid.plogp(a, b)
                 for size, times in ((m, (k - 1) * share), (last, share)):
-                    work = [*_occupancy(grid, a, b, size)]
+                    work = [*occupancy(grid, a, b, size)]
                     work += [(("cpu", a), plogp.os(size)), (("cpu", b), plogp.or_(size))]
                     for x, t in work:
                         mine = x[1] == src and a == src and x[0] in ("nic_out", "cpu")
@@ -362,7 +312,7 @@ def segment_loads(
                         n = n_dst if mine else n_src if theirs else n_src * n_dst
                         load[x] = load.get(x, 0.0) + n * times * t
                 latency += plogp.L
-                biggest = max(biggest, max(g for _, g in _occupancy(grid, a, b, m)))
+                biggest = max(biggest, max(g for _, g in occupancy(grid, a, b, m)))
             way = max(way, latency + biggest)
     return load, way
 

@@ -67,7 +67,6 @@ Rabenseifner, ICCS 2004 (reduce-scatter + allgather); ForestColl and Blink
 
 from __future__ import annotations
 
-import heapq
 import itertools
 import math
 from collections import defaultdict
@@ -82,10 +81,11 @@ from gridcoll.algorithms._collective import (
     check_segment_size,
     reduction_params,
 )
+from gridcoll.algorithms.replay import Replay, Resource, occupancy
 from gridcoll.errors import ParameterError
 from gridcoll.network.bounds import set_flow, site_groups
 from gridcoll.network.grid import Grid
-from gridcoll.schedule.ir import Op, Recv, Schedule, Send, split_segments
+from gridcoll.schedule.ir import Op, Schedule, split_segments
 
 __all__ = [
     "MAX_PACKED_CLUSTERS",
@@ -108,7 +108,6 @@ MAX_PACKED_CLUSTERS = 24
 attachments: above this many clusters the builders decline (a cold plan stays within
 its planning time; the WAN-aware two-level builders serve such grids)."""
 
-Resource = tuple[str, int | str]
 
 PACE = 0.8
 """A reduction's leaves release their own contributions at this fraction of the busiest
@@ -401,57 +400,51 @@ def _programs(
     up: Sequence[_Flow] | None,
     down: Sequence[_Flow] | None,
 ) -> tuple[list[list[Op]], float]:
-    """Every rank's program, in the order of an estimated replay (module docstring), and
-    the replay's end (:func:`replay_time`).
+    """Every rank's program, in the order of an estimated replay
+    (:class:`gridcoll.algorithms.replay.Replay`), and the replay's end
+    (:func:`replay_time`).
 
     ``up[s]``: segment ``s`` is reduced towards its flow's owner (a rank sends its
     partial result to its parent once it has combined its children's); ``down[s]``:
     it is spread from the owner to every rank, starting when its reduction is complete
-    at the owner (at once without ``up``). Every message is charged ``os(m)`` on its
-    sender, then each resource of its path in the order heads reach it (``g(m)`` each,
-    FIFO), ``L`` and ``or(m)``. O(messages * path log messages)."""
+    at the owner (at once without ``up``). O(messages * path log messages)."""
     P = grid.nranks
     routes = _Routes(grid)
-    programs: list[list[Op]] = [[] for _ in range(P)]
-    cpu = [0.0] * P
     heard = [0.0] * P  # each rank's last receive
-    free: dict[Resource, float] = defaultdict(float)
-    heap: list[tuple[float, int, int, tuple]] = []
-    seq = itertools.count()
     pending: dict[tuple[int, int], int] = {}
 
-    def send(src: int, dst: int, s: int, ready: float, combine: bool) -> None:
-        plogp = grid.plogp(src, dst)
-        m = segments[s][1]
-        t = max(ready, cpu[src])
-        cpu[src] = t + plogp.os(m)
-        programs[src].append(Send(dst, (s,)))
-        hops = []
-        for resource in grid.path(src, dst):
-            kind, key = resource
-            if kind == "link":
-                hops.append((resource, grid.links[key].g(m)))
-            else:
-                side = src if kind in ("nic_out", "gw_out") else dst
-                hops.append((resource, grid.lan(side).g(m)))
-        heapq.heappush(heap, (t, next(seq), 0, (dst, src, s, hops, plogp.L, combine)))
-
-    def spread(rank: int, s: int, ready: float) -> None:
+    def spread(replay: Replay, rank: int, s: int, ready: float) -> None:
         for dst in routes.children(rank, down[s]):
-            send(rank, dst, s, ready, False)
+            replay.send(rank, dst, s, ready, False)
 
-    def reduced(rank: int, s: int, ready: float) -> None:
+    def reduced(replay: Replay, rank: int, s: int, ready: float) -> None:
         """``rank`` holds its subtree's partial result of ``s``: on to its parent, or,
         at the owner, the reduction is complete."""
         parent = routes.parents(up[s]).get(rank)
         if parent is not None:
-            send(rank, parent, s, ready, True)
+            replay.send(rank, parent, s, ready, True)
         elif down is not None:
-            spread(rank, s, ready)
+            spread(replay, rank, s, ready)
 
+    def arrived(replay: Replay, rank: int, sender: int, s: int, done: float, combine) -> None:
+        heard[rank] = done
+        replay.receive(rank, sender, s, combine=combine)
+        if not combine:
+            spread(replay, rank, s, done)
+            return
+        pending[(rank, s)] -= 1
+        if not pending[(rank, s)]:
+            reduced(replay, rank, s, done)
+
+    def due(replay: Replay, t: float, leaf: tuple[int, int]) -> None:
+        """A leaf's contribution is due: it follows the rank's last receive."""
+        rank, s = leaf
+        reduced(replay, rank, s, heard[rank])
+
+    replay = Replay(grid, segments, arrived, due)
     if up is None:
         for s in range(len(segments)):
-            spread(down[s].owner, s, 0.0)
+            spread(replay, down[s].owner, s, 0.0)
     else:
         leaves = []
         for s in range(len(segments)):
@@ -471,33 +464,9 @@ def _programs(
         busiest = _busiest(grid, routes, segments[rest], up[rest], down and down[rest])
         pace = PACE * busiest / max(len(segments) - lead, 1)
         for rank, s in leaves:
-            due = max(s - lead, 0) * pace if rank in listens else 0.0
-            heapq.heappush(heap, (due, next(seq), -1, (rank, s)))
-    end = 0.0
-    while heap:  # a message's head reaching hop i (each resource serves heads in order)
-        t, _, i, message = heapq.heappop(heap)
-        if i < 0:  # a leaf's contribution is due: it follows the rank's last receive
-            reduced(*message, heard[message[0]])
-            continue
-        rank, sender, s, hops, L, combine = message
-        if i < len(hops):
-            resource, occupancy = hops[i]
-            t = max(t, free[resource]) + occupancy
-            free[resource] = t
-            last = i == len(hops) - 1
-            heapq.heappush(heap, (t + (L if last else 0.0), next(seq), i + 1, message))
-            continue
-        done = max(t, cpu[rank]) + grid.plogp(sender, rank).or_(segments[s][1])
-        cpu[rank] = heard[rank] = done
-        end = max(end, done)
-        programs[rank].append(Recv(sender, (s,), combine=combine))
-        if not combine:
-            spread(rank, s, done)
-            continue
-        pending[(rank, s)] -= 1
-        if not pending[(rank, s)]:
-            reduced(rank, s, done)
-    return programs, end
+            replay.at(max(s - lead, 0) * pace if rank in listens else 0.0, (rank, s))
+    end = replay.run()
+    return replay.programs, end
 
 
 def direct_prefix(grid: Grid, home: int) -> float:
@@ -535,12 +504,8 @@ def _busiest(
                 continue
             for child, parent in routes.parents(flows[s]).items():
                 src, dst = (child, parent) if reverse else (parent, child)
-                for kind, key in grid.path(src, dst):
-                    if kind == "link":
-                        load[(kind, key)] += grid.links[key].g(m)
-                    else:
-                        side = src if kind in ("nic_out", "gw_out") else dst
-                        load[(kind, key)] += grid.lan(side).g(m)
+                for x, g in occupancy(grid, src, dst, m):
+                    load[x] += g
     return max(load.values(), default=0.0)
 
 
