@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 from gridcoll.algorithms import get_builder, multipath
 from gridcoll.algorithms._collective import Blocks
+from gridcoll.errors import ParameterError
 from gridcoll.models.registry import MODELS
 from gridcoll.network import collective_bound, get_grid
 from gridcoll.schedule.validate import validate
@@ -124,3 +125,21 @@ def test_the_transpose_example_computes_the_2d_fft_over_the_emulated_wan():
     assert out["checked"] == "numpy.fft.fft2" and out["ranks"] == 8
     assert out["bytes_per_pair"] == 8 * 8 * 16
     assert out["auto_s"] > 0 and out["mpich_s"] > 0 and out["bound_s"] > 0
+
+
+def test_the_new_builders_decline_past_their_limits():
+    """Weighing relays grows with the clusters cubed for an all-to-all, squared for a
+    scatter; a segmented all-to-all holds P^2 b/m segments: past the documented limits
+    the builders and their models decline with the reason, and auto plans without them."""
+    wide = get_grid("transit-stub:60,1")
+    for op in ("scatter", "gather"):
+        with pytest.raises(ParameterError, match="up to 33 clusters, the grid has 60"):
+            get_builder(op, "multipath").build(wide, 1024, 0, segment_size=64)
+        with pytest.raises(ParameterError, match="up to 33 clusters"):
+            MODELS[op, "multipath"](wide, 1024, 0, segment_size=64)
+    many = get_grid("magpie:4,64")
+    with pytest.raises(ParameterError, match="more than"):
+        get_builder("alltoall", "direct-segmented").build(many, MiB, segment_size=64)
+    with pytest.raises(ParameterError, match="more than"):
+        MODELS["alltoall", "direct-segmented"](many, MiB, segment_size=64)
+    assert plan(wide, Call("scatter", MiB)).algorithm != "multipath"

@@ -1,22 +1,24 @@
-"""Scatter and gather over several wide-area paths per cluster: blocks relayed through
-another cluster where the direct route is the bottleneck.
+"""Scatter, gather and all-to-all over several wide-area paths per pair of clusters:
+blocks relayed through another cluster where the direct route is the bottleneck.
 
 A flat or cluster-aware scatter sends every block of cluster ``c`` over the one route
 from the root's cluster to ``c``; on an asymmetric WAN (``das2``: VU -> Leiden
 0.625 MB/s, VU -> UvA 3.25 MB/s, UvA -> Leiden 0.75 MB/s) the physical limit is set by
-a max-flow that also runs through the other clusters. Here each remote cluster's data
-is cut into units and every unit takes the direct route or a two-hop route through
-another cluster's coordinator, whichever leaves the busiest resource least busy
-(:func:`relay_plan`: the greedy step of fractional path packing, as
-:mod:`gridcoll.algorithms.packing` packs trees). A gather is the same routes reversed.
+a max-flow that also runs through the other clusters. Here the data between two
+clusters (the root's and another, or any two for all-to-all) is cut into units and
+every unit takes the direct route or a two-hop route through a third cluster's
+coordinator, whichever leaves the busiest resource least busy (:func:`relay_plan`: the
+greedy step of fractional path packing, as :mod:`gridcoll.algorithms.packing` packs
+trees). A gather is the scatter's routes reversed.
 
 Schedules
     Every block is cut into segments of ``m`` bytes; the segments of all blocks are
     interleaved (segment ``j`` of every block before segment ``j+1`` of any), so that
-    every route carries data at once. A segment of rank ``d`` (in cluster ``c``) goes
-    from the root to ``d`` directly, or to the coordinator of its relay cluster, which
-    forwards it to ``d`` as soon as it arrives (a gather: the reverse). Each rank takes
-    its messages in the order of an estimated replay (:func:`_replayed`).
+    every route carries data at once (an all-to-all's rank ``s`` in the rotated order,
+    ``s+1, s+2, ...``). A segment goes from its source to its destination directly, or
+    to the coordinator of its relay cluster, which forwards it as soon as it arrives.
+    Each rank takes its messages in the order of an estimated replay
+    (:class:`gridcoll.algorithms.replay.Replay`).
 
 References: seed 000, sec. 3.2-3.3 (segmented WAN-aware scatter and gather); Garg and
 Konemann, FOCS 1998 (fractional packing).
@@ -60,7 +62,7 @@ RELAY_SEGMENT = 65536
 
 MAX_ROUTES = 1024
 """The most (pair, route) choices the builders weigh: all-to-all on up to 10 clusters,
-scatter and gather on up to 32 (:func:`check_relayable`); above, they decline (the
+scatter and gather on up to 33 (:func:`check_relayable`); above, they decline (the
 single-route builders serve such grids)."""
 
 
@@ -113,12 +115,15 @@ def check_relayable(op: str, grid: Grid, nbytes: int, m: int) -> None:
     """Raise :class:`ParameterError` where the routes would take too long to weigh
     (:data:`MAX_ROUTES`) or an all-to-all would need more than
     :data:`~gridcoll.limits.MAX_SEGMENTS` segments (``P^2 ceil(b/m)``)."""
-    C = grid.nclusters
-    pairs = C * (C - 1) if op == "alltoall" else C - 1
-    if pairs * max(C - 1, 1) > MAX_ROUTES:
+
+    def routes(C: int) -> int:
+        return (C * (C - 1) if op == "alltoall" else C - 1) * max(C - 1, 1)
+
+    if routes(grid.nclusters) > MAX_ROUTES:
+        most = max(C for C in range(1, grid.nclusters) if routes(C) <= MAX_ROUTES)
         raise ParameterError(
-            f"relayed routes are weighed for {op} on up to "
-            f"{10 if op == 'alltoall' else 32} clusters, the grid has {C}"
+            f"relayed routes are weighed for {op} on up to {most} clusters, "
+            f"the grid has {grid.nclusters}"
         )
     check_segment_count(op, grid, nbytes, m)
 
