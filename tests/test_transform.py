@@ -43,6 +43,9 @@ from gridcoll.schedule.transform import (
 NAMES = [b.name for b in list_builders("scatter")]
 BACKWARDS = {"flat", "magpie-original", "magpie-segmented", "cluster-aware"}
 """Scatter builders with ``backwards``: their gathers reverse the backwards scatter."""
+OWN_GATHER = {"multipath"}
+"""Gathers that are not their scatter reversed: multipath weighs its routes and orders
+its programs towards the root (links are asymmetric)."""
 
 
 def interleaved(C: int, N: int):
@@ -60,10 +63,10 @@ def grids():
 
 
 @st.composite
-def personal_calls(draw):
+def personal_calls(draw, names=tuple(NAMES)):
     """(grid, name, nbytes, root, params) of a scatter/gather call, several segments."""
     grid = draw(grids())
-    name = draw(st.sampled_from(NAMES))
+    name = draw(st.sampled_from(names))
     itemsize = draw(st.sampled_from([1, 2, 4]))
     nbytes = itemsize * draw(st.integers(1, 20))
     root = draw(st.integers(0, grid.nranks - 1))
@@ -100,7 +103,7 @@ def test_every_reversed_scatter_is_a_valid_gather_and_reverses_back(call, backwa
 
 
 @settings(max_examples=40)
-@given(call=personal_calls())
+@given(call=personal_calls(tuple(n for n in NAMES if n not in OWN_GATHER)))
 def test_registered_gathers_are_the_reversed_scatters(call):
     grid, name, nbytes, root, params = call
     gather = get_builder("gather", name).build(grid, nbytes, root, **params)
