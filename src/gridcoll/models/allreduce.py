@@ -200,7 +200,7 @@ def two_level_allreduce_model(
     n = sum(min(m, length) for length in lengths)
     costs = Costs(grid)
     rep, reps = _alike(grid, commutative)
-    lans = _lan_phases(costs, groups, rep, reps, lan_degree, n, n)
+    lans = _lan_phases(costs, groups, rep, reps, lan_degree, n)
     if G == 1:  # the whole reduce, then the whole broadcast
         g_r, lam_r, g_b, lam_b = lans[0]
         return lam_r + (k - 1) * g_r + (k - 1) * g_b + lam_b
@@ -258,15 +258,15 @@ def _alike(grid: Grid, commutative: bool) -> tuple[list[int], list[int]]:
     return rep, sorted(set(rep))
 
 
-def _lan_phases(costs: Costs, groups, rep, reps, lan_degree: int, n_r: int, n_b: int) -> list:
-    """Per group, its local reduce's ``(gamma_r, lam_r)`` of ``n_r``-byte messages and
-    broadcast's ``(gamma_b, lam_b)`` of ``n_b``-byte ones on its ``d_l``-ary tree
-    (computed for the representatives of :func:`_alike`)."""
+def _lan_phases(costs: Costs, groups, rep, reps, lan_degree: int, n: int) -> list:
+    """Per group, its local reduce's ``(gamma_r, lam_r)`` and broadcast's ``(gamma_b,
+    lam_b)`` of ``n``-byte messages on its ``d_l``-ary tree (computed for the
+    representatives of :func:`_alike`)."""
     phases = {}
     for g in reps:
         tree = preorder_tree(groups[g], lan_degree)
-        g_b, lam_b, _ = sized_tree(costs, tree, lambda a, c: n_b)
-        phases[g] = (*reduce_gamma_lambda(costs, tree, n_r), g_b, lam_b)
+        g_b, lam_b, _ = sized_tree(costs, tree, lambda a, c: n)
+        phases[g] = (*reduce_gamma_lambda(costs, tree, n), g_b, lam_b)
     return [phases[rep[g]] for g in range(len(groups))]
 
 
@@ -313,7 +313,7 @@ def two_level_exchange_allreduce_model(
     leaders = [g[0] for g in groups]
     costs = Costs(grid)
     rep, reps = _alike(grid, commutative)
-    lans = _lan_phases(costs, groups, rep, reps, lan_degree, m, m)
+    lans = _lan_phases(costs, groups, rep, reps, lan_degree, m)
     if G == 1:  # the whole reduce, then the whole broadcast
         g_r, lam_r, g_b, lam_b = lans[0]
         return lam_r + (k - 1) * g_r + (k - 1) * g_b + lam_b
