@@ -34,10 +34,12 @@ __all__ = [
     "PARAM_SYMBOLS",
     "Request",
     "add_call_arguments",
+    "add_netns_argument",
     "console",
     "error_console",
     "format_params",
     "load_grid_arg",
+    "netns_arg",
     "plan_json",
     "plan_request",
     "plan_table",
@@ -440,3 +442,32 @@ def load_trace_arg(args: argparse.Namespace, grid: Grid):
     if getattr(args, "load", None) is None:
         return None
     return load_from_spec(args.load, grid, time_scale=args.load_scale)
+
+
+def add_netns_argument(parser: argparse.ArgumentParser) -> None:
+    """``--netns [NAME]``: run on a namespace network instead of the emulation."""
+    parser.add_argument(
+        "--netns",
+        nargs="?",
+        const="",
+        default=None,
+        metavar="NAME",
+        help="run the ranks on the namespace network NAME (default: the one up; see "
+        "'gridcoll netns up'): a real TCP network between the sites, no emulation",
+    )
+
+
+def netns_arg(args: argparse.Namespace, grid: Grid):
+    """The ``--netns`` network (None without it), checked to hold ``grid``'s ranks.
+    Raises LaunchError (none up, several up, gone) or GridError before anything starts."""
+    if getattr(args, "netns", None) is None:
+        return None
+    from gridcoll.runtime.netns import find
+
+    network = find(args.netns or None)
+    if len(network.ranks) != grid.nranks:
+        raise GridError(
+            f"grid {grid.name!r} has {grid.nranks} ranks; namespace network "
+            f"{network.name!r} holds {len(network.ranks)}"
+        )
+    return network

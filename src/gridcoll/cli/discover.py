@@ -17,7 +17,14 @@ import json
 import time
 from pathlib import Path
 
-from gridcoll.cli._common import console, error_console, load_grid_arg, print_json
+from gridcoll.cli._common import (
+    add_netns_argument,
+    console,
+    error_console,
+    load_grid_arg,
+    netns_arg,
+    print_json,
+)
 from gridcoll.errors import MeasurementError, ParameterError
 from gridcoll.network.gridfile import grid_from_dict, save_grid
 
@@ -67,6 +74,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     p.add_argument("--timeout", type=_positive, default=60.0, metavar="S")
     p.add_argument("--no-emulation", action="store_true", help="do not emulate the WAN")
     p.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
+    add_netns_argument(p)
     p.set_defaults(func=run)
 
 
@@ -121,7 +129,7 @@ def _measure(args, machine) -> dict:
     err = error_console()
     start = time.monotonic()
     with (
-        launch.job(machine, emulate=not args.no_emulation) as job,
+        launch.job(machine, emulate=not args.no_emulation, network=netns_arg(args, machine)) as job,
         Progress(
             SpinnerColumn(),
             TextColumn("{task.description}", markup=False),

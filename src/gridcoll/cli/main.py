@@ -30,6 +30,7 @@ from gridcoll.cli import (
     discover,
     measure,
     mpirun,
+    netns,
     phoenix,
     plan,
     report,
@@ -62,6 +63,7 @@ COMMANDS = [
     report,
     measure,
     discover,
+    netns,
     scenario,
     phoenix,
 ]

@@ -26,7 +26,15 @@ import math
 import time
 from pathlib import Path
 
-from gridcoll.cli._common import console, error_console, load_grid_arg, print_json, size_arg
+from gridcoll.cli._common import (
+    add_netns_argument,
+    console,
+    error_console,
+    load_grid_arg,
+    netns_arg,
+    print_json,
+    size_arg,
+)
 from gridcoll.errors import MeasurementError, ParameterError
 from gridcoll.measure.plogp_procedure import Settings
 from gridcoll.network.gridfile import save_grid, save_plogp
@@ -107,6 +115,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--no-emulation", action="store_true", help="do not emulate the WAN")
     p.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
+    add_netns_argument(p)
     p.add_argument("--fail-after", type=int, default=None, help=argparse.SUPPRESS)
     p.set_defaults(func=run)
 
@@ -153,7 +162,10 @@ def _run_plogp(args, grid, a: int, b: int, k: int) -> int:
         "fail_after": args.fail_after,
     }
     start = time.monotonic()
-    with launch.job(sub, emulate=not args.no_emulation) as job:
+    network = netns_arg(args, grid)
+    if network is not None:
+        network = network.for_ranks([a, b])
+    with launch.job(sub, emulate=not args.no_emulation, network=network) as job:
         outcome = _watch(job, spec, args, f"{a} -> {b}")
         elapsed = time.monotonic() - start
         if not outcome.ok:
@@ -310,7 +322,10 @@ def _run_matrix(args, grid) -> int:
         "timeout": args.timeout,
         "history": str(Path(args.history).resolve()) if args.history else None,
     }
-    with launch.job(sub, emulate=not args.no_emulation) as job:
+    network = netns_arg(args, grid)
+    if network is not None:
+        network = network.for_ranks(sorted(ranks))
+    with launch.job(sub, emulate=not args.no_emulation, network=network) as job:
         outcome = _watch(job, spec, args, "matrix")
     if not outcome.ok:
         raise MeasurementError(f"the matrix measurement failed: {outcome.describe_failure()}")

@@ -17,7 +17,13 @@ from __future__ import annotations
 import argparse
 import sys
 
-from gridcoll.cli._common import add_load_argument, load_grid_arg, load_trace_arg
+from gridcoll.cli._common import (
+    add_load_argument,
+    add_netns_argument,
+    load_grid_arg,
+    load_trace_arg,
+    netns_arg,
+)
 from gridcoll.errors import ParameterError
 
 __all__ = ["add_parser", "run"]
@@ -96,6 +102,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "(GRIDCOLL_WORLD=1)",
     )
     parser.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
+    add_netns_argument(parser)
     add_load_argument(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="-- COMMAND [ARGS...]")
     parser.set_defaults(func=run)
@@ -116,6 +123,7 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError("no command given: gridcoll mpirun --grid GRID -- python app.py")
     grid = load_grid_arg(args.grid)
     load = load_trace_arg(args, grid)  # refused before anything starts
+    network = netns_arg(args, grid)
     if args.nprocs is not None and args.nprocs != grid.nranks:
         raise ParameterError(
             f"grid {args.grid!r} has {grid.nranks} ranks; -n {args.nprocs} does not match"
@@ -141,6 +149,7 @@ def run(args: argparse.Namespace) -> int:
         on_failure=_report_failure,
         load=load,
         world=args.world or requested(),
+        network=network,
     )
 
 

@@ -26,9 +26,11 @@ from gridcoll.cli._common import (
     Request,
     add_call_arguments,
     add_load_argument,
+    add_netns_argument,
     console,
     format_params,
     load_trace_arg,
+    netns_arg,
     plan_json,
     plan_request,
     print_json,
@@ -126,6 +128,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="mpiexec to use (default: the mpich wheel's)",
     )
     add_host_overhead_argument(parser)
+    add_netns_argument(parser)
     add_load_argument(parser)
     parser.set_defaults(func=run)
 
@@ -138,9 +141,14 @@ def run(args: argparse.Namespace) -> int:
     request = request_from_args(args)
     call, grid = request.call, request.grid
     load = load_trace_arg(args, grid)
-    emulated = not args.no_emulation and not grid.is_single_cluster
+    network = netns_arg(args, grid)
+    emulated = not args.no_emulation and network is None and not grid.is_single_cluster
     overhead = resolve_host_overhead(
-        args.host_overhead, grid.nranks, emulated=emulated, load=external_load()
+        args.host_overhead,
+        grid.nranks,
+        emulated=emulated,
+        load=external_load(),
+        tcp=network is not None,
     )
     # as gridcoll.Comm plans: the runtime's host overhead, the native collective allowed
     # (auto on one cluster), frugal, the chosen schedule simulated
@@ -155,7 +163,9 @@ def run(args: argparse.Namespace) -> int:
     chosen = PlanOptions(result.algorithm, params, host_overhead=overhead)
     # a call the worker cannot verify is refused here, before anything starts
     batch = Batch(((call, chosen),), repeat=args.repeat, timeout=timeout)
-    outcome = run_batch(grid, batch, emulate=not args.no_emulation, mpiexec=args.mpiexec, load=load)
+    outcome = run_batch(
+        grid, batch, emulate=not args.no_emulation, mpiexec=args.mpiexec, load=load, network=network
+    )
     times = list(outcome.result.get("measured_all_s", [])) if outcome.result else []
     measured = statistics.median(times) if times and outcome.ok else None
     if args.json:
@@ -171,7 +181,8 @@ def _print_json(request: Request, result, outcome, times, measured, args) -> Non
         measured_s=measured,
         measured_all_s=times,
         verified=outcome.verified,
-        emulated=not args.no_emulation,
+        emulated=not args.no_emulation and args.netns is None,
+        netns=args.netns,
         nranks=request.grid.nranks,
         repeat=args.repeat,
         timing=(outcome.result or {}).get("timing"),
@@ -189,6 +200,8 @@ def _print_text(request: Request, result, outcome, times, measured, args) -> Non
         wan = "one cluster (no WAN)"
     else:
         wan = "WAN not emulated" if args.no_emulation else "WAN emulated"
+        if args.netns is not None:
+            wan = "namespace network (real TCP)"
     per = " per rank per peer" if call.op in ("scatter", "gather", "allgather", "alltoall") else ""
     origin = f", root {call.root}" if result.rooted else ""
     out.print(

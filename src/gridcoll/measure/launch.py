@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from gridcoll.network.grid import Grid
+from gridcoll.runtime.netns import Network
 from gridcoll.runtime.processes import LaunchedJob, mpiexec_command
 from gridcoll.runtime.supervisor import session, watch
 
@@ -64,10 +65,11 @@ class JobOutcome:
 class Job:
     """A measurement job's files: ``workdir`` with the job, progress and results."""
 
-    def __init__(self, workdir: Path, env: dict, grid: Grid):
+    def __init__(self, workdir: Path, env: dict, grid: Grid, network: Network | None = None):
         self.workdir = workdir
         self.env = env
         self.grid = grid
+        self.network = network
 
     def run(
         self,
@@ -82,7 +84,9 @@ class Job:
         job_file = self.workdir / "job.json"
         job_file.write_text(json.dumps(spec))
         program = [sys.executable, "-m", "gridcoll.measure.worker", str(job_file)]
-        cmd = mpiexec_command(self.grid.nranks, program, mpiexec=mpiexec, keep_going=True)
+        cmd = mpiexec_command(
+            self.grid.nranks, program, mpiexec=mpiexec, keep_going=True, network=self.network
+        )
         err_path = self.workdir / "stderr"
         progress_path = self.workdir / "progress.jsonl"
         seen = 0
@@ -146,9 +150,13 @@ def _follow(path: Path, seen: int, on_progress) -> int:
 
 
 @contextlib.contextmanager
-def job(grid: Grid, *, emulate: bool = True) -> Iterator[Job]:
+def job(grid: Grid, *, emulate: bool = True, network: Network | None = None) -> Iterator[Job]:
     """A work directory, the grid file and the shared link state, and the environment
     every rank reads (:func:`gridcoll.runtime.supervisor.session`: the measurements run
-    on the unloaded links); removed afterwards."""
-    with session(grid, emulate=emulate, prefix="gridcoll-measure-") as (workdir, env):
-        yield Job(workdir, env, grid)
+    on the unloaded links, or on a namespace ``network``'s real ones); removed
+    afterwards."""
+    with session(grid, emulate=emulate, prefix="gridcoll-measure-", network=network) as (
+        workdir,
+        env,
+    ):
+        yield Job(workdir, env, grid, network)

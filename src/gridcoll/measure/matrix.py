@@ -39,6 +39,8 @@ __all__ = ["LinkEstimate", "LinkMatrices", "measure_matrix", "monitor", "probe_l
 FORMAT = "gridcoll-matrix/1"
 START_SIZE = 64 * 1024
 MAX_SIZE = 4 * 1024 * 1024
+SETTLED = 0.03
+"""A bandwidth probe grows its message (x4) until two sizes agree within this share."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +69,9 @@ def probe_link(
     only add, so the fastest repetition is the least disturbed, on a busy machine too).
     ``estimator`` is for the transfers: the ``"median"`` of the repetitions (a shared
     link's sustained slowdown shows), or ``"min"`` (for ranks sharing overloaded cores).
+    Without ``size``, the message grows from :data:`START_SIZE` (x4, up to
+    :data:`MAX_SIZE`) until its transfer takes three round trips and its rate agrees
+    with the previous size's within :data:`SETTLED`.
     """
     if estimator not in ("median", "min"):
         raise ParameterError(f"estimator must be median or min, not {estimator!r}")
@@ -81,11 +86,18 @@ def probe_link(
     one_way = len(owds) == len(zero)
     latency = min(owds) if one_way else rtt0 / 2
     m = size or START_SIZE
+    previous = math.nan
     while True:
         samples = transport.run(SizeProbe(m, reps, with_or=False))
         transfer = est([s.rtt for s in samples]) - rtt0
-        if size is not None or transfer >= 3 * rtt0 or m >= MAX_SIZE:
+        rate = m / transfer if transfer > 0 else math.inf
+        # long enough to dwarf the round trip, and settled: a rate shaper's first
+        # frames, TCP's window and a rendezvous weigh on a short transfer (a 64 KiB
+        # probe crossed a 0.96 MB/s shaped link at 1.03 MB/s, 256 KiB at 0.96)
+        settled = abs(rate - previous) <= SETTLED * rate
+        if size is not None or (transfer >= 3 * rtt0 and settled) or m >= MAX_SIZE:
             break
+        previous = rate
         m *= 4
     # a transfer shorter than a round trip is lost in the latency's noise (a LAN probed
     # with a small message): report the lower bound m / RTT(0) rather than noise

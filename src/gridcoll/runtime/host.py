@@ -70,6 +70,7 @@ __all__ = [
     "ENV_HOST_OVERHEAD",
     "HOST_COST_EMULATED_S",
     "HOST_COST_PLAIN_S",
+    "HOST_COST_TCP_S",
     "cpus",
     "default_host_overhead",
     "describe",
@@ -90,6 +91,13 @@ HOST_COST_EMULATED_S = 45e-6
 
 HOST_COST_PLAIN_S = 8e-6
 """CPU seconds per message and side without emulation (calibrated, see above)."""
+
+HOST_COST_TCP_S = 50e-6
+"""CPU seconds per message and side over MPICH's TCP path (a namespace network,
+:mod:`gridcoll.runtime.netns`: every message crosses the kernel's TCP stack). Set from
+``python bench/real_network.py``'s broadcasts on ``magpie:4,2`` at 256 KiB, planned
+with 100 us and 200 us per message at 8 ranks on 2 cores: measured/simulated 1.21 and
+1.09."""
 
 
 def cpus() -> int:
@@ -120,13 +128,19 @@ def external_load() -> float:
 
 
 def default_host_overhead(
-    nranks: int, *, emulated: bool, ncpus: int | None = None, load: float = 0.0
+    nranks: int,
+    *,
+    emulated: bool,
+    ncpus: int | None = None,
+    load: float = 0.0,
+    tcp: bool = False,
 ) -> float:
     """The calibrated per-message host overhead for ``nranks`` ranks on one machine
     that runs ``load`` other processes.
 
-    ``c * max(1, (nranks + load) / ncpus)`` with ``c`` = :data:`HOST_COST_EMULATED_S` if
-    the WAN is emulated, else :data:`HOST_COST_PLAIN_S`.
+    ``c * max(1, (nranks + load) / ncpus)`` with ``c`` = :data:`HOST_COST_TCP_S` if the
+    ranks talk over TCP (``tcp``), else :data:`HOST_COST_EMULATED_S` if the WAN is
+    emulated, else :data:`HOST_COST_PLAIN_S`.
 
     >>> round(default_host_overhead(8, emulated=True, ncpus=2) * 1e6, 3)
     180.0
@@ -135,7 +149,7 @@ def default_host_overhead(
     >>> round(default_host_overhead(2, emulated=False, ncpus=4) * 1e6, 3)
     8.0
     """
-    cost = HOST_COST_EMULATED_S if emulated else HOST_COST_PLAIN_S
+    cost = HOST_COST_TCP_S if tcp else HOST_COST_EMULATED_S if emulated else HOST_COST_PLAIN_S
     return cost * max(1.0, (nranks + max(0.0, load)) / (ncpus or cpus()))
 
 
@@ -164,15 +178,20 @@ def host_overhead_from_env() -> float | None:
 
 
 def resolve_host_overhead(
-    explicit: float | str | None, nranks: int, *, emulated: bool, load: float = 0.0
+    explicit: float | str | None,
+    nranks: int,
+    *,
+    emulated: bool,
+    load: float = 0.0,
+    tcp: bool = False,
 ) -> float:
     """The overhead to plan with: ``explicit``, else the environment, else the default
-    (for ``load`` other processes on the machine)."""
+    (for ``load`` other processes on the machine; ``tcp``: over MPICH's TCP path)."""
     value = parse_host_overhead(explicit)
     if value is None:
         value = host_overhead_from_env()
     if value is None:
-        value = default_host_overhead(nranks, emulated=emulated, load=load)
+        value = default_host_overhead(nranks, emulated=emulated, load=load, tcp=tcp)
     return value
 
 

@@ -30,6 +30,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import glob
+import itertools
 import json
 import os
 import shutil
@@ -44,6 +45,7 @@ from pathlib import Path
 
 from gridcoll.errors import LaunchError
 from gridcoll.runtime import watchdog as _watchdog
+from gridcoll.runtime.netns import Network, rank_prefix
 
 __all__ = [
     "ENV_LAUNCH",
@@ -93,18 +95,36 @@ def _is_hydra(mpiexec: str) -> bool:
 
 
 def mpiexec_command(
-    nprocs: int, program: Sequence[str], *, mpiexec: str | None = None, keep_going: bool = False
+    nprocs: int,
+    program: Sequence[str],
+    *,
+    mpiexec: str | None = None,
+    keep_going: bool = False,
+    network: Network | None = None,
 ) -> list[str]:
     """``[mpiexec, -n, N, (-disable-auto-cleanup,) *program]``.
 
     ``keep_going`` asks Hydra not to kill the other ranks when one exits with an error,
-    so they can report what they were waiting for.
+    so they can report what they were waiting for. On a namespace ``network``
+    (:mod:`gridcoll.runtime.netns`) each run of ranks of one site is a section of its
+    own (``-n K PREFIX program : ...``, MPMD), started in the site's namespace.
     """
     exe = mpiexec or default_mpiexec()
-    cmd = [exe, "-n", str(nprocs)]
+    cmd = [exe]
     if keep_going and _is_hydra(exe):
         cmd.append("-disable-auto-cleanup")
-    return cmd + [str(p) for p in program]
+    words = [str(p) for p in program]
+    if network is None:
+        return [*cmd, "-n", str(nprocs), *words]
+    if nprocs != len(network.ranks):
+        raise LaunchError(
+            f"namespace network {network.name!r} has {len(network.ranks)} ranks; "
+            f"cannot start {nprocs}"
+        )
+    sites = [network.site_of(rank) for rank in range(nprocs)]
+    for i, (site, run) in enumerate(itertools.groupby(sites)):
+        cmd += ([":"] if i else []) + ["-n", str(len(list(run))), *rank_prefix(site), *words]
+    return cmd
 
 
 # -- the job's processes and files: found by the launch's mark, stopped, removed ---------

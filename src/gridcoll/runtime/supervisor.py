@@ -49,8 +49,10 @@ from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import load_grid, save_grid
 from gridcoll.network.load import LoadTrace
 from gridcoll.runtime import emulation as _emu
+from gridcoll.runtime import netns as _netns
 from gridcoll.runtime import world as _world
-from gridcoll.runtime.host import ENV_HOST_OVERHEAD
+from gridcoll.runtime.host import ENV_HOST_OVERHEAD, default_host_overhead
+from gridcoll.runtime.netns import Network
 from gridcoll.runtime.processes import (
     ENV_LAUNCH,
     OVERSUBSCRIBE_ENV,
@@ -146,15 +148,20 @@ def session(
     load: LoadTrace | None = None,
     extra_env: dict[str, str] | None = None,
     prefix: str = "gridcoll-launch-",
+    network: Network | None = None,
 ) -> Iterator[tuple[Path, dict[str, str]]]:
     """A temporary directory with the grid file (and status dir), the link state, the env
     (``extra_env`` added last).
+
+    On a namespace ``network`` (:mod:`gridcoll.runtime.netns`) the WAN is real: no
+    emulation, and MPICH's TCP path between the ranks (:data:`netns.MPI_ENV`).
 
     With ``load`` (checked against ``grid`` first) and the emulation on, the trace is
     saved beside the grid file and its time 0 is ``time.monotonic()`` now, just before
     mpiexec starts (``GRIDCOLL_LOAD``, ``GRIDCOLL_LOAD_T0``)."""
     if load is not None:
         load.check(grid)
+    emulate = emulate and network is None
     workdir = Path(tempfile.mkdtemp(prefix=prefix))
     link_state = None
     try:
@@ -179,9 +186,14 @@ def session(
                 env[_emu.ENV_LOAD_T0] = repr(time.monotonic())
         if timeout is not None:
             env[ENV_TIMEOUT] = repr(float(timeout))
+        if host_overhead is None and network is not None and ENV_HOST_OVERHEAD not in env:
+            # the ranks plan with TCP's per-message cost, which they cannot tell apart
+            host_overhead = default_host_overhead(grid.nranks, emulated=False, tcp=True)
         if host_overhead is not None:
             env[ENV_HOST_OVERHEAD] = repr(float(host_overhead))
         env.pop(ENV_STATUS_DIR, None)
+        if network is not None:
+            env.update(_netns.MPI_ENV)
         env.update(extra_env or {})
         if status:
             (workdir / "status").mkdir()
@@ -206,6 +218,7 @@ def launch(
     on_failure: Callable[[str], None] | None = None,
     load: LoadTrace | None = None,
     world: bool = False,
+    network: Network | None = None,
 ) -> int:
     """Run ``program`` under ``mpiexec`` on ``grid`` (output goes to this terminal).
 
@@ -218,7 +231,8 @@ def launch(
     ``world``: every Python process of the job makes ``MPI.COMM_WORLD`` a
     ``gridcoll.Comm`` when it imports ``mpi4py.MPI`` (``GRIDCOLL_WORLD=1`` and
     gridcoll's ``sitecustomize`` first on ``PYTHONPATH``,
-    :func:`gridcoll.runtime.world.environment`).
+    :func:`gridcoll.runtime.world.environment`). ``network``: run on a namespace
+    network instead of the emulation (:mod:`gridcoll.runtime.netns`).
     """
     n = grid.nranks if nprocs is None else nprocs
     if n != grid.nranks:
@@ -231,8 +245,9 @@ def launch(
         host_overhead=host_overhead,
         load=load,
         extra_env=_world.environment() if world else None,
+        network=network,
     ) as (workdir, env):
-        cmd = mpiexec_command(n, wrap_ranks(program, workdir), mpiexec=mpiexec)
+        cmd = mpiexec_command(n, wrap_ranks(program, workdir), mpiexec=mpiexec, network=network)
         with LaunchedJob(cmd, env, workdir) as job:
             while job.poll(wait=0.2) is None:
                 pass
@@ -461,16 +476,26 @@ def run_job(
     on_progress: Callable[[int], None] | None = None,
     load: LoadTrace | None = None,
     extra_env: dict[str, str] | None = None,
+    network: Network | None = None,
 ) -> LaunchResult:
     """Run a rank ``program`` (the protocol in the module docstring) on every rank of
     ``grid``: ``timeout`` is the ranks' per-call timeout (a rank still running
     ``timeout`` + :data:`GRACE_S` after the first error is hung), ``wall`` the job's
-    limit; ``on_progress(n)`` is called as rank 0 completes its ``n``-th repetition."""
+    limit; ``on_progress(n)`` is called as rank 0 completes its ``n``-th repetition;
+    ``network``: a namespace network instead of the emulation."""
     n = grid.nranks
     with session(
-        grid, emulate=emulate, timeout=timeout, status=True, load=load, extra_env=extra_env
+        grid,
+        emulate=emulate,
+        timeout=timeout,
+        status=True,
+        load=load,
+        extra_env=extra_env,
+        network=network,
     ) as (workdir, env):
-        cmd = mpiexec_command(n, wrap_ranks(program, workdir), mpiexec=mpiexec, keep_going=True)
+        cmd = mpiexec_command(
+            n, wrap_ranks(program, workdir), mpiexec=mpiexec, keep_going=True, network=network
+        )
         out_path, err_path = workdir / "stdout", workdir / "stderr"
         progress = _Progress(workdir, n, on_progress)
         with (

@@ -74,6 +74,7 @@ import numpy as np
 from gridcoll.errors import ParameterError
 from gridcoll.network.grid import Grid
 from gridcoll.network.load import LoadTrace
+from gridcoll.runtime.netns import Network
 from gridcoll.runtime.supervisor import STARTUP_S, LaunchResult, RankStatus, run_job
 from gridcoll.tune.call import Call, PlanOptions
 
@@ -188,9 +189,11 @@ def run_batch(
     mpiexec: str | None = None,
     on_progress: Callable[[int], None] | None = None,
     load: LoadTrace | None = None,
+    network: Network | None = None,
 ) -> LaunchResult:
     """Run ``batch`` on every rank of ``grid`` (one rank per grid rank; the WAN emulated
-    unless ``emulate`` is False, under ``load``'s cross traffic if given) and collect
+    unless ``emulate`` is False or the ranks run on a namespace ``network``, under
+    ``load``'s cross traffic if given) and collect
     rank 0's result and every rank's fate (:func:`gridcoll.runtime.supervisor.run_job`).
 
     ``wall_timeout`` bounds the whole job (default: a start-up allowance plus ``repeat *
@@ -214,6 +217,7 @@ def run_batch(
             mpiexec=mpiexec,
             on_progress=on_progress,
             load=load,
+            network=network,
         )
 
 
@@ -230,7 +234,8 @@ def run_worker(
 ) -> LaunchResult:
     """Run one collective ``call`` ``repeat`` times on ``grid``, every rank's bytes
     verified, its ranks planning it with ``options`` (:func:`run_batch`; ``launch``:
-    its ``emulate``, ``wall_timeout``, ``mpiexec``, ``on_progress``, ``load``).
+    its ``emulate``, ``wall_timeout``, ``mpiexec``, ``on_progress``, ``load``,
+    ``network``).
 
     For a quick broadcast ``call`` may be its size and ``options`` the keywords of
     :class:`~gridcoll.tune.PlanOptions` among ``launch`` (``algo``, ``params``,
