@@ -134,11 +134,12 @@ def run(args: argparse.Namespace) -> int:
             print_json(_describe(net))
         else:
             console().print(_summary(_describe(net)))
-        if not command:
+        if not command and not args.json:
             console().print(
                 f"use it: gridcoll mpirun --grid {args.grid} --netns -- python app.py; "
                 f"remove it: gridcoll netns down {net.name}"
             )
+        if not command:
             return 0
         try:
             return subprocess.run(command, check=False).returncode
