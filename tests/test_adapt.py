@@ -26,7 +26,7 @@ from gridcoll.adapt import (
     running_median,
     transfer_bounds,
 )
-from gridcoll.adapt.advisor import ADVISOR_SHARE
+from gridcoll.adapt.advisor import ADVISOR_SHARE, MIN_BUDGET_S, UNKNOWN_INTERVAL_BUDGET_S
 from gridcoll.adapt.handoff import (
     MAGIC,
     Announcement,
@@ -43,16 +43,20 @@ from gridcoll.adapt.monitor import quantized
 from gridcoll.algorithms.flat_tree import flat
 from gridcoll.errors import GridError, ParameterError
 from gridcoll.experiments.adaptive import (
+    NTARGETS,
     STRATEGIES,
+    call_budgets,
     load_ends,
     loaded_calls,
     probe_transfer,
     run_strategy,
     seed001_app,
+    seed001_cluster,
+    seed001_root,
     summarize,
 )
 from gridcoll.network import get_grid
-from gridcoll.network.load import Load, LoadTrace
+from gridcoll.network.load import Load, LoadTrace, cluster_links, seed001_trace
 from gridcoll.schedule.validate import validate
 from gridcoll.simulate import simulate
 from gridcoll.tune import PlanCache
@@ -398,7 +402,7 @@ def test_idle_mode_cycles_through_the_idle_sizes():
 
 def test_budget_is_a_share_of_the_interval_shared_by_the_targets_capped():
     a = advisor(max_budget_s=0.2)
-    assert a.budget_s(3) == pytest.approx(0.02)  # no interval known yet: a tenth
+    assert a.budget_s(3) == pytest.approx(UNKNOWN_INTERVAL_BUDGET_S)  # no interval yet
     for i in range(4):
         a.record_call(1000, 1.2 * i)
     assert a.budget_s(3) == pytest.approx(ADVISOR_SHARE * 1.2 / 3)  # 0.1
@@ -406,7 +410,54 @@ def test_budget_is_a_share_of_the_interval_shared_by_the_targets_capped():
     c = advisor(max_budget_s=0.2)
     for i in range(4):
         c.record_call(1000, 0.0003 * i)
-    assert c.budget_s(3) == 0.01  # the floor
+    assert c.budget_s(3) == MIN_BUDGET_S  # the floor
+
+
+@pytest.mark.parametrize("share", [ADVISOR_SHARE, 0.1, 1.0])
+def test_the_budget_follows_seed001s_intervals_with_no_cap(share):
+    """Seed 001's intervals, 90 s down to 15 s: by default nothing caps the budget,
+    so each of the three targets gets ``share * T / 3``, 7.5 s at 90 s with the
+    default share, and the plans are made with exactly that budget."""
+    a = Advisor(MAGPIE, clock=lambda: 0.0, share=share)
+    assert a.max_budget_s is None
+    budgets = []
+    for call in seed001_app(60):
+        a.record_call(call.nbytes, call.t)
+        budgets.append(a.budget_s(NTARGETS))
+    _, interval = a.forecast()
+    assert 14.0 < interval < 16.0  # the last intervals, about 15 s
+    assert budgets[-1] == pytest.approx(share * interval / 3)
+    assert budgets[3] == pytest.approx(share * 90.0 * 0.97**3 / 3, rel=0.02)
+    assert max(budgets) > 1.0  # the former 1 s cap would bind here
+    assert budgets[-1] < budgets[3]
+    if share == 0.1:  # (planning with the larger budgets takes seconds)
+        made = a.plan_ahead({}, limit=1)
+        assert made[0].budget_s == pytest.approx(budgets[-1])
+    # the static plan of the scenario gets the same budget per call
+    app = seed001_app(60)
+    static = call_budgets(app, share)
+    assert static[1] == pytest.approx(share * 90.0 / 3)
+    assert static[-1] == pytest.approx(share * (app[-1].t - app[-2].t) / 3)
+    with pytest.raises(ValueError, match="share"):
+        Advisor(MAGPIE, share=0.0)
+
+
+def test_idle_mode_plans_every_idle_size_before_the_first_call():
+    """Seed 001's idle mode: before any call the advisor plans 1 KiB..2 MiB in its
+    share of the idle time; the first call announces the ready plans nearest its own
+    size; once a call is recorded idle mode is over."""
+    a = advisor(max_budget_s=None, share=0.5)
+    assert a.offer(4096) == ({}, [])
+    made = a.plan_idle({}, 2.4)
+    assert len(made) == len(IDLE_SIZES) == a.plans_made
+    assert all(p.budget_s == pytest.approx(0.5 * 2.4 / len(IDLE_SIZES)) for p in made)
+    _, ready = a.offer(3000)
+    assert [m for m, _ in ready] == [4096, 2048, 8192]
+    assert a.budget_s(3) == pytest.approx(0.1)  # until an interval is known
+    a.record_call(3000, 0.0)
+    assert a.plan_idle({}, 2.4) == []
+    with pytest.raises(ValueError, match="seconds"):
+        advisor().plan_idle({}, 0.0)
 
 
 def test_plan_ahead_then_offer_gives_the_targets_plans_on_that_load():
@@ -650,12 +701,18 @@ def test_every_strategy_runs_every_call(scenario):
         assert all(t > 0 and math.isfinite(t) for t in run.times_s)
     assert set(runs["mpich-g2"].algorithms) == {"mpich-g2"}
     assert set(runs["mateescu"].algorithms) == {"mateescu"}
+    assert set(runs["sa-clustered"].algorithms) == {"sa-clustered"}  # seed 001's strategy
     for name in ("mpich-g2", "static"):
         assert runs[name].monitor == {} and not any(runs[name].stale)
-    for name in ("mateescu", "adaptive"):
+    for name in ("mateescu", "sa-clustered", "adaptive"):
         assert runs[name].monitor["passive_messages"] > 0
         assert runs[name].monitor["probes"] > 0
         assert runs[name].wan_bytes > 0
+        # idle mode before the first call: the second call runs an announced plan
+        assert runs[name].idle_plans == len(IDLE_SIZES)
+        assert runs[name].announced[:2] == [False, True]
+        assert len(runs[name].budgets_s) == len(app)
+    assert runs["static"].budgets_s == call_budgets(app, max_budget_s=0.05)
     with pytest.raises(ValueError, match="unknown strategy"):
         run_strategy("nope", MAGPIE, app, None)
 
@@ -685,6 +742,22 @@ def test_summarize_reports_every_strategy(scenario):
         )
     assert out["strategies"]["mpich-g2"]["improvement_loaded"] == 0.0
     assert summarize(app, None, runs)["loaded"] == [False] * len(app)
+    # the headline: adaptive against static, seed 001's strategy against gridcoll's
+    static = runs["static"].times_s
+    gains = [(b - t) / b for t, b in zip(runs["adaptive"].times_s, static, strict=True)]
+    on = [g for g, x in zip(gains, expected_loaded, strict=True) if x]
+    head = out["headline"]
+    assert head["adaptive_vs_static"]["loaded"] == pytest.approx(sum(on) / len(on))
+    assert out["strategies"]["adaptive"]["vs_static_loaded"] == pytest.approx(sum(on) / len(on))
+    paper = [
+        (a - t) / a
+        for t, a, x in zip(
+            runs["sa-clustered"].times_s, runs["adaptive"].times_s, expected_loaded, strict=True
+        )
+        if x
+    ]
+    assert head["paper_vs_auto"]["loaded"] == pytest.approx(sum(paper) / len(paper))
+    assert "mpich_g2_loaded_over_unloaded" not in head  # no reference runs given
 
 
 def test_the_adaptive_strategy_routes_around_the_load(scenario):
@@ -710,3 +783,59 @@ def test_the_adaptive_strategy_routes_around_the_load(scenario):
     assert adaptive[last] < static[last]
     # the first loaded call ran a plan made before the load: it was hit
     assert adaptive[first_loaded] > 1.5 * idle.times_s[first_loaded]
+
+
+def test_idle_mode_off_leaves_the_second_call_to_the_ordinary_plan():
+    app = seed001_app(3, first_bytes=3 * 16384, first_interval=10.0)
+    run = run_strategy("adaptive", MAGPIE, app, None, max_budget_s=0.05, idle_s=0)
+    assert run.idle_plans == 0 and run.announced[:2] == [False, False]
+
+
+# -- seed 001's set-up on teragrid ---------------------------------------------------------
+
+
+def test_seed001s_root_is_in_c2_and_its_c3_is_the_relay_mpich_g2_waits_on():
+    """The paper's root is a node of C2; the loaded cluster plays the paper's C3, an
+    intermediate node of MPICH-G2's tree. On teragrid that is C7 (PSC's
+    representative, relaying to C8), not the preset's C3 (ANL's, served first)."""
+    root = seed001_root(TERAGRID)
+    assert TERAGRID.clusters[TERAGRID.cluster_of[root]].name == "C2"
+    assert TERAGRID.clusters[seed001_cluster(TERAGRID, root)].name == "C7"
+    assert seed001_root(MAGPIE) == 0 and seed001_cluster(MAGPIE, 0) is None  # no sites
+
+
+def _mpich_g2_under(links, fraction, nbytes=1 << 20):
+    from gridcoll.tune import Call, PlanOptions, plan
+
+    root = seed001_root(TERAGRID)
+    schedule = plan(TERAGRID, Call("bcast", nbytes, root), PlanOptions(algo="mpich-g2")).build()
+    trace = LoadTrace(tuple(Load(n, fraction, 0.0, 100.0) for n in links))
+    return simulate(schedule, TERAGRID, load=trace).total_s / simulate(schedule, TERAGRID).total_s
+
+
+def test_why_the_load_is_on_c7_load_on_c3_leaves_mpich_g2_unchanged():
+    """70% of the preset's C3 links leaves MPICH-G2's 1 MB broadcast exactly as fast
+    (ANL's branch has time to spare); 50% of C7's slows it."""
+    assert _mpich_g2_under(cluster_links(TERAGRID, C3), 0.7) == pytest.approx(1.0)
+    assert _mpich_g2_under(cluster_links(TERAGRID, "C7"), 0.5) > 1.05
+
+
+def test_the_teragrid_scenarios_load_slows_mpich_g2_on_every_loaded_call():
+    """Seed 001's application (60 calls) under seed 001's load (seed 0) on the cluster
+    playing C3: every loaded MPICH-G2 call is slower than the same call without load,
+    and by more than 5% on average."""
+    grid = TERAGRID
+    root = seed001_root(grid)
+    app = seed001_app(60)
+    trace = seed001_trace(grid, seed001_cluster(grid, root), seed=0, duration=app[-1].t + 600)
+    loaded = loaded_calls(app, trace)
+    assert 15 <= sum(loaded) <= 45
+    cache = PlanCache(64)
+    under = run_strategy("mpich-g2", grid, app, trace, root=root, cache=cache).times_s
+    idle = run_strategy("mpich-g2", grid, app, None, root=root, cache=cache).times_s
+    ratios = [u / i for u, i, x in zip(under, idle, loaded, strict=True) if x]
+    assert min(ratios) > 1.0
+    assert sum(ratios) / len(ratios) > 1.05
+    assert [u for u, x in zip(under, loaded, strict=True) if not x] == [
+        i for i, x in zip(idle, loaded, strict=True) if not x
+    ]

@@ -55,6 +55,17 @@ def test_scenario_simulated_json_and_plot(capsys, tmp_path):
     assert data["strategies"]["mpich-g2"]["improvement_loaded"] == 0.0
     assert data["strategies"]["adaptive"]["monitor"]["passive_messages"] > 0
     assert plot.stat().st_size > 10_000
+    # the headline: adaptive against static, seed 001's strategy against gridcoll's
+    head = data["headline"]
+    assert set(head) == {"adaptive_vs_static", "paper_vs_auto", "mpich_g2_loaded_over_unloaded"}
+    assert (
+        head["adaptive_vs_static"]["loaded"] == data["strategies"]["adaptive"]["vs_static_loaded"]
+    )
+    assert data["strategies"]["static"]["vs_static_loaded"] == 0.0
+    assert set(data["strategies"]["sa-clustered"]["algorithms"]) == {"sa-clustered"}
+    assert data["strategies"]["sa-clustered"]["idle_plans"] > 0
+    assert data["share"] == 0.25 and data["max_budget_s"] == 0.05
+    assert data["root"] == 0 and data["loaded_cluster"] is None  # no C2, no sites
 
 
 def test_scenario_errors_are_one_line(capsys):
@@ -64,6 +75,8 @@ def test_scenario_errors_are_one_line(capsys):
         (["--app", "seed001:x"], "integer N"),
         (["--time-scale", "0"], "--time-scale must be positive"),
         (["--load", "seed001:abc"], "integer seed"),
+        (["--share", "0"], "--share must be in (0, 1]"),
+        (["--loaded-cluster", "C9"], "no cluster 'C9'"),
         (["--plot", "fig.txt"], "--plot needs"),
     ):
         code, out, err = run(capsys, "scenario", "--grid", "magpie:2,1", *argv)

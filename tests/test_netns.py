@@ -101,8 +101,24 @@ def test_uplinks_hold_their_pair_links_and_downlinks_sit_on_the_router():
     up, pair, down = by_link["A:up"], by_link["A->B"], by_link["B:down"]
     assert (up.namespace, up.parent, up.peers, up.rate) == ("gridcoll-0", 0, (1, 2), 32_000_000)
     assert (pair.namespace, pair.parent, pair.peers) == ("gridcoll-0", up.classid, (1,))
-    assert (down.namespace, down.device, down.match) == (net.router, "c1", "src")
+    assert (down.namespace, down.device, down.match) == (net.sites[1].router, "c1", "src")
     assert down.peers == (0, 2) and down.rate == 24_000_000
+
+
+def test_site_links_sit_on_the_site_routers_and_the_core():
+    grid = get_grid("teragrid")
+    net = netns.plan(grid)
+    assert len(net.routers) == 4 and net.sites[0].router == net.sites[1].router
+    by_link = {sh.link: sh for sh in net.shapers if sh.classid < netns.LEAF}
+    sdsc_up, anl_down = by_link["SDSC:up"], by_link["ANL:down"]
+    assert (sdsc_up.namespace, sdsc_up.device, sdsc_up.match) == ("gridcoll-s0", "uplink", "dst")
+    assert sdsc_up.peers == (2, 3, 4, 5, 6, 7)
+    assert (anl_down.namespace, anl_down.device, anl_down.match) == ("gridcoll-wan", "s1", "src")
+    assert anl_down.peers == (0, 1, 4, 5, 6, 7)
+    c3_down = by_link["C3:down"]
+    assert (c3_down.namespace, c3_down.device) == ("gridcoll-s1", "c2")
+    cmds = [" ".join(c) for c in netns.commands(net)]
+    assert "ip -n gridcoll-wan route add 10.213.2.0/24 via 10.214.1.2" in cmds
 
 
 def test_a_link_shared_by_unrelated_routes_or_links_that_overlap_are_refused():
@@ -124,7 +140,7 @@ def test_the_commands_disable_offload_and_bound_each_queue():
     net = netns.plan(grid_from_dict(grid_data()))
     cmds = [" ".join(c) for c in netns.commands(net)]
     offload = " ".join(netns.NO_OFFLOAD)
-    for ns, dev in (("gridcoll-0", "wan0"), ("gridcoll-1", "wan0"), (net.router, "c0")):
+    for ns, dev in (("gridcoll-0", "wan0"), ("gridcoll-1", "wan0"), (net.sites[0].router, "c0")):
         assert f"ip -n {ns} link set dev {dev} {offload}" in cmds
     # 1 MB/s * 15 ms / 1514 B -> 10 frames; 0.5 MB/s -> 5
     assert any("gridcoll-0 qdisc add dev wan0 parent 1:1001 pfifo limit 10" in c for c in cmds)
@@ -307,7 +323,7 @@ def test_the_command_line_brings_it_up_lists_it_and_takes_it_down(tmp_path):
         assert "Traceback" not in again.stderr
         down = gridcoll("netns", "down", name, "--json")
         assert sorted(json.loads(down.stdout)["removed"]) == sorted(
-            [f"{name}-0", f"{name}-1", f"{name}-wan"]
+            [f"{name}-0", f"{name}-1", f"{name}-s0", f"{name}-s1", f"{name}-wan"]
         )
     finally:
         netns.down(name)

@@ -12,10 +12,15 @@ other anytime builders sharing the budget), with three changes:
 * the forecasts are :class:`~gridcoll.adapt.forecast.Forecaster`\\ s over
   :data:`~gridcoll.adapt.forecast.TREND_METHODS` (the seed's regression, a geometric
   trend, the last value; the least recent error wins);
-* the budget per target is :data:`ADVISOR_SHARE` (a quarter) of the forecast interval
-  split among the targets, capped at ``max_budget_s`` (the seed's clusteredSA needed
-  minutes; gridcoll's planner is done in about a second on seed 001's 64 ranks, and on
-  a machine whose cores the ranks share, the advisor's CPU is taken from them);
+* the budget per target is ``share`` (:data:`ADVISOR_SHARE`, a quarter, by default)
+  of the forecast interval split among the targets, with no cap unless the caller
+  sets ``max_budget_s`` (seed 001 gives clusteredSA the whole interval as its
+  ``time_duration``; the rest of the interval is the application's here, since the
+  advisor runs on the root's machine and takes its CPU from it);
+* idle mode (:meth:`Advisor.plan_idle`) plans every idle size before the root's first
+  call, in ``share`` of the time the caller says it has, so the first calls find
+  budgeted plans ready (seed 001 cycles through the idle sizes while the application
+  makes no call);
 * a call whose measured time exceeds ``stale_factor`` times its plan's prediction
   marks the view *stale* (item 5): until the monitor's view changes, calls get the
   *safe* plan, made on the worst load each link showed recently
@@ -44,11 +49,19 @@ from gridcoll.tune.select import Plan
 
 IDLE_SIZES = tuple(2**k for k in range(10, 22))
 """Seed 001's idle mode: 1 KiB to 2 MiB in powers of two, round robin."""
-ADVISOR_MAX_BUDGET_S = 1.0
-"""The most planning budget one target gets (nominal seconds, :func:`tune.plan`)."""
+ADVISOR_MAX_BUDGET_S: float | None = None
+"""The default cap on one target's planning budget (nominal seconds,
+:func:`tune.plan`): none, the budget follows the forecast interval alone."""
 ADVISOR_SHARE = 0.25
-"""The share of the forecast interval the advisor plans in (the rest is the
-application's: on a machine whose cores the ranks share, the advisor's CPU is theirs)."""
+"""The default share of the forecast interval the advisor plans in, split among its
+targets (seed 001 plans in the whole interval; the rest is the application's here: on
+a machine whose cores the ranks share, the advisor's CPU is theirs). At seed 001's
+intervals, 90 s down to 15 s, one of three targets gets 7.5 s down to 1.25 s."""
+MIN_BUDGET_S = 0.01
+"""The least budget a target gets (an interval of milliseconds still plans)."""
+UNKNOWN_INTERVAL_BUDGET_S = 0.1
+"""The budget per target while no interval is known (one call seen) and no idle
+stretch was given (:meth:`Advisor.plan_idle`)."""
 STALE_FACTOR = 1.5
 """A call measured this many times slower than predicted makes the view stale."""
 READY_PLANS = 64
@@ -70,7 +83,10 @@ class Advisor:
     algo: str = "auto"
     itemsize: int = 1
     host_overhead: float | None = None
-    max_budget_s: float = ADVISOR_MAX_BUDGET_S
+    max_budget_s: float | None = ADVISOR_MAX_BUDGET_S
+    """A cap on one target's budget (nominal seconds); None: no cap."""
+    share: float = ADVISOR_SHARE
+    """The share of the forecast interval planned in (:data:`ADVISOR_SHARE`)."""
     stale_factor: float = STALE_FACTOR
     extra_bytes: int = 0
     """Bytes every plan carries beyond the user's (the hand-off's trailer)."""
@@ -90,8 +106,13 @@ class Advisor:
     _stale_view: tuple | None = field(init=False, default=None)
     _last_call: float | None = field(init=False, default=None)
     _idle: int = field(init=False, default=0)
+    _idle_budget: float = field(init=False, default=UNKNOWN_INTERVAL_BUDGET_S)
 
     def __post_init__(self) -> None:
+        if not (0 < self.share <= 1):
+            raise ValueError(f"share must be in (0, 1], got {self.share!r}")
+        if self.max_budget_s is not None and not self.max_budget_s > 0:
+            raise ValueError(f"max_budget_s must be positive or None, got {self.max_budget_s!r}")
         self.sizes = Forecaster(TREND_METHODS)
         self.intervals = Forecaster(TREND_METHODS)
         if self.cache is None:
@@ -122,14 +143,19 @@ class Advisor:
         return list(dict.fromkeys((m, 2 * m, halved)))
 
     def budget_s(self, ntargets: int) -> float:
-        """Planning budget per target: :data:`ADVISOR_SHARE` of the forecast interval
-        shared by the targets, at most ``max_budget_s`` (a tenth of it while the
-        interval is unknown: after the first call)."""
+        """Planning budget per target: ``share`` of the forecast interval ``T``
+        shared by the ``n`` targets, ``share * T / n`` (seed 001 sec. 2.5: the interval
+        is clusteredSA's ``time_duration``), at least :data:`MIN_BUDGET_S`, at most
+        ``max_budget_s`` if set. While the interval is unknown (after the first
+        call): the idle budget per size (:meth:`plan_idle`), else
+        :data:`UNKNOWN_INTERVAL_BUDGET_S`."""
         _, interval = self.forecast()
-        if math.isnan(interval):
-            return 0.1 * self.max_budget_s
-        share = ADVISOR_SHARE * interval / max(1, ntargets)
-        return max(0.01, min(self.max_budget_s, share))
+        budget = (
+            self._idle_budget
+            if math.isnan(interval)
+            else max(MIN_BUDGET_S, self.share * interval / max(1, ntargets))
+        )
+        return budget if self.max_budget_s is None else min(self.max_budget_s, budget)
 
     # -- planning -----------------------------------------------------------------------
     def plan_ahead(
@@ -165,14 +191,47 @@ class Advisor:
         self._offered_key = key
         return made
 
-    def offer(self) -> tuple[dict[str, float], list[tuple[int, Plan]]]:
+    def plan_idle(self, load: Mapping[str, float], seconds: float) -> list[Plan]:
+        """Idle mode (seed 001 sec. 2.5): before the root's first call, with
+        ``seconds`` to spare, plan every size of :data:`IDLE_SIZES` on the grid under
+        ``load``, each in ``share * seconds / len(IDLE_SIZES)`` (at least
+        :data:`MIN_BUDGET_S`, at most ``max_budget_s``); that is also the budget per
+        target until an interval is known. Returns the plans made (none once a call
+        was recorded: the forecasts take over)."""
+        if self.sizes.history:
+            return []
+        if not (seconds > 0 and math.isfinite(seconds)):
+            raise ValueError(f"seconds must be positive, got {seconds!r}")
+        budget = max(MIN_BUDGET_S, self.share * seconds / len(IDLE_SIZES))
+        if self.max_budget_s is not None:
+            budget = min(self.max_budget_s, budget)
+        self._idle_budget = budget
+        on = self.grid.with_link_load(dict(load))
+        made = []
+        for m in IDLE_SIZES:
+            if (on.fingerprint, m) not in self._ready:
+                made.append(self._plan(on, m, budget_s=budget))
+                self._ready[(on.fingerprint, m)] = made[-1]
+        while len(self._ready) > READY_PLANS:
+            self._ready.popitem(last=False)
+        self._offered = dict(load)
+        self._offered_key = tuple(sorted(load.items()))
+        return made
+
+    def offer(self, current: int | None = None) -> tuple[dict[str, float], list[tuple[int, Plan]]]:
         """The load planned under last and its ready plans for the current targets, as
         (user size, plan) pairs, the forecast size first: what the root announces
-        (:mod:`gridcoll.adapt.handoff`)."""
+        (:mod:`gridcoll.adapt.handoff`). Before any call is recorded, ``current`` (the
+        size of the call being made) stands for the next one: the ready idle sizes
+        nearest it, at most three."""
         if self._offered is None:
             return {}, []
         key = self.grid.with_link_load(self._offered).fingerprint
-        ready = [(m, self._ready[(key, m)]) for m in self.targets() if (key, m) in self._ready]
+        targets = self.targets()
+        if not self.sizes.history and current is not None and current > 0:
+            idle = [m for m in IDLE_SIZES if (key, m) in self._ready]
+            targets = sorted(idle, key=lambda m: (abs(math.log(m / current)), m))[:3]
+        ready = [(m, self._ready[(key, m)]) for m in targets if (key, m) in self._ready]
         return dict(self._offered), ready
 
     def measured(self, predicted_s: float, seconds: float) -> bool:

@@ -47,6 +47,10 @@ LOAD_QUANTUM = 0.05
 """The view's loads are multiples of 5%."""
 MAX_LOAD = 0.95
 """The most load a view assumes on a link (a link never vanishes from a plan)."""
+TIME_RTOL = 1e-9
+"""A transfer within this relative margin of its gap took exactly its gap: rounding in
+the times (sums of seconds) must not read as a load of 1e-15, which would decide the
+forecasters' least-error choice on noise."""
 
 
 @dataclass(frozen=True)
@@ -92,7 +96,7 @@ def transfer_bounds(grid: Grid, transfer: Transfer) -> dict[str, float]:
     bounds = {}
     for name in route.links:
         g = grid.links[name].g(m)
-        bounds[name] = 0.0 if busy <= g or busy <= 0 else 1.0 - g / busy
+        bounds[name] = 0.0 if busy <= g * (1 + TIME_RTOL) or busy <= 0 else 1.0 - g / busy
     return bounds
 
 

@@ -1,7 +1,8 @@
 """``gridcoll netns``: a grid as a real network of namespaces on this machine.
 
 ``gridcoll netns up magpie:4,2`` makes one network namespace per cluster, joined through
-a router namespace by veth pairs shaped to the grid's bandwidths
+router namespaces (one per site, and a core) by veth pairs shaped to the grid's
+bandwidths
 (:mod:`gridcoll.runtime.netns`), and prints how to use it; ``gridcoll netns down``
 removes it. With ``--run COMMAND``, the network lives only while the command runs and is
 removed however it ends (Ctrl-C, SIGTERM, SIGHUP included). ``gridcoll netns
@@ -26,8 +27,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "netns",
         help="make a grid a real network of namespaces on this machine (root): up, down, status",
         description=(
-            "up GRID: one network namespace per cluster, joined through a router by veth "
-            "pairs shaped with htb to the grid's link bandwidths (latency is not emulated: "
+            "up GRID: one network namespace per cluster, joined through routers (one per "
+            "site, and a core) by veth pairs shaped with htb to the grid's link "
+            "bandwidths (latency is not emulated: "
             "the kernel has no netem here). Then --netns on mpirun, run, measure and "
             "discover places each rank in its cluster's namespace, MPI over TCP. "
             "down [NAME]: remove it. status: what is up. Example: gridcoll netns up "
@@ -64,7 +66,8 @@ def _describe(net) -> dict:
     return {
         "name": net.name,
         "grid": net.grid.name,
-        "router": net.router,
+        "core": net.core,
+        "routers": list(net.routers),
         "sites": [
             {
                 "cluster": net.grid.clusters[s.cluster].name,
@@ -153,7 +156,8 @@ def run(args: argparse.Namespace) -> int:
 def _summary(desc: dict) -> str:
     if "error" in desc:
         return f"{desc['name']}: {desc['error']}"
-    lines = [f"{desc['name']}: grid {desc['grid']}, router {desc['router']}"]
+    routers = ", ".join(desc["routers"])
+    lines = [f"{desc['name']}: grid {desc['grid']}, core {desc['core']}, site routers {routers}"]
     for site in desc["sites"]:
         ranks = site["ranks"]
         lines.append(

@@ -6,13 +6,26 @@ grid, run with each strategy (seed 001 sec. 3, figure 8).
 runs the application for real over MPI on the emulated WAN, one launch per strategy
 (:func:`gridcoll.experiments.adaptive.run_scenario`), with the same load applied by the
 emulator, time-scaled (``--time-scale``) and on fewer ranks per cluster where the
-machine cannot hold the grid (``--ranks-per-cluster``; it says so). Both print a table
-of each strategy's mean times loaded and unloaded and its change against MPICH-G2,
-and with ``--json`` one object: per strategy ``times_s``, ``mean_loaded_s``,
-``mean_unloaded_s``, ``improvement_loaded``, ``change_unloaded`` (fractions, positive
-= faster than ``mpich-g2``), ``after_load`` (the first two calls after each load ends
-against the same calls without load), the advisor's CPU seconds and the monitor's
-cost; ``loaded`` (one boolean per call). ``--plot`` draws seed 001's figure 8.
+machine cannot hold the grid (``--ranks-per-cluster``; it says so).
+
+Seed 001's set-up by default: the root is a node of C2 (``--root``), and
+``--load seed001[:SEED]`` loads the links of the cluster playing seed 001's C3, the
+intermediate node of MPICH-G2's tree its completion waits on
+(:func:`~gridcoll.experiments.adaptive.seed001_cluster`; C7 on ``teragrid``;
+``--loaded-cluster`` names another). The advisors plan in ``--share`` of each
+forecast interval (no cap unless ``--budget``) and plan the idle sizes before the
+first call (``--idle`` seconds).
+
+Both print the headline (``adaptive`` against ``static`` under load and without;
+seed 001's ``sa-clustered`` against gridcoll's ``adaptive``; MPICH-G2's loaded calls
+against the same calls without load) and a table of each strategy's mean times, and
+with ``--json`` one object: ``headline``; per strategy ``times_s``, ``mean_loaded_s``,
+``mean_unloaded_s``, ``vs_static_loaded``, ``vs_static_unloaded``,
+``improvement_loaded``, ``change_unloaded`` (fractions, positive = faster than
+``static``, ``mpich-g2``), ``loaded_over_unloaded``, ``after_load`` (the first two
+calls after each load ends against the same calls without load), ``budgets_s``,
+``idle_plans``, the advisor's CPU seconds and the monitor's cost; ``loaded`` (one
+boolean per call). ``--plot`` draws seed 001's figure 8.
 """
 
 from __future__ import annotations
@@ -25,12 +38,16 @@ from pathlib import Path
 
 from rich.table import Table
 
+from gridcoll.adapt.advisor import ADVISOR_SHARE
 from gridcoll.cli._common import console, error_console, load_grid_arg, print_json, progress_bar
 from gridcoll.errors import ParameterError
 from gridcoll.experiments.adaptive import (
     STRATEGIES,
+    headline,
     run_scenario,
     seed001_app,
+    seed001_cluster,
+    seed001_root,
     simulate_scenario,
     summarize,
 )
@@ -57,8 +74,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         description=(
             "Run seed 001's application (broadcasts of decreasing size at decreasing "
             "intervals) under a load trace with each strategy: MPICH-G2's static tree, "
-            "Mateescu's tree re-planned by the advisor, gridcoll's adaptive advisor, and "
-            "gridcoll's static plan; simulated (default) or measured over MPI."
+            "the advisor re-planning with Mateescu's algorithm, with clusteredSA (seed "
+            "001's strategy) or with every builder (gridcoll's adaptive), and gridcoll's "
+            "static plan; simulated (default) or measured over MPI."
         ),
     )
     parser.add_argument(
@@ -74,6 +92,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="seed001[:SEED] (default seed001:0) or a gridcoll-load/1 file",
     )
     parser.add_argument(
+        "--loaded-cluster",
+        default=None,
+        metavar="NAME",
+        help="the cluster whose links seed001 loads (default: the one playing seed 001's "
+        "C3, the relay of MPICH-G2's tree its completion waits on: C7 on teragrid)",
+    )
+    parser.add_argument(
         "--app",
         default="seed001",
         metavar="seed001[:N]",
@@ -81,9 +106,9 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     )
     parser.add_argument(
         "--strategies",
-        default="mpich-g2,mateescu,adaptive",
+        default=",".join(STRATEGIES),
         metavar="A,B,...",
-        help=f"comma-separated, from {', '.join(STRATEGIES)} (default: mpich-g2,mateescu,adaptive)",
+        help=f"comma-separated, from {', '.join(STRATEGIES)} (default: all)",
     )
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--simulate", action="store_true", help="simulate (the default)")
@@ -96,7 +121,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         help="multiply every time of the application and the load by X "
         "(default 1 simulated; measured: what fits in 10 minutes)",
     )
-    parser.add_argument("--root", type=int, default=0, metavar="R", help="root rank (default 0)")
+    parser.add_argument(
+        "--root",
+        type=int,
+        default=None,
+        metavar="R",
+        help="root rank (default: seed 001's, the first rank of C2; 0 without a C2)",
+    )
     parser.add_argument(
         "--period",
         type=float,
@@ -106,12 +137,27 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         "minutes): a link no call crossed for a period is probed",
     )
     parser.add_argument(
+        "--share",
+        type=float,
+        default=ADVISOR_SHARE,
+        metavar="X",
+        help=f"the share of each forecast interval the advisor plans in, split among its "
+        f"three targets (default {ADVISOR_SHARE:g}); the static plan gets the same budget",
+    )
+    parser.add_argument(
         "--budget",
         type=float,
-        default=1.0,
+        default=None,
         metavar="S",
-        help="the advisor's largest planning budget per size, nominal seconds (default 1; "
-        "--measure uses the runtime's default, 1)",
+        help="cap the planning budget of one target, nominal seconds (default: no cap)",
+    )
+    parser.add_argument(
+        "--idle",
+        type=float,
+        default=None,
+        metavar="S",
+        help="unscaled seconds the advisor has before the first call, planned in idle "
+        "mode (default: the application's first interval, 90)",
     )
     parser.add_argument(
         "--ranks-per-cluster",
@@ -155,6 +201,19 @@ def _strategies_arg(text: str) -> list[str]:
     return list(dict.fromkeys(names))
 
 
+def _loaded_cluster(args, grid: Grid) -> int | None:
+    """The cluster a ``seed001`` load takes: ``--loaded-cluster``, else the one playing
+    seed 001's C3 from the root (None: the generator's default)."""
+    if args.loaded_cluster is None:
+        return seed001_cluster(grid, args.root)
+    names = [c.name for c in grid.clusters]
+    if args.loaded_cluster not in names:
+        raise ParameterError(
+            f"--loaded-cluster: {args.grid} has no cluster {args.loaded_cluster!r:.40}"
+        )
+    return names.index(args.loaded_cluster)
+
+
 def _measured_grid(grid: Grid, per_cluster: int) -> Grid:
     """``grid`` with ``per_cluster`` ranks in every cluster (same links and routes)."""
     clusters = tuple(replace(c, nranks=per_cluster, hosts=()) for c in grid.clusters)
@@ -169,10 +228,16 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError(f"--time-scale must be positive, got {args.time_scale!r}")
     if not args.period > 0:
         raise ParameterError(f"--period must be positive, got {args.period!r}")
-    if not args.budget > 0:
+    if args.budget is not None and not args.budget > 0:
         raise ParameterError(f"--budget must be positive, got {args.budget!r}")
+    if not 0 < args.share <= 1:
+        raise ParameterError(f"--share must be in (0, 1], got {args.share!r}")
+    if args.idle is not None and not (args.idle > 0 and math.isfinite(args.idle)):
+        raise ParameterError(f"--idle must be positive, got {args.idle!r}")
     strategies = _strategies_arg(args.strategies)
     grid = load_grid_arg(args.grid)
+    if args.root is None:
+        args.root = seed001_root(grid)
     if not 0 <= args.root < grid.nranks:
         raise ParameterError(f"--root must be a rank of {args.grid} (0..{grid.nranks - 1})")
     scale = args.time_scale if args.time_scale is not None else 1.0
@@ -180,7 +245,14 @@ def run(args: argparse.Namespace) -> int:
     if args.measure:
         return _measure(args, grid, strategies, unscaled)
     app = _app_arg(args.app, scale)
-    load = load_from_spec(args.load, grid, duration=unscaled[-1].t + 600.0, time_scale=scale)
+    args.cluster = _loaded_cluster(args, grid)
+    load = load_from_spec(
+        args.load,
+        grid,
+        duration=unscaled[-1].t + 600.0,
+        time_scale=scale,
+        cluster=args.cluster,
+    )
     out = console()
     started = time.monotonic()
     nruns = len(strategies) * (1 if args.no_reference else 2)
@@ -197,7 +269,9 @@ def run(args: argparse.Namespace) -> int:
             strategies,
             root=args.root,
             period_s=args.period * scale,
+            share=args.share,
             max_budget_s=args.budget,
+            idle_s=None if args.idle is None else args.idle * scale,
             reference=not args.no_reference,
             on_call=tick,
         )
@@ -214,10 +288,13 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
         if per_cluster < max(c.nranks for c in grid.clusters)
         else grid
     )
+    if measured is not grid and args.root == seed001_root(grid):
+        args.root = seed001_root(measured)
     if args.root >= measured.nranks:
         raise ParameterError(
             f"--root must be a rank of the measured grid (0..{measured.nranks - 1})"
         )
+    args.cluster = _loaded_cluster(args, measured)
     # Without load the adaptive strategy runs once more: the reference after a load.
     unloaded = [] if args.no_reference else [n for n in strategies if n == "adaptive"]
     # A run must take at most 10 minutes: each launch gets its share of it.
@@ -226,7 +303,13 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
     budget = 600.0 / (len(strategies) + len(unloaded)) - start - 30.0  # start-up, calls
     scale = args.time_scale or min(1.0, budget / span)
     app = _app_arg(args.app, scale, start=start)
-    load = load_from_spec(args.load, measured, duration=unscaled[-1].t + 600.0, time_scale=scale)
+    load = load_from_spec(
+        args.load,
+        measured,
+        duration=unscaled[-1].t + 600.0,
+        time_scale=scale,
+        cluster=args.cluster,
+    )
     out = console()
     if measured is not grid:
         error_console().print(
@@ -267,8 +350,11 @@ def _meta(args, grid: Grid, mode: str, scale: float, wall: float) -> dict:
         "mode": mode,
         "time_scale": scale,
         "root": args.root,
+        "loaded_cluster": None if args.cluster is None else grid.clusters[args.cluster].name,
         "period_s": args.period * scale,
+        "share": args.share,
         "max_budget_s": args.budget,
+        "idle_s": args.idle,
         "wall_s": wall,
     }
 
@@ -289,27 +375,58 @@ def _report(args, summary: dict, grid: Grid, out) -> int:
     if args.json:
         print_json(summary)
         return 0
+    for line in _headline_lines(summary):
+        out.print(line)
     out.print(_table(summary, grid))
     if args.plot:
         out.print(f"plot written to {args.plot}")
     return 0
 
 
+def _headline_lines(summary: dict) -> list[str]:
+    """The headline (:func:`~gridcoll.experiments.adaptive.headline`) in words."""
+    h = summary.get("headline") or headline(summary)
+    lines = []
+    if "adaptive_vs_static" in h:
+        a = h["adaptive_vs_static"]
+        lines.append(
+            f"adaptive vs static: {_pct(a['loaded'])} under load, {_pct(a['unloaded'])} "
+            f"without (worst call {_pct(a['worst_unloaded'])}); positive = adaptive faster"
+        )
+    if "paper_vs_auto" in h:
+        p = h["paper_vs_auto"]
+        lines.append(
+            f"seed 001's advisor (sa-clustered) vs gridcoll's (adaptive, auto): "
+            f"{_pct(p['loaded'])} under load, {_pct(p['unloaded'])} without"
+        )
+    if not math.isnan(h.get("mpich_g2_loaded_over_unloaded", math.nan)):
+        lines.append(
+            f"mpich-g2 under load: {h['mpich_g2_loaded_over_unloaded']:.3f}x the same calls "
+            "without load"
+        )
+    return lines
+
+
 def _table(summary: dict, grid: Grid) -> Table:
     nloaded = sum(summary["loaded"])
+    where = summary.get("loaded_cluster")
     table = Table(
         title=f"{len(summary['loaded'])} broadcasts on {grid.name} ({grid.nranks} ranks), "
-        f"{nloaded} under load, {summary['mode']}d",
+        f"{nloaded} under load" + (f" (on {where}'s links)" if where else "") + ", "
+        f"{summary['mode']}d",
         title_justify="left",
-        caption="vs mpich-g2: mean per-call change, positive = faster; after load: the "
-        "2nd call after each load ends / the same call unloaded",
+        caption="vs static / mpich-g2: mean per-call change, positive = faster; loaded x: "
+        "loaded calls / the same calls without load; after load: the 2nd call after each "
+        "load ends / the same call unloaded",
     )
     for col in (
         "strategy",
         "mean loaded",
         "mean unloaded",
+        "vs static loaded",
+        "vs static unloaded",
         "vs mpich-g2 loaded",
-        "vs mpich-g2 unloaded",
+        "loaded x",
         "after load",
         "advisor CPU",
         "monitor",
@@ -318,12 +435,15 @@ def _table(summary: dict, grid: Grid) -> Table:
     for name, e in summary["strategies"].items():
         after = [r["ratios"][1] for r in e.get("after_load", []) if len(r["ratios"]) > 1]
         mon = e.get("monitor") or {}
+        ratio = e.get("loaded_over_unloaded")
         table.add_row(
             name,
             _time(e["mean_loaded_s"]),
             _time(e["mean_unloaded_s"]),
+            _pct(e.get("vs_static_loaded")),
+            _pct(e.get("vs_static_unloaded")),
             _pct(e.get("improvement_loaded")),
-            _pct(e.get("change_unloaded")),
+            "-" if ratio is None or math.isnan(ratio) else f"{ratio:.3f}x",
             "-" if not after else f"{max(after):.3f}x worst",
             "-" if not e.get("advisor_cpu_s") else format_time(e["advisor_cpu_s"]),
             "-" if not mon else _monitor_cell(mon, e),

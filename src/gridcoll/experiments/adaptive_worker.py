@@ -4,7 +4,8 @@
 ``MPI.COMM_WORLD`` in a :class:`gridcoll.Comm` for the strategy (``mpich-g2``: the
 builder ``mpich-g2``; ``static``: ``auto``; ``adaptive``: ``auto`` with
 ``adaptive=True``; ``mateescu``: ``mateescu`` with ``adaptive=True``, the advisor
-running Mateescu's algorithm) and makes the application's broadcasts at their times:
+running Mateescu's algorithm; ``sa-clustered``: the same with clusteredSA, seed 001's
+own strategy) and makes the application's broadcasts at their times:
 call ``i`` at ``T0 + t_i``, ``T0`` the load trace's time 0 (``GRIDCOLL_LOAD_T0``, the
 launch's start; without a load, rank 0's clock at start-up, broadcast). Every rank
 sleeps until that instant (one machine, one monotonic clock), calls ``Bcast``, and
@@ -40,6 +41,7 @@ STRATEGY_COMM = {
     "static": ("auto", False),
     "adaptive": ("auto", True),
     "mateescu": ("mateescu", True),
+    "sa-clustered": ("sa-clustered", True),
 }
 """Each strategy's ``Comm(algo=..., adaptive=...)``."""
 

@@ -289,18 +289,25 @@ def seed001_trace(
     return trace if time_scale == 1.0 else trace.scaled(time_scale)
 
 
-def load_from_spec(spec: str, grid, duration: float = 3600.0, time_scale: float = 1.0) -> LoadTrace:
+def load_from_spec(
+    spec: str,
+    grid,
+    duration: float = 3600.0,
+    time_scale: float = 1.0,
+    cluster: int | str | None = None,
+) -> LoadTrace:
     """A load trace named on the command line: ``seed001`` or ``seed001:SEED`` (the
-    generator, :func:`seed001_trace`, over ``duration`` unscaled seconds), or a
-    ``gridcoll-load/1`` file; times multiplied by ``time_scale``; checked against
-    ``grid``."""
+    generator, :func:`seed001_trace`, over ``duration`` unscaled seconds, on the links
+    of ``cluster``: C3's position, index 2, when None), or a ``gridcoll-load/1`` file;
+    times multiplied by ``time_scale``; checked against ``grid``."""
     name, _, arg = spec.partition(":")
     if name == "seed001":
         try:
             seed = int(arg) if arg else 0
         except ValueError:
             raise GridError(f"--load seed001:SEED needs an integer seed, got {arg!r:.40}") from None
-        trace = seed001_trace(grid, seed=seed, duration=duration, time_scale=time_scale)
+        where = 2 if cluster is None else cluster
+        trace = seed001_trace(grid, where, seed=seed, duration=duration, time_scale=time_scale)
     else:
         trace = read_load(spec)
         if time_scale != 1.0:

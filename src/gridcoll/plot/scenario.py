@@ -18,6 +18,7 @@ __all__ = ["plot_scenario"]
 _STYLES = {
     "mpich-g2": "tab:red",
     "mateescu": "tab:purple",
+    "sa-clustered": "tab:orange",
     "adaptive": "tab:green",
     "static": "tab:blue",
 }

@@ -8,21 +8,27 @@ the other kind of test bed: the kernel's network stack between the sites, so tha
 wide-area byte crosses TCP, a router and a rate shaper for real.
 
 Each cluster of a grid becomes a network namespace with its own host name (a UTS
-namespace per rank process, so ``MPI.Get_processor_name()`` names the site). A router
-namespace joins them: cluster ``i`` has the subnet ``10.213.i.0/24``, its end of a veth
-pair (``wan0``, ``.2``) in its own namespace and the other end (``c<i>``, ``.1``) in the
-router's. Ranks of one cluster talk over the namespace's loopback (unshaped); ranks of
-two clusters through the router.
+namespace per rank process, so ``MPI.Get_processor_name()`` names the site). Routers
+join them, each a namespace too: one per site of the grid (:attr:`Cluster.site`; a
+cluster without one is a site of its own) and a core. Cluster ``i`` is on
+``10.213.i.0/24``: its end of a veth pair (``wan0``, ``.2``) in its own namespace, the
+other (``c<i>``, ``.1``) in its site router's; site router ``j`` is on
+``10.214.j.0/24`` (``uplink``, ``.2``) towards the core (``s<j>``, ``.1``). Ranks of one
+cluster talk over the namespace's loopback (unshaped); ranks of two clusters of one site
+through the site router; of two sites through the core.
 
 Shaping follows the grid's shared links (:class:`gridcoll.network.grid.Link`), with the
-Hierarchical Token Bucket queueing discipline (``htb``). A link every route of which
-leaves the same cluster (a pair link, or a site's uplink) is a class on that cluster's
-``wan0``; a link every route of which enters the same cluster (a site's downlink) is a
-class on the router's ``c<i>``. The classes of one interface must nest (a pair link
-inside its site's uplink); a link shared by routes of different sources and different
+Hierarchical Token Bucket queueing discipline (``htb``), each link on the one interface
+all its traffic crosses (:func:`shapers`): a link every route of which leaves one
+cluster (a pair link, a cluster's uplink) on that cluster's ``wan0``; one whose routes
+all enter one cluster on the site router's ``c<i>``; one whose routes all leave one site
+for others on the site router's ``uplink``; one whose routes all enter one site from
+others on the core's ``s<j>``. The classes of one interface must nest (a pair link
+inside its cluster's uplink); a link shared by routes of unrelated sources and
 destinations (a backbone) cannot be placed on one interface and is refused. Each peer
-cluster gets a leaf class under the smallest link covering it, and a ``u32`` filter on
-the peer's subnet; traffic no link covers is not shaped.
+cluster gets a leaf class under the smallest link covering it, a short ``pfifo`` queue
+(:data:`QUEUE_S`) and a ``u32`` filter on the peer's subnet; traffic no link covers is
+not shaped.
 
 What is not emulated: **latency**. The kernel here has no ``netem``, and ``tbf``/``htb``
 only shape rates, so a message's latency on this network is the real stack's (tens of
@@ -91,7 +97,15 @@ SUBNET = "10.213.{i}.0/24"
 """Cluster ``i``'s subnet; the router is ``.1`` and the cluster ``.2`` on it."""
 
 SITE_DEVICE = "wan0"
-"""A cluster's interface towards the router, in its namespace."""
+"""A cluster's interface towards its site's router, in its namespace."""
+
+UPLINK_DEVICE = "uplink"
+"""A site router's interface towards the core router."""
+
+CLUSTER_NET, SITE_NET = 213, 214
+"""Second octets: cluster ``i`` is on ``10.213.i.0/24`` (its site router ``.1``, the
+cluster ``.2``), site ``j``'s router on ``10.214.j.0/24`` (the core ``.1``, the site
+router ``.2``)."""
 
 MAX_SITES = 250
 """Most clusters a namespace network holds (one ``/24`` each in ``10.213.0.0/16``)."""
@@ -131,12 +145,14 @@ _HOST = re.compile(r"[^A-Za-z0-9-]+")
 
 @dataclass(frozen=True, slots=True)
 class Site:
-    """Cluster ``cluster`` of the grid as a namespace: its host name and interface."""
+    """Cluster ``cluster`` of the grid as a namespace: its host name, its address on
+    ``wan0``, and its site's router (``router``, where it is ``router_device``)."""
 
     cluster: int
     namespace: str
     host: str
     address: str
+    router: str
     router_device: str
     device: str = SITE_DEVICE
 
@@ -144,8 +160,8 @@ class Site:
 @dataclass(frozen=True, slots=True)
 class Shaper:
     """One ``htb`` class: ``rate`` bits/s on ``device`` of ``namespace``, under
-    ``parent`` (0: the root); ``peers`` are the clusters whose traffic it carries
-    (matched on destination on a cluster's ``wan0``, on source on the router)."""
+    ``parent`` (0: the root); ``peers`` are the clusters whose traffic it carries,
+    matched on ``match`` (``dst`` or ``src``) address."""
 
     namespace: str
     device: str
@@ -159,16 +175,19 @@ class Shaper:
 
 @dataclass(frozen=True, slots=True)
 class Network:
-    """A namespace network made from ``grid``: its sites, router and shapers.
+    """A namespace network made from ``grid``: its sites, routers and shapers.
 
-    ``ranks``: the site of every rank a launch starts (by default the grid's placement;
-    :meth:`for_ranks` picks some of them, as a measurement between two ranks does).
+    ``routers``: one per site of the grid (:attr:`Cluster.site`; a cluster without one
+    is a site of its own), ``core`` joins them. ``ranks``: the site of every rank a
+    launch starts (by default the grid's placement; :meth:`for_ranks` picks some of
+    them, as a measurement between two ranks does).
     """
 
     name: str
     grid: Grid
     sites: tuple[Site, ...]
-    router: str
+    routers: tuple[str, ...]
+    core: str
     shapers: tuple[Shaper, ...]
     ranks: tuple[int, ...] = ()
 
@@ -179,6 +198,11 @@ class Network:
     def for_ranks(self, ranks: Sequence[int]) -> Network:
         """The network for a launch of ``ranks`` (world ranks of the grid), in order."""
         return replace(self, ranks=tuple(self.ranks[self.grid.check_rank(r)] for r in ranks))
+
+    @property
+    def namespaces(self) -> tuple[str, ...]:
+        """Every namespace of the network: sites, routers, core."""
+        return (*(s.namespace for s in self.sites), *self.routers, self.core)
 
     @property
     def host_grid(self) -> Grid:
@@ -211,25 +235,69 @@ def _bits(bytes_per_s: float) -> int:
     return max(8, round(bytes_per_s * 8))
 
 
-def shapers(grid: Grid, sites: Sequence[Site], router: str) -> tuple[Shaper, ...]:
+def site_indices(grid: Grid) -> tuple[int, ...]:
+    """The site of every cluster, numbered in order of appearance; a cluster that names
+    no site is a site of its own."""
+    index: dict[str, int] = {}
+    out = []
+    for i, cluster in enumerate(grid.clusters):
+        key = cluster.site or f"\0{i}"
+        out.append(index.setdefault(key, len(index)))
+    return tuple(out)
+
+
+def _place(grid: Grid, name: str, pairs: list[tuple[int, int]]) -> tuple[tuple[str, int], set]:
+    """Where link ``name`` goes: (side, cluster or site) and the peers it carries."""
+    site = site_indices(grid)
+    sources, targets = {a for a, _ in pairs}, {b for _, b in pairs}
+    source_sites, target_sites = {site[a] for a in sources}, {site[b] for b in targets}
+    if len(sources) == 1:
+        return ("out", next(iter(sources))), targets
+    if len(targets) == 1:
+        return ("in", next(iter(targets))), sources
+    if len(source_sites) == 1 and not source_sites & target_sites:
+        return ("site-out", next(iter(source_sites))), targets
+    if len(target_sites) == 1 and not source_sites & target_sites:
+        return ("site-in", next(iter(target_sites))), sources
+    raise GridError(
+        f"link {name!r} carries routes of several sources and destinations: a namespace "
+        "network shapes the links of one cluster or one site, each way"
+    )
+
+
+def _interface(net_sites: Sequence[Site], routers: Sequence[str], core: str, key):
+    """(namespace, device, match) of the interface a placed link is a class on."""
+    side, index = key
+    if side == "out":
+        return net_sites[index].namespace, SITE_DEVICE, "dst"
+    if side == "in":
+        return net_sites[index].router, net_sites[index].router_device, "src"
+    if side == "site-out":
+        return routers[index], UPLINK_DEVICE, "dst"
+    return core, f"s{index}", "src"
+
+
+def shapers(
+    grid: Grid, sites: Sequence[Site], routers: Sequence[str], core: str
+) -> tuple[Shaper, ...]:
     """The ``htb`` classes that give ``grid``'s links their bandwidths.
 
     Each link goes on the one interface all its traffic crosses: the source cluster's
-    ``wan0`` when its routes leave one cluster, else the router's interface to the
-    destination when they enter one. On an interface, a link whose peers contain
-    another's is its parent; every peer gets a leaf under the smallest link covering it.
-    A route without links is shaped by its own gap ``g_w`` (a private link).
+    ``wan0`` when its routes leave one cluster; the interface of the cluster's site
+    router towards it when they enter one; the site router's uplink when they leave one
+    site for others; the core's interface towards a site when they enter one from
+    others. On an interface, a link whose peers contain another's is its parent; every
+    peer gets a leaf under the smallest link covering it. A route without links is
+    shaped by its own gap ``g_w`` (a private link).
 
-    Raises GridError naming a link that cannot be placed (routes of different sources
-    and destinations) or two links of one interface that overlap without nesting.
-    Runs in O(K^2 C) for K links and C clusters.
+    Raises GridError naming a link that cannot be placed or two links of one interface
+    that overlap without nesting. Runs in O(K^2 C) for K links and C clusters.
     """
-    # (side, cluster) -> {link name: (bits/s, peers)}
     placed: dict[tuple[str, int], dict[str, tuple[int, frozenset[int]]]] = {}
     users: dict[str, list[tuple[int, int]]] = {}
     for (a, b), route in sorted(grid.routes.items()):
         if not route.links:
-            slope = route.plogp.g.slope
+            slope = route.plogp.g_fn.slope
             if slope > 0:
                 placed.setdefault(("out", a), {})[f"{a}->{b}"] = (_bits(1 / slope), frozenset([b]))
         for name in route.links:
@@ -238,24 +306,11 @@ def shapers(grid: Grid, sites: Sequence[Site], router: str) -> tuple[Shaper, ...
         bandwidth = grid.links[name].bandwidth
         if bandwidth == float("inf"):
             continue
-        sources, targets = {a for a, _ in pairs}, {b for _, b in pairs}
-        if len(sources) == 1:
-            key, peers = ("out", next(iter(sources))), frozenset(targets)
-        elif len(targets) == 1:
-            key, peers = ("in", next(iter(targets))), frozenset(sources)
-        else:
-            raise GridError(
-                f"link {name!r} carries routes of several sources and destinations: a "
-                "namespace network shapes pair links, uplinks and downlinks only"
-            )
-        placed.setdefault(key, {})[name] = (_bits(bandwidth), peers)
+        key, peers = _place(grid, name, pairs)
+        placed.setdefault(key, {})[name] = (_bits(bandwidth), frozenset(peers))
     out: list[Shaper] = []
-    for (side, cluster), links in sorted(placed.items()):
-        site = sites[cluster]
-        namespace, device = (
-            (site.namespace, site.device) if side == "out" else (router, site.router_device)
-        )
-        match = "dst" if side == "out" else "src"
+    for key, links in sorted(placed.items()):
+        namespace, device, match = _interface(sites, routers, core, key)
         order = sorted(links.items(), key=lambda kv: (-len(kv[1][1]), kv[0]))
         classid: dict[str, int] = {}
         covering: dict[int, str] = {}
@@ -264,39 +319,24 @@ def shapers(grid: Grid, sites: Sequence[Site], router: str) -> tuple[Shaper, ...
             for other in classid:
                 if other not in parents and links[other][1] & peers:
                     raise GridError(
-                        f"links {other!r} and {name!r} share traffic on cluster "
-                        f"{grid.clusters[cluster].name!r} but neither contains the other"
+                        f"links {other!r} and {name!r} share traffic on {namespace}/{device} "
+                        "but neither contains the other"
                     )
             parent = min(parents, key=lambda p: len(links[p][1]), default=None)
             classid[name] = len(classid) + 1
+            parent_id = classid[parent] if parent else 0
             out.append(
-                Shaper(
-                    namespace,
-                    device,
-                    classid[name],
-                    classid[parent] if parent else 0,
-                    rate,
-                    name,
-                    tuple(sorted(peers)),
-                    match,
-                )
-            )
+                Shaper(namespace, device, classid[name], parent_id, rate, name,
+                       tuple(sorted(peers)), match)
+            )  # fmt: skip
             for peer in peers:
                 covering[peer] = name
         for peer, name in sorted(covering.items()):
-            parent_rate = links[name][0]
+            leaf = f"{name}:{grid.clusters[peer].name}"
             out.append(
-                Shaper(
-                    namespace,
-                    device,
-                    LEAF + peer,
-                    classid[name],
-                    parent_rate,
-                    f"{name}:{grid.clusters[peer].name}",
-                    (peer,),
-                    match,
-                )
-            )
+                Shaper(namespace, device, LEAF + peer, classid[name], links[name][0], leaf,
+                       (peer,), match)
+            )  # fmt: skip
     return tuple(out)
 
 
@@ -323,36 +363,54 @@ def plan(grid: Grid, *, name: str = DEFAULT_NAME) -> Network:
             f"a namespace network holds at most {MAX_SITES} clusters, not {grid.nclusters}"
         )
     hosts = _host_names(grid)
+    site = site_indices(grid)
+    routers = tuple(f"{name}-s{j}" for j in range(max(site) + 1))
     sites = tuple(
-        Site(i, f"{name}-{i}", hosts[i], SUBNET.format(i=i).replace(".0/24", ".2"), f"c{i}")
+        Site(i, f"{name}-{i}", hosts[i], _address(i, 2), routers[site[i]], f"c{i}")
         for i in range(grid.nclusters)
     )
     if any(c.hosts for c in grid.clusters):
         grid = replace(grid, clusters=tuple(replace(c, hosts=()) for c in grid.clusters))
-    router = f"{name}-wan"
-    return Network(name, grid, sites, router, shapers(grid, sites, router))
+    core = f"{name}-wan"
+    return Network(name, grid, sites, routers, core, shapers(grid, sites, routers, core))
+
+
+def _address(i: int, host: int, net: int = 213) -> str:
+    return f"10.{net}.{i}.{host}"
 
 
 def commands(net: Network) -> list[list[str]]:
     """The ``ip`` and ``tc`` commands that make ``net``, in order."""
-    r = net.router
-    cmds = [f"ip netns add {r}".split(), f"ip -n {r} link set lo up".split()]
-    for s in net.sites:
-        gateway = SUBNET.format(i=s.cluster).replace(".0/24", ".1")
-        ns, dev, rdev = s.namespace, s.device, s.router_device
-        cmds += [
-            f"ip netns add {ns}".split(),
-            f"ip -n {ns} link set lo up".split(),
-            f"ip -n {r} link add {rdev} type veth peer name {dev} netns {ns}".split(),
-            [*f"ip -n {r} link set dev {rdev}".split(), *NO_OFFLOAD],
-            [*f"ip -n {ns} link set dev {dev}".split(), *NO_OFFLOAD],
-            f"ip -n {r} addr add {gateway}/24 dev {rdev}".split(),
-            f"ip -n {r} link set {rdev} up".split(),
-            f"ip -n {ns} addr add {s.address}/24 dev {dev}".split(),
-            f"ip -n {ns} link set {dev} up".split(),
-            f"ip -n {ns} route add default via {gateway}".split(),
+    core = net.core
+    cmds = [f"ip netns add {ns}".split() for ns in net.namespaces]
+    cmds += [f"ip -n {ns} link set lo up".split() for ns in net.namespaces]
+
+    def wire(a: str, dev_a: str, b: str, dev_b: str, net_id: int, i: int) -> list[list[str]]:
+        """A veth from ``a`` (``.1``, the gateway) to ``b`` (``.2``) on 10.net_id.i.0/24."""
+        gateway, address = _address(i, 1, net_id), _address(i, 2, net_id)
+        return [
+            f"ip -n {a} link add {dev_a} type veth peer name {dev_b} netns {b}".split(),
+            [*f"ip -n {a} link set dev {dev_a}".split(), *NO_OFFLOAD],
+            [*f"ip -n {b} link set dev {dev_b}".split(), *NO_OFFLOAD],
+            f"ip -n {a} addr add {gateway}/24 dev {dev_a}".split(),
+            f"ip -n {b} addr add {address}/24 dev {dev_b}".split(),
+            f"ip -n {a} link set {dev_a} up".split(),
+            f"ip -n {b} link set {dev_b} up".split(),
         ]
-    cmds.append(f"ip netns exec {r} sysctl -qw net.ipv4.ip_forward=1".split())
+
+    for j, router in enumerate(net.routers):
+        cmds += wire(core, f"s{j}", router, UPLINK_DEVICE, SITE_NET, j)
+        cmds.append(f"ip -n {router} route add default via {_address(j, 1, SITE_NET)}".split())
+    for s in net.sites:
+        cmds += wire(s.router, s.router_device, s.namespace, s.device, CLUSTER_NET, s.cluster)
+        cmds.append(f"ip -n {s.namespace} route add default via {_address(s.cluster, 1)}".split())
+        j = net.routers.index(s.router)
+        cmds.append(
+            f"ip -n {core} route add {SUBNET.format(i=s.cluster)} via "
+            f"{_address(j, 2, SITE_NET)}".split()
+        )
+    for ns in (*net.routers, core):
+        cmds.append(f"ip netns exec {ns} sysctl -qw net.ipv4.ip_forward=1".split())
     roots: set[tuple[str, str]] = set()
     for sh in net.shapers:
         tc = f"tc -n {sh.namespace}".split()
@@ -361,29 +419,20 @@ def commands(net: Network) -> list[list[str]]:
             cmds.append([*tc, *f"qdisc add dev {sh.device} root handle 1: htb".split()])
         rate = f"{sh.rate}bit"
         cmds.append(
-            [
-                *tc,
-                *f"class add dev {sh.device} parent 1:{sh.parent or ''} classid "
-                f"1:{sh.classid} htb rate {rate} ceil {rate} quantum {QUANTUM}".split(),
-            ]
-        )
+            [*tc, *f"class add dev {sh.device} parent 1:{sh.parent or ''} classid "
+             f"1:{sh.classid} htb rate {rate} ceil {rate} quantum {QUANTUM}".split()]
+        )  # fmt: skip
         if sh.classid >= LEAF:
             (peer,) = sh.peers
             frames = max(QUEUE_MIN, math.ceil(sh.rate / 8 * QUEUE_S / QUANTUM))
             cmds.append(
-                [
-                    *tc,
-                    *f"qdisc add dev {sh.device} parent 1:{sh.classid} pfifo "
-                    f"limit {frames}".split(),
-                ]
-            )
+                [*tc, *f"qdisc add dev {sh.device} parent 1:{sh.classid} pfifo "
+                 f"limit {frames}".split()]
+            )  # fmt: skip
             cmds.append(
-                [
-                    *tc,
-                    *f"filter add dev {sh.device} parent 1: protocol ip prio 1 u32 "
-                    f"match ip {sh.match} {SUBNET.format(i=peer)} flowid 1:{sh.classid}".split(),
-                ]
-            )
+                [*tc, *f"filter add dev {sh.device} parent 1: protocol ip prio 1 u32 "
+                 f"match ip {sh.match} {SUBNET.format(i=peer)} flowid 1:{sh.classid}".split()]
+            )  # fmt: skip
     return cmds
 
 
