@@ -88,14 +88,20 @@ def test_scenario_errors_are_one_line(capsys):
 mpi = [pytest.mark.slow, pytest.mark.mpi]
 
 
-def adaptive_run(tmp_path, *args: str, load=None, timeout: float = 300):
+def adaptive_run(
+    tmp_path, *args: str, load=None, timeout: float = 300, real: bool = False, **env: str
+):
+    """``gridcoll mpirun --adaptive`` of tests/mpi/adaptive.py on 3 clusters of 2 ranks;
+    ``real``: ``--no-emulation`` (the monitor times the real messages)."""
     grid = write_grid(tmp_path, fast_grid({"A": 2, "B": 2, "C": 2}))
     cmd = [sys.executable, "-m", "gridcoll", "mpirun", "--grid", str(grid), "--adaptive"]
     if load is not None:
         cmd += ["--load", str(load)]
+    if real:
+        cmd += ["--no-emulation"]
     cmd += ["--", sys.executable, str(HERE / "adaptive.py"), *args]
     return subprocess.run(
-        cmd, env=clean_env(), capture_output=True, text=True, timeout=timeout, check=False
+        cmd, env=clean_env(**env), capture_output=True, text=True, timeout=timeout, check=False
     )
 
 
@@ -119,6 +125,61 @@ def test_the_hand_off_gives_every_rank_the_announced_plan_and_the_monitor_learns
     assert out["load"] == {"A->B": 0.8}, out
     assert out["stats"]["monitor"]["passive_messages"] > 0
     assert out["report_bytes"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_on_a_real_network_the_monitor_times_the_messages_and_probes(tmp_path):
+    """--no-emulation, a monitor period of 50 ms, probes allowed half the application's
+    wide-area bytes: the root learns from the calls' own messages (passive samples),
+    probes the links no call crossed with real messages, synchronises the clocks (one
+    host, one clock: every offset within a millisecond of 0), and reports the monitor's
+    traffic, its probes within their share."""
+    proc = adaptive_run(
+        tmp_path, "--calls", "8", "--pause", "0.1", real=True,
+        GRIDCOLL_MONITOR_PERIOD="0.05", GRIDCOLL_PROBE_SHARE="0.5",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out = last_json(proc)
+    assert out["verified"] and out["same_plan"], out
+    assert out["errors"] == [[]] * 6
+    stats = out["stats"]
+    assert stats["monitor"]["passive_messages"] > 0, stats
+    assert stats["monitor"]["probes"] > 0, stats
+    assert stats["clock_syncs"] >= 1
+    assert set(stats["clock_offsets"]) == {"2", "4"}  # the first rank of B and of C
+    assert all(abs(x) < 1e-3 for x in stats["clock_offsets"].values()), stats
+    traffic = stats["traffic"]
+    assert traffic["app_wan_bytes"] > 0 and traffic["sync_bytes"] > 0
+    assert traffic["report_bytes"] > 0
+    assert traffic["probe_bytes"] <= 0.5 * traffic["app_wan_bytes"]
+    assert traffic["share"] == pytest.approx(
+        (traffic["report_bytes"] + traffic["probe_bytes"] + traffic["sync_bytes"])
+        / traffic["app_wan_bytes"]
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_on_a_real_network_probes_keep_to_the_default_share(tmp_path):
+    """The same run with the default probe share (5%): probes never take more of the
+    application's wide-area bytes; with a share of 0, there is no probe at all and the
+    calls' messages still feed the monitor."""
+    proc = adaptive_run(
+        tmp_path, "--calls", "6", "--pause", "0.1", real=True, GRIDCOLL_MONITOR_PERIOD="0.05"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stats = last_json(proc)["stats"]
+    assert stats["probe_share_limit"] == 0.05
+    assert stats["traffic"]["probe_bytes"] <= 0.05 * stats["traffic"]["app_wan_bytes"]
+    proc = adaptive_run(
+        tmp_path, "--calls", "4", "--pause", "0.1", real=True,
+        GRIDCOLL_MONITOR_PERIOD="0.05", GRIDCOLL_PROBE_SHARE="0",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    stats = last_json(proc)["stats"]
+    assert stats["monitor"]["probes"] == 0 and stats["traffic"]["probe_bytes"] == 0
+    assert stats["monitor"]["passive_messages"] > 0
 
 
 @pytest.mark.slow

@@ -25,14 +25,22 @@ three predictors; :meth:`NetworkMonitor.load` is the forecast, rounded to
 :data:`LOAD_QUANTUM` (so that views repeat and plans are found in the cache), which
 the advisor plans on (:meth:`Grid.with_link_load`); ``version`` counts its changes.
 
+Probes are rationed (:class:`ProbeBudget`): over a window of calls, their bytes stay
+within a share (:data:`PROBE_SHARE`) of the application's own wide-area bytes, and a
+caller may leave out the links some message crossed in the period (``skip_measured``:
+their passive samples suffice). :class:`MonitorTraffic` counts all the monitor sends
+(reports, probes, clock synchronisation) against the application's wide-area bytes.
+
 The monitor never reads a clock or sends a byte: the caller feeds it (the simulated
 scenario, :mod:`gridcoll.experiments.adaptive`; the runtime, from the emulated messages'
-delivery times) and carries out the probes it asks for.
+delivery times, or from the real messages' send and receive times on clocks aligned by
+:mod:`gridcoll.adapt.clock`) and carries out the probes it asks for.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
@@ -51,6 +59,11 @@ TIME_RTOL = 1e-9
 """A transfer within this relative margin of its gap took exactly its gap: rounding in
 the times (sums of seconds) must not read as a load of 1e-15, which would decide the
 forecasters' least-error choice on noise."""
+PROBE_SHARE = 0.05
+"""The most probe bytes a window of calls may send, as a share of the application's
+wide-area bytes in it (:class:`ProbeBudget`)."""
+PROBE_WINDOW = 64
+"""The calls a :class:`ProbeBudget` window spans."""
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,75 @@ class MonitorCost:
             "probe_s": self.probe_s,
             "passive_messages": self.passive_messages,
         }
+
+
+@dataclass
+class MonitorTraffic:
+    """The bytes monitoring sent, by kind, against the application's wide-area bytes:
+    ``share`` is their ratio (0 while the application sent none)."""
+
+    report_bytes: int = 0
+    probe_bytes: int = 0
+    sync_bytes: int = 0
+    app_wan_bytes: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.report_bytes + self.probe_bytes + self.sync_bytes
+
+    @property
+    def share(self) -> float:
+        return self.total / self.app_wan_bytes if self.app_wan_bytes else 0.0
+
+    def to_json(self) -> dict:
+        return {
+            "report_bytes": self.report_bytes,
+            "probe_bytes": self.probe_bytes,
+            "sync_bytes": self.sync_bytes,
+            "app_wan_bytes": self.app_wan_bytes,
+            "share": self.share,
+        }
+
+
+@dataclass
+class ProbeBudget:
+    """Probe bytes rationed to ``share`` of the application's wide-area bytes: a probe
+    is allowed when, with it, the probe bytes of the last ``window`` calls stay within
+    ``share`` of those calls' application bytes (no burst spends what a long quiet
+    stretch saved), and those of the whole run within ``share`` of the run's."""
+
+    share: float = PROBE_SHARE
+    window: int = PROBE_WINDOW
+    app_bytes: int = field(init=False, default=0)
+    probe_bytes: int = field(init=False, default=0)
+    _calls: deque = field(init=False, repr=False)  # (application bytes, probe bytes)
+
+    def __post_init__(self) -> None:
+        if not (self.share >= 0 and math.isfinite(self.share)):
+            raise ValueError(f"share must be a finite non-negative number, got {self.share!r}")
+        if self.window < 1:
+            raise ValueError(f"window must be at least 1, got {self.window!r}")
+        self._calls = deque(maxlen=self.window)
+
+    def called(self, app_bytes: int) -> None:
+        """A call moved ``app_bytes`` over the wide area: it opens its window slot."""
+        self._calls.append([app_bytes, 0])
+        self.app_bytes += app_bytes
+
+    def allows(self, nbytes: int) -> bool:
+        """Whether a probe of ``nbytes`` keeps the window and the run within share."""
+        if self.probe_bytes + nbytes > self.share * self.app_bytes:
+            return False
+        app = sum(c[0] for c in self._calls)
+        spent = sum(c[1] for c in self._calls)
+        return spent + nbytes <= self.share * app
+
+    def spend(self, nbytes: int) -> None:
+        """Count a probe of ``nbytes`` against the latest call."""
+        if not self._calls:
+            self._calls.append([0, 0])
+        self._calls[-1][1] += nbytes
+        self.probe_bytes += nbytes
 
 
 def transfer_bounds(grid: Grid, transfer: Transfer) -> dict[str, float]:
@@ -163,10 +245,14 @@ class NetworkMonitor:
         """The links with no sample for a whole period (sorted)."""
         return sorted(n for n, t in self.last_sample.items() if now - t >= self.period_s)
 
-    def probes_due(self, now: float) -> list[tuple[int, int]]:
+    def probes_due(self, now: float, *, skip_measured: bool = False) -> list[tuple[int, int]]:
         """Cluster pairs to probe so that every due link is crossed: greedily the route
-        covering most due links (ties: the lowest pair), until none is left."""
+        covering most due links (ties: the lowest pair), until none is left. With
+        ``skip_measured``, a link some message crossed in the current period is not
+        due (its passive sample suffices)."""
         left = set(self.due(now))
+        if skip_measured:
+            left -= self._pending.keys()
         chosen = []
         routes = sorted(self.grid.routes.items())
         while left:

@@ -74,6 +74,10 @@ the receive does not complete before then, and the sender's CPU is
 busy for the WAN send overhead ``os_w(m)`` of each such message on top of its own work
 (a debt paid by sleeping once it exceeds :data:`BUSY_SLACK`, so short messages cost no
 sleep each). Without an emulator nothing of this runs.
+
+Timing: given a :class:`WanTimes` (an adaptive broadcast on a real network), the rank
+reads the clock once per wide-area message, before its ``Isend`` and when its receive
+completes; other messages and calls without it read no clock for this.
 """
 
 from __future__ import annotations
@@ -81,7 +85,7 @@ from __future__ import annotations
 import os as _os
 import time as _time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from mpi4py import MPI
@@ -101,6 +105,7 @@ __all__ = [
     "PROBE_EVERY",
     "YIELD_POLL_S",
     "Program",
+    "WanTimes",
     "compile_program",
     "execute",
     "sleep_until",
@@ -337,6 +342,7 @@ def execute(
     call: CallInfo | None = None,
     notice_tag: int | None = None,
     ledger: Ledger | None = None,
+    timing: WanTimes | None = None,
 ) -> None:
     """Run this rank's program of ``schedule`` on ``buf`` over ``comm``.
 
@@ -375,6 +381,9 @@ def execute(
         MPICH copies a large message straight out of the sender's memory), and
         notices of later calls that arrive while it runs are held there
         (:func:`take_notice`); without it, any notice fails this call.
+    timing : WanTimes, optional
+        Note the send and receive times of the wide-area messages there (one clock
+        read per such message; none for the others).
 
     Raises
     ------
@@ -401,7 +410,22 @@ def execute(
     limit = DEFAULT_TIMEOUT if timeout is None else timeout
     run = _Run(program, comm, view, emulator, limit, tag, reduce, doorbells, call, notice_tag)
     run.ledger = ledger
+    run.timing = timing
     run.run()
+
+
+@dataclass(slots=True)
+class WanTimes:
+    """The wide-area messages of one call as this rank timed them, for an adaptive
+    broadcast's monitor on a real network (:mod:`gridcoll.runtime.adaptive`): every
+    message between ranks of different ``cluster`` (the cluster of every rank) is
+    noted in ``sent`` as ``(receiver, bytes, time.monotonic() at its Isend)`` and in
+    ``received`` as ``(sender, bytes, time.monotonic() when its receive completed)``,
+    in program order (MPI's non-overtaking rule matches the two lists pair by pair)."""
+
+    cluster: Sequence[int]
+    sent: list = field(default_factory=list)
+    received: list = field(default_factory=list)
 
 
 @dataclass(slots=True)
@@ -442,6 +466,7 @@ class _Run:
         self.at = 0  # the step running
         self.nudged = -1  # the step whose peer was sent a NOTICE_WAITING
         self.nudges: list[tuple[np.ndarray, MPI.Request]] = []
+        self.timing: WanTimes | None = None  # wide-area messages timed (adaptive)
 
     def run(self) -> None:
         posted = self._post_all()
@@ -546,6 +571,9 @@ class _Run:
         else:
             data = np.concatenate([view[o : o + n] for o, n in step.pieces])
             self.keep.append(data)
+        timing = self.timing
+        if timing is not None and timing.cluster[self.rank] != timing.cluster[step.peer]:
+            timing.sent.append((step.peer, step.nbytes, _time.monotonic()))
         self.sends.append(comm.Isend([data, MPI.BYTE], step.peer, self.tag))
         now = self.progress_at = _time.monotonic()
         self.started.append(now)
@@ -567,6 +595,9 @@ class _Run:
         status = MPI.Status()
         self._wait(posted.req, step, status)
         posted.req = None
+        timing = self.timing
+        if timing is not None and timing.cluster[self.rank] != timing.cluster[step.peer]:
+            timing.received.append((step.peer, step.nbytes, _time.monotonic()))
         count = status.Get_count(MPI.BYTE)
         data = posted.target
         if step.wan:

@@ -37,7 +37,7 @@ import numpy as _np
 from mpi4py import MPI
 
 from gridcoll.errors import CollectiveError, CollectiveTimeout, MismatchError
-from gridcoll.runtime.executor import Program, compile_program, execute, wait
+from gridcoll.runtime.executor import Program, WanTimes, compile_program, execute, wait
 from gridcoll.runtime.header import CallInfo, empty_digest
 from gridcoll.runtime.layout import layout_for
 from gridcoll.runtime.notices import (
@@ -225,9 +225,11 @@ def run(
     reduce: Callable | None = None,
     dtype: str = "",
     redop: str = "",
+    timing: WanTimes | None = None,
 ) -> None:
     """Run a compiled program on ``view`` as the communicator's next call (its own
-    sequence number and tag), then look for strays and notices.
+    sequence number and tag), then look for strays and notices; ``timing`` notes its
+    wide-area messages' times (:class:`~gridcoll.runtime.executor.WanTimes`).
 
     ``dtype`` (the datatype's signature) and ``redop`` (the reduction operation's name)
     go into every header with the program's own identity and the digest of the empty
@@ -262,6 +264,7 @@ def run(
             call=call,
             notice_tag=state.notice_tag,
             ledger=ledger,
+            timing=timing,
         )
         stray = _check_strays(state)
     except CollectiveError as err:
