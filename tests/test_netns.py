@@ -84,7 +84,7 @@ def test_every_pair_link_is_a_class_on_its_source_at_its_rate():
             sh = links[name]
             assert (sh.namespace, sh.device, sh.match) == (net.sites[a].namespace, "wan0", "dst")
             assert sh.peers == (b,)
-            assert sh.rate == round(grid.links[name].bandwidth * 8)
+            assert sh.ceil == sh.rate == round(grid.links[name].bandwidth * 8)
         leaves = [sh for sh in net.shapers if sh.classid >= netns.LEAF]
         assert len(leaves) == len(grid.routes)
 
@@ -99,10 +99,10 @@ def test_uplinks_hold_their_pair_links_and_downlinks_sit_on_the_router():
     net = netns.plan(grid)
     by_link = {sh.link: sh for sh in net.shapers if sh.classid < netns.LEAF}
     up, pair, down = by_link["A:up"], by_link["A->B"], by_link["B:down"]
-    assert (up.namespace, up.parent, up.peers, up.rate) == ("gridcoll-0", 0, (1, 2), 32_000_000)
+    assert (up.namespace, up.parent, up.peers, up.ceil) == ("gridcoll-0", 0, (1, 2), 32_000_000)
     assert (pair.namespace, pair.parent, pair.peers) == ("gridcoll-0", up.classid, (1,))
     assert (down.namespace, down.device, down.match) == (net.sites[1].router, "c1", "src")
-    assert down.peers == (0, 2) and down.rate == 24_000_000
+    assert down.peers == (0, 2) and down.ceil == 24_000_000
 
 
 def test_site_links_sit_on_the_site_routers_and_the_core():
@@ -399,3 +399,69 @@ def test_the_help_says_what_is_not_emulated():
         check=False,
     )
     assert out.returncode == 0 and "latency is not emulated" in " ".join(out.stdout.split())
+
+
+# -- load on the real links ------------------------------------------------------------
+
+
+def test_a_load_slows_its_link_and_every_guarantee_stays_within_its_parent():
+    from gridcoll.network.load import Load, LoadTrace
+
+    net = netns.plan(get_grid("magpie:4,2"))
+    trace = LoadTrace((Load("c0->c1", 0.5, 1.0, 3.0), Load("c0->c1", 0.25, 2.0, 4.0)))
+    steps = netns.load_steps(net, trace)
+    assert [t for t, _ in steps] == [1.0, 2.0, 3.0, 4.0]
+    nominal = {(c.namespace, c.classid): c for c in net.shapers}
+    for (_, classes), f in zip(steps, (0.5, 0.75, 0.25, 0.0), strict=True):
+        for c in classes:
+            full = nominal[(c.namespace, c.classid)].ceil
+            share = f if c.link == "c0->c1" else 0.0
+            assert c.ceil == round(full * (1 - share))
+    with pytest.raises(GridError, match="lacks: nowhere"):
+        netns.load_steps(net, LoadTrace((Load("nowhere", 0.5, 0.0, 1.0),)))
+    # teragrid: a cluster's uplink over seven leaves, a site's over six
+    tera = netns.plan(get_grid("teragrid"))
+    for classes in (tera.shapers, netns.loaded(tera.shapers, {"C1:up": 0.9, "SDSC:up": 0.5})):
+        by_id = {(c.namespace, c.device, c.classid): c for c in classes}
+        for c in classes:
+            assert 0 < c.rate <= c.ceil
+            if c.parent:
+                siblings = [
+                    x for x in classes
+                    if (x.namespace, x.device, x.parent) == (c.namespace, c.device, c.parent)
+                ]  # fmt: skip
+                assert (
+                    sum(x.rate for x in siblings) <= by_id[(c.namespace, c.device, c.parent)].rate
+                )
+
+
+def class_line(namespace: str, device: str, classid: int) -> str:
+    out = subprocess.run(
+        ["tc", "-n", namespace, "class", "show", "dev", device],
+        capture_output=True, text=True, check=True,
+    ).stdout  # fmt: skip
+    return next(ln for ln in out.splitlines() if ln.startswith(f"class htb 1:{classid} "))
+
+
+@needs_namespaces
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_a_load_trace_slows_the_real_link_for_the_run_and_no_longer(tmp_path):
+    path = tmp_path / "g.json"
+    path.write_text(json.dumps(grid_data()))
+    trace = tmp_path / "load.json"
+    trace.write_text(json.dumps({
+        "format": "gridcoll-load/1",
+        "loads": [{"link": "A->B", "fraction": 0.75, "from": 0, "to": 3600}],
+    }))  # fmt: skip
+    with netns.network(grid_from_dict(grid_data()), name=unique_name()) as net:
+        ns = f"{net.name}-0"
+        assert "rate 8Mbit ceil 8Mbit" in class_line(ns, "wan0", netns.LEAF + 1)
+        out = gridcoll("run", "--grid", str(path), "--netns", net.name, "--size", "256KiB",
+                       "--root", "0", "--load", str(trace), "--json")  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        result = json.loads(out.stdout)
+        assert result["verified"]
+        # a quarter of 1 MB/s is left: 256 KiB needs at least 1.05 s on the wire
+        assert min(result["measured_all_s"]) >= 256 * 1024 / 0.25e6
+        assert "rate 8Mbit ceil 8Mbit" in class_line(ns, "wan0", netns.LEAF + 1)

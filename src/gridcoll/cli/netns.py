@@ -61,8 +61,6 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 
 
 def _describe(net) -> dict:
-    from gridcoll.runtime.netns import LEAF
-
     return {
         "name": net.name,
         "grid": net.grid.name,
@@ -83,10 +81,10 @@ def _describe(net) -> dict:
                 "link": sh.link,
                 "namespace": sh.namespace,
                 "device": sh.device,
-                "rate_bit_s": sh.rate,
+                "rate_bit_s": sh.ceil,
             }
             for sh in net.shapers
-            if sh.classid < LEAF
+            if not sh.is_leaf
         ],
     }
 

@@ -61,13 +61,16 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator, Sequence
+import threading
+import time
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gridcoll.errors import GridError, LaunchError
 from gridcoll.network.grid import Grid
 from gridcoll.network.gridfile import grid_from_dict, grid_to_dict
+from gridcoll.network.load import LoadTrace
 
 __all__ = [
     "DEFAULT_NAME",
@@ -77,7 +80,10 @@ __all__ = [
     "Shaper",
     "Site",
     "down",
+    "driving",
     "find",
+    "load_steps",
+    "loaded",
     "network",
     "not_permitted",
     "plan",
@@ -159,18 +165,26 @@ class Site:
 
 @dataclass(frozen=True, slots=True)
 class Shaper:
-    """One ``htb`` class: ``rate`` bits/s on ``device`` of ``namespace``, under
-    ``parent`` (0: the root); ``peers`` are the clusters whose traffic it carries,
-    matched on ``match`` (``dst`` or ``src``) address."""
+    """One ``htb`` class on ``device`` of ``namespace``, under ``parent`` (0: the
+    root), for grid link ``link``: at most ``ceil`` bits/s, ``rate`` of them guaranteed
+    (``htb`` lends the rest among siblings); ``peers`` are the clusters whose traffic
+    it carries, matched on ``match`` (``dst`` or ``src``) address. A class id of
+    :data:`LEAF` or more is a peer's leaf, carrying its covering link's ``ceil``."""
 
     namespace: str
     device: str
     classid: int
     parent: int
-    rate: int
+    ceil: int
     link: str
     peers: tuple[int, ...]
     match: str
+    rate: int = 0
+
+    @property
+    def is_leaf(self) -> bool:
+        """True for a peer's leaf class (it holds the queue and the filter)."""
+        return self.classid >= LEAF
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,12 +346,47 @@ def shapers(
             for peer in peers:
                 covering[peer] = name
         for peer, name in sorted(covering.items()):
-            leaf = f"{name}:{grid.clusters[peer].name}"
             out.append(
-                Shaper(namespace, device, LEAF + peer, classid[name], links[name][0], leaf,
+                Shaper(namespace, device, LEAF + peer, classid[name], links[name][0], name,
                        (peer,), match)
             )  # fmt: skip
-    return tuple(out)
+    return loaded(out, {})
+
+
+def loaded(classes: Sequence[Shaper], fraction: Mapping[str, float]) -> tuple[Shaper, ...]:
+    """``classes`` with the links of ``fraction`` (link name -> share taken by other
+    traffic, a :class:`~gridcoll.network.load.LoadTrace`'s ``f(t)``) slowed to ``1 - f``
+    of their nominal ``ceil``, and every guarantee set top-down: a class of the root
+    gets its ``ceil``, a child ``min(ceil, parent's rate / siblings)``. ``htb`` lets a
+    class send at its guarantee whatever its parent does, so guarantees that add up to
+    more than the parent's would void the parent's limit; kept at most an equal share,
+    a parent's ``ceil`` bounds its subtree.
+
+    The classes of each link carry its nominal ``ceil`` in ``classes``; only its rate
+    changes under load (seed 001, sec. 3: load removes a share of a link's bandwidth).
+    """
+    nominal = [
+        replace(c, ceil=max(8, round(c.ceil * (1.0 - fraction.get(c.link, 0.0))))) for c in classes
+    ]
+    by_id = {(c.namespace, c.device, c.classid): c for c in nominal}
+    children: dict[tuple[str, str, int], int] = {}
+    for c in nominal:
+        key = (c.namespace, c.device, c.parent)
+        children[key] = children.get(key, 0) + 1
+    out: dict[tuple[str, str, int], Shaper] = {}
+
+    def settle(c: Shaper) -> Shaper:
+        key = (c.namespace, c.device, c.classid)
+        if key not in out:
+            if c.parent == 0:
+                rate = c.ceil
+            else:
+                parent = settle(by_id[(c.namespace, c.device, c.parent)])
+                rate = min(c.ceil, parent.rate // children[(c.namespace, c.device, c.parent)])
+            out[key] = replace(c, rate=max(8, rate))
+        return out[key]
+
+    return tuple(settle(c) for c in nominal)
 
 
 def _host_names(grid: Grid) -> list[str]:
@@ -417,14 +466,10 @@ def commands(net: Network) -> list[list[str]]:
         if (sh.namespace, sh.device) not in roots:
             roots.add((sh.namespace, sh.device))
             cmds.append([*tc, *f"qdisc add dev {sh.device} root handle 1: htb".split()])
-        rate = f"{sh.rate}bit"
-        cmds.append(
-            [*tc, *f"class add dev {sh.device} parent 1:{sh.parent or ''} classid "
-             f"1:{sh.classid} htb rate {rate} ceil {rate} quantum {QUANTUM}".split()]
-        )  # fmt: skip
-        if sh.classid >= LEAF:
+        cmds.append([*tc, *_class_words("add", sh)])
+        if sh.is_leaf:
             (peer,) = sh.peers
-            frames = max(QUEUE_MIN, math.ceil(sh.rate / 8 * QUEUE_S / QUANTUM))
+            frames = max(QUEUE_MIN, math.ceil(sh.ceil / 8 * QUEUE_S / QUANTUM))
             cmds.append(
                 [*tc, *f"qdisc add dev {sh.device} parent 1:{sh.classid} pfifo "
                  f"limit {frames}".split()]
@@ -434,6 +479,13 @@ def commands(net: Network) -> list[list[str]]:
                  f"match ip {sh.match} {SUBNET.format(i=peer)} flowid 1:{sh.classid}".split()]
             )  # fmt: skip
     return cmds
+
+
+def _class_words(verb: str, sh: Shaper) -> list[str]:
+    return (
+        f"class {verb} dev {sh.device} parent 1:{sh.parent or ''} classid 1:{sh.classid} "
+        f"htb rate {sh.rate}bit ceil {sh.ceil}bit quantum {QUANTUM}"
+    ).split()
 
 
 def rank_prefix(site: Site) -> list[str]:
@@ -455,6 +507,59 @@ def rank_prefix(site: Site) -> list[str]:
         f"UCX_NET_DEVICES={site.device}",
         f"FI_TCP_IFACE={site.device}",
     ]
+
+
+def load_steps(net: Network, trace: LoadTrace) -> list[tuple[float, tuple[Shaper, ...]]]:
+    """Every class's setting from each time the load on one of ``net``'s links changes
+    (trace time, in order; :func:`loaded` with the trace's ``f(t)``).
+
+    Raises GridError if the trace names a link the network's grid lacks.
+    """
+    trace.check(net.grid)
+    links = sorted(trace.links)
+    times = sorted({t for link in links for t, _ in trace.profile(link)})
+    return [
+        (t, loaded(net.shapers, {link: trace.fraction_at(link, t) for link in links}))
+        for t in times
+    ]
+
+
+def apply(classes: Sequence[Shaper], current: Sequence[Shaper]) -> None:
+    """Change the ``htb`` classes whose rate or ceiling differs from ``current``."""
+    now = {(c.namespace, c.device, c.classid): c for c in current}
+    for c in classes:
+        old = now.get((c.namespace, c.device, c.classid))
+        if old is None or (old.rate, old.ceil) != (c.rate, c.ceil):
+            _run(["tc", "-n", c.namespace, *_class_words("change", c)], check=False)
+
+
+@contextlib.contextmanager
+def driving(net: Network, trace: LoadTrace) -> Iterator[None]:
+    """Cross traffic on the real links for the block: from now (the trace's time 0) a
+    background thread sets each loaded link's rate to ``1 - f(t)`` of its own at every
+    step of the trace (the shaper's rate change, not a competing flow: what the
+    emulator and the simulator do, :mod:`gridcoll.network.load`); the nominal rates
+    are back when the block ends."""
+    steps = load_steps(net, trace)
+    stop = threading.Event()
+    t0 = time.monotonic()
+    state = {"current": net.shapers}
+
+    def follow() -> None:
+        for t, classes in steps:
+            if stop.wait(max(0.0, t0 + t - time.monotonic())):
+                return
+            apply(classes, state["current"])
+            state["current"] = classes
+
+    thread = threading.Thread(target=follow, name="gridcoll-netns-load", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        thread.join()
+        apply(net.shapers, state["current"])
 
 
 def not_permitted() -> str | None:

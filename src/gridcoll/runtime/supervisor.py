@@ -154,7 +154,8 @@ def session(
     (``extra_env`` added last).
 
     On a namespace ``network`` (:mod:`gridcoll.runtime.netns`) the WAN is real: no
-    emulation, and MPICH's TCP path between the ranks (:data:`netns.MPI_ENV`).
+    emulation, MPICH's TCP path between the ranks (:data:`netns.MPI_ENV`), and ``load``
+    changes the shapers' rates while the block runs (:func:`netns.driving`).
 
     With ``load`` (checked against ``grid`` first) and the emulation on, the trace is
     saved beside the grid file and its time 0 is ``time.monotonic()`` now, just before
@@ -198,7 +199,11 @@ def session(
         if status:
             (workdir / "status").mkdir()
             env[ENV_STATUS_DIR] = str(workdir / "status")
-        yield workdir, env
+        if network is not None and load is not None and load.loads:
+            with _netns.driving(network, load):  # time 0 now, as the emulator's
+                yield workdir, env
+        else:
+            yield workdir, env
     finally:
         if link_state is not None:
             with contextlib.suppress(OSError):
