@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -465,3 +466,27 @@ def test_a_load_trace_slows_the_real_link_for_the_run_and_no_longer(tmp_path):
         # a quarter of 1 MB/s is left: 256 KiB needs at least 1.05 s on the wire
         assert min(result["measured_all_s"]) >= 256 * 1024 / 0.25e6
         assert "rate 8Mbit ceil 8Mbit" in class_line(ns, "wan0", netns.LEAF + 1)
+
+
+@needs_namespaces
+@pytest.mark.slow
+@pytest.mark.mpi
+def test_a_grid_placing_by_host_finds_each_rank_in_its_namespace(tmp_path):
+    """Ranks 0 and 3 at site A, 1 and 2 at B; the grid file says only the host names,
+    which the ranks read from their UTS namespaces (no faked names)."""
+    grid = grid_from_dict(dict(grid_data(), placement=["A", "B", "B", "A"]))
+    with netns.network(grid, name=unique_name()) as net:
+        hosts = tmp_path / "hosts.json"
+        from gridcoll.network.gridfile import save_grid
+
+        save_grid(net.host_grid, hosts)
+        script = Path(__file__).parent / "mpi" / "hosts.py"
+        out = gridcoll("mpirun", "--grid", str(hosts), "--netns", net.name, "--",
+                       sys.executable, str(script), "-", "collectives", timeout=600)  # fmt: skip
+        assert out.returncode == 0, out.stderr[-2000:]
+        reports = json.loads(out.stdout.strip().splitlines()[-1])["ranks"]
+    for report in reports:
+        assert report["wrong"] == []
+        assert report["hosts"] == ["A", "B", "B", "A"]
+        assert report["cluster_of"] == [0, 1, 1, 0]
+        assert report["doorbells"] is False
