@@ -218,7 +218,8 @@ def left_behind(name: str) -> list[str]:
     return spaces + ([str(record)] if record.exists() else [])
 
 
-def sent_bytes(namespace: str, device: str, classid: int) -> int:
+def htb_class(namespace: str, device: str, classid: int) -> tuple[str, int]:
+    """The ``tc`` line of class ``1:classid`` and the bytes it has sent."""
     out = subprocess.run(
         ["tc", "-n", namespace, "-s", "class", "show", "dev", device],
         capture_output=True,
@@ -227,7 +228,7 @@ def sent_bytes(namespace: str, device: str, classid: int) -> int:
     ).stdout.split("\n")
     for i, line in enumerate(out):
         if line.startswith(f"class htb 1:{classid} "):
-            return int(out[i + 1].split()[1])
+            return line, int(out[i + 1].split()[1])
     raise AssertionError(f"no class 1:{classid} on {namespace}/{device}")
 
 
@@ -240,7 +241,7 @@ def test_a_broadcast_crosses_the_shaped_link_over_tcp_and_nothing_is_left(tmp_pa
     path.write_text(json.dumps(grid_data()))
     with netns.network(grid, name=unique_name()) as net:
         assert left_behind(net.name)  # it is up
-        before = sent_bytes(f"{net.name}-0", "wan0", netns.LEAF + 1)
+        before = htb_class(f"{net.name}-0", "wan0", netns.LEAF + 1)[1]
         out = gridcoll(
             "run",
             "--grid",
@@ -259,7 +260,7 @@ def test_a_broadcast_crosses_the_shaped_link_over_tcp_and_nothing_is_left(tmp_pa
         result = json.loads(out.stdout)
         assert result["verified"] and result["netns"] == net.name
         assert result["emulated"] is False
-        crossed = sent_bytes(f"{net.name}-0", "wan0", netns.LEAF + 1) - before
+        crossed = htb_class(f"{net.name}-0", "wan0", netns.LEAF + 1)[1] - before
         assert crossed >= 2 * 256 * 1024  # both repetitions, over A's shaped link to B
         # no emulator holds the data: 256 KiB at 1 MB/s cannot take less than the wire
         assert min(result["measured_all_s"]) >= 256 * 1024 / 1e6
@@ -436,14 +437,6 @@ def test_a_load_slows_its_link_and_every_guarantee_stays_within_its_parent():
                 )
 
 
-def class_line(namespace: str, device: str, classid: int) -> str:
-    out = subprocess.run(
-        ["tc", "-n", namespace, "class", "show", "dev", device],
-        capture_output=True, text=True, check=True,
-    ).stdout  # fmt: skip
-    return next(ln for ln in out.splitlines() if ln.startswith(f"class htb 1:{classid} "))
-
-
 @needs_namespaces
 @pytest.mark.slow
 @pytest.mark.mpi
@@ -457,7 +450,7 @@ def test_a_load_trace_slows_the_real_link_for_the_run_and_no_longer(tmp_path):
     }))  # fmt: skip
     with netns.network(grid_from_dict(grid_data()), name=unique_name()) as net:
         ns = f"{net.name}-0"
-        assert "rate 8Mbit ceil 8Mbit" in class_line(ns, "wan0", netns.LEAF + 1)
+        assert "rate 8Mbit ceil 8Mbit" in htb_class(ns, "wan0", netns.LEAF + 1)[0]
         out = gridcoll("run", "--grid", str(path), "--netns", net.name, "--size", "256KiB",
                        "--root", "0", "--load", str(trace), "--json")  # fmt: skip
         assert out.returncode == 0, out.stderr[-2000:]
@@ -465,7 +458,7 @@ def test_a_load_trace_slows_the_real_link_for_the_run_and_no_longer(tmp_path):
         assert result["verified"]
         # a quarter of 1 MB/s is left: 256 KiB needs at least 1.05 s on the wire
         assert min(result["measured_all_s"]) >= 256 * 1024 / 0.25e6
-        assert "rate 8Mbit ceil 8Mbit" in class_line(ns, "wan0", netns.LEAF + 1)
+        assert "rate 8Mbit ceil 8Mbit" in htb_class(ns, "wan0", netns.LEAF + 1)[0]
 
 
 @needs_namespaces
