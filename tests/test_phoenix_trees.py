@@ -102,3 +102,16 @@ def test_probing_stops_and_is_seeded() -> None:
     grid = get_grid("das2:4")
     # parent-finding plus 10 extra probes each, plus up to 30 while a gateway is chained
     assert grid.nranks * 10 <= a.probes <= grid.nranks * 80
+
+
+def test_probing_that_does_not_settle_is_refused_in_one_line(monkeypatch):
+    from gridcoll.errors import Unfeasible
+    from gridcoll.phoenix import static
+    from gridcoll.tune import Call, PlanOptions, plan
+
+    grid = get_grid("das2:2")
+    monkeypatch.setattr(static, "QUIET_STEPS_PER_PROCESS", 5)
+    with pytest.raises(Unfeasible, match="did not settle within 40 steps"):
+        static.stable_trees(grid, roots=frozenset({0}), remote_probes=True)
+    with pytest.raises(Unfeasible, match="did not settle"):
+        plan(grid, Call("bcast", 65536, 0), PlanOptions(algo="phoenix-bandwidth"))

@@ -36,6 +36,7 @@ from collections import deque
 from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 
+from gridcoll.errors import Unfeasible
 from gridcoll.network.grid import Grid
 from gridcoll.phoenix.protocol import (
     PROBE_BYTES,
@@ -53,9 +54,16 @@ from gridcoll.phoenix.protocol import (
     TimerExpired,
 )
 
-__all__ = ["Network", "StableTrees", "grid_measure", "stable_trees"]
+__all__ = ["QUIET_STEPS_PER_PROCESS", "Network", "StableTrees", "grid_measure", "stable_trees"]
 
 Measure = Callable[[int, int], tuple[float, float]]
+
+QUIET_STEPS_PER_PROCESS = 2000
+"""Most steps per process :func:`stable_trees` takes to go quiet: about ten times what
+the presets need (116-217 per process, ``das2:8`` to ``transit-stub:60,1``). Some
+probe results make trees trade parents without end (``teragrid`` with C7's two links
+80% loaded ran 10 million steps, 22 minutes); the budget turns that into a refusal in
+seconds."""
 
 
 @dataclass
@@ -244,7 +252,9 @@ def stable_trees(
     """Run the core on ``grid`` (one process and one vnode per rank) until the probing
     stops, and return the trees it built (see the module doc); with ``roots``, the
     processes keep (and the result holds) only those roots' trees. ``roots`` and
-    ``remote_probes`` are :class:`~gridcoll.phoenix.protocol.Process`'s options."""
+    ``remote_probes`` are :class:`~gridcoll.phoenix.protocol.Process`'s options.
+    Raises Unfeasible when the probing is not quiet within
+    :data:`QUIET_STEPS_PER_PROCESS` steps per process."""
     procs = founders(
         grid.nranks,
         seed=seed,
@@ -257,7 +267,13 @@ def stable_trees(
     )
     for p in procs:
         net.feed(p, Start())
-    net.run()
+    budget = QUIET_STEPS_PER_PROCESS * grid.nranks
+    try:
+        net.run(budget)
+    except RuntimeError:
+        raise Unfeasible(
+            f"the probing of {grid.nranks} processes did not settle within {budget} steps"
+        ) from None
     trees = {}
     for kind in ("latency", "bandwidth"):
         trees[kind] = {
