@@ -3,9 +3,12 @@
 Only the WAN is emulated (the LAN is this machine's shared memory), so the accuracy
 checks compare WAN routes with their configured L and g(m), m >= 1 KiB, both ways.
 The links are WAN-like (1-3 MB/s, 1.5-10 ms, as the papers' grids): a rank that sleeps
-until an emulated delivery wakes 10-100 us late on an idle 2-core machine (ms when it is
-oversubscribed), so g(1 KiB) must be a few hundred microseconds or more to be measured
-to 10%. bench/measure_accuracy.py reports the same errors with the full size range.
+until an emulated delivery wakes 1-60 us late, and now and then milliseconds late when
+the machine is busy, so g(1 KiB) must be a few hundred microseconds or more to be
+measured to 10%. The checks do not need an idle machine: the procedure takes lower
+envelopes of its repetitions, which a late wake-up cannot move (the procedure's Rule 5;
+run them beside a CPU hog on each core to see). bench/measure_accuracy.py reports the
+same errors with the full size range.
 """
 
 import json
@@ -59,7 +62,13 @@ def test_measured_L_and_g_recover_the_configured_link_both_ways(spec, a, b, tmp_
         true, got = grid.plogp(src, dst), result[direction]
         assert got["complete"]
         assert got["L_s"] == pytest.approx(true.L, rel=0.10), (direction, got["L_s"])
+        assert got["L_s"] >= 0 and got["g0_s"] >= 0  # never below zero
+        confidence = got["confidence"]["L"]
+        assert confidence["value"] == got["L_s"] and 0 <= confidence["half"] < 0.1 * true.L
+        assert 0 < confidence["kept"] <= confidence["n"]
         for p in got["points"]:
+            assert p["g_s"] >= got["g0_s"] and p["os_s"] >= 0 and p["or_s"] >= 0
+            assert 0 < p["kept"] <= p["reps"] and p["ci_s"]["g"] >= 0
             if p["m"] >= 1024:
                 assert p["g_s"] == pytest.approx(true.g(p["m"]), rel=0.10), (direction, p)
                 assert tables[direction].g(p["m"]) == pytest.approx(p["g_s"], rel=0.05)

@@ -16,6 +16,10 @@ first two); ``--every T --count N --history H.jsonl`` repeats it.
 An interrupted measurement (Ctrl-C, a lost rank) ends with one error line; what was
 measured is kept in ``--out`` marked ``"complete": false``, which gridcoll refuses to
 plan with unless asked (``GRIDCOLL_ALLOW_INCOMPLETE=1``).
+
+Every figure carries its 90% half-width and the repetitions kept (``confidence``,
+``ci_s``, ``rel``, ``kept`` in the JSON); figures known too poorly are listed under
+``low_confidence`` and printed, and ``--strict`` refuses such a measurement in one line.
 """
 
 from __future__ import annotations
@@ -113,6 +117,11 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
         metavar="S",
         help="seconds without a message before a rank counts as lost (60)",
     )
+    p.add_argument(
+        "--strict",
+        action="store_true",
+        help="refuse a measurement with a low-confidence figure (one error line)",
+    )
     p.add_argument("--no-emulation", action="store_true", help="do not emulate the WAN")
     p.add_argument("--mpiexec", default=None, metavar="PATH", help="mpiexec to use")
     add_netns_argument(p)
@@ -177,6 +186,8 @@ def _run_plogp(args, grid, a: int, b: int, k: int) -> int:
                 f"{args.out!r}, marked incomplete"
             )
     result = outcome.result
+    if args.strict:
+        _check_confidence(result, a, b)
     result["between"] = [a, b]
     result["grid"] = grid.name
     result["wall_s"] = elapsed
@@ -197,6 +208,19 @@ def _run_plogp(args, grid, a: int, b: int, k: int) -> int:
     else:
         _print_result(result, args, a, b)
     return 0
+
+
+def _check_confidence(result: dict, a: int, b: int) -> None:
+    """Raise one line naming the low-confidence figures (``--strict``)."""
+    flagged = [
+        f"{direction}: {flag}"
+        for direction, d in _directions(result).items()
+        for flag in d.get("low_confidence", [])
+    ]
+    if flagged:
+        raise MeasurementError(
+            f"the measurement {a} -> {b} is not trustworthy (--strict): {'; '.join(flagged)}"
+        )
 
 
 def _directions(result: dict) -> dict[str, dict]:
@@ -275,15 +299,17 @@ def _print_result(result: dict, args, a: int, b: int) -> None:
             ),
             title_justify="left",
         )
-        for col in ("m", "os(m)", "or(m)", "g(m)", "reps"):
+        for col in ("m", "os(m)", "or(m)", "g(m)", "+- g(m)", "kept/reps"):
             table.add_column(col, justify="right")
         for p in d["points"]:
+            low = set(p.get("low_confidence", []))
             table.add_row(
                 format_size(p["m"]),
-                format_time(p["os_s"]),
-                format_time(p["or_s"]),
-                format_time(p["g_s"]),
-                str(p["reps"]),
+                format_time(p["os_s"]) + ("?" if "os" in low else ""),
+                format_time(p["or_s"]) + ("?" if "or" in low else ""),
+                format_time(p["g_s"]) + ("?" if "g" in low else ""),
+                _half(p.get("ci_s", {}).get("g")),
+                f"{p.get('kept', p['reps'])}/{p['reps']}",
             )
         out.print(table)
         ours, sat, save = d["cost"], d["saturation_cost"], d["savings"]
@@ -296,7 +322,13 @@ def _print_result(result: dict, args, a: int, b: int) -> None:
         )
         for note in d["notes"]:
             out.print(f"note: {note}")
+        for flag in d.get("low_confidence", []):
+            out.print(f"low confidence (?): {flag}")
     out.print(f"wall time {result['wall_s']:.1f} s; written to {args.out}")
+
+
+def _half(x: float | None) -> str:
+    return "-" if x is None or not math.isfinite(x) else format_time(x)
 
 
 def _pct(x: float | None) -> str:

@@ -4,8 +4,10 @@ It plays both *measure* and *mirror* on paper, with figure 3's timing (seed 000,
 sec. 2.1): a message of ``m`` bytes leaves after ``os(m)``, arrives ``L + g(m)`` after
 it was started, and a row of ``n`` messages occupies the link ``g`` each. Noise, if
 asked for, is a random delay added to every time (delays never make a message faster),
-from a seeded generator, so every run is repeatable. Tests and benchmarks drive
-:class:`~gridcoll.measure.plogp_procedure.PLogPProcedure` with it.
+from a seeded generator, so every run is repeatable: an exponential jitter, and
+``spikes``, a busy machine's rare long delays (a process that was not scheduled).
+Tests and benchmarks drive :class:`~gridcoll.measure.plogp_procedure.PLogPProcedure`
+with it.
 """
 
 from __future__ import annotations
@@ -41,6 +43,9 @@ class SyntheticTransport:
         Report one-way times (as ranks on one machine can).
     fail_after : int, optional
         Raise :class:`MeasurementError` at this probe (a lost rank), for tests.
+    spikes : tuple of float
+        ``(probability, seconds)``: each time is, with this probability, delayed by up
+        to this many more seconds (uniformly); ``(0, 0)``: none.
     """
 
     def __init__(
@@ -52,6 +57,7 @@ class SyntheticTransport:
         seed: int = 0,
         shared_clock: bool = False,
         fail_after: int | None = None,
+        spikes: tuple[float, float] = (0.0, 0.0),
     ):
         self.fwd = plogp
         self.bwd = backward or plogp
@@ -59,13 +65,18 @@ class SyntheticTransport:
         self.rng = random.Random(seed)
         self.shared_clock = shared_clock
         self.fail_after = fail_after
+        self.spikes = spikes
         self.probes = 0
         self.cost = Cost()
         self.elapsed = 0.0
         """Virtual seconds the measurement would have taken."""
 
     def _jitter(self) -> float:
-        return self.rng.expovariate(1.0 / self.noise) if self.noise > 0 else 0.0
+        delay = self.rng.expovariate(1.0 / self.noise) if self.noise > 0 else 0.0
+        p, most = self.spikes
+        if p > 0 and self.rng.random() < p:
+            delay += self.rng.uniform(0.0, most)
+        return delay
 
     def run(self, probe: GapProbe | SizeProbe):
         """The result of one probe (see :mod:`gridcoll.measure.plogp_procedure`)."""

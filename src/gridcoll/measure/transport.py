@@ -29,7 +29,13 @@ the emulation is refused (it needs one machine's shared memory and clock).
 Timings: ``os`` is from the start of the send call (the emulated reservation included)
 until it returns (the emulated busy time included); ``rtt`` until the reply is taken
 (at its ``deliver_at``); ``or`` from posting the receive, ``Delta = delta_factor *
-RTT(m) + DELTA_MARGIN`` after asking the mirror, until it completes.
+RTT(m) + DELTA_MARGIN`` after asking the mirror, until it completes. Every timestamp is
+``time.monotonic`` (``CLOCK_MONOTONIC``, nanosecond resolution; ``perf_counter`` is the
+same clock on Linux): the emulator's delivery times are on it, and it is the one clock
+both ranks of a machine share. A delivery is awaited by :meth:`_Wire.sleep_until`,
+which never yields the CPU to a busy neighbour for a scheduler slice; what lateness
+remains, the procedure's lower envelopes ignore (:mod:`gridcoll.measure.plogp_procedure`,
+Rule 5).
 """
 
 from __future__ import annotations
@@ -63,10 +69,10 @@ DELTA_MARGIN = 2e-3
 """Seconds added to ``delta_factor * RTT(m)`` before the or-receive (ours)."""
 BACKOFF_START = 20e-6
 BACKOFF_MAX = 1e-3
-_sched_yield = getattr(os, "sched_yield", lambda: time.sleep(0))
-FINE_SLEEP = 1e-3
-"""The last stretch of an emulated delivery, spent yielding the CPU, not sleeping (see
-``sleep_until``)."""
+FINE_SLEEP = 150e-6
+"""The last stretch of an emulated delivery, slept in halves (see ``sleep_until``)."""
+SPIN = 20e-6
+"""The very last stretch, spent looking at the clock (see ``sleep_until``)."""
 HEADER = 16  # deliver_at, aux (float64 each)
 _FLOOD_RING = 64  # ring the mirror every this many flood messages
 _FLOOD_WINDOW = 1024  # at most this many flood sends in flight (the rest wait, sleeping)
@@ -356,11 +362,13 @@ class _Wire:
     def sleep_until(self, deadline: float) -> None:
         """Sleep until ``deadline``, driving pending sends now and then.
 
-        A sleep overshoots by 50-150 us, however short, and by 400 us one time in ten
-        on a busy virtual machine, so the last :data:`FINE_SLEEP` seconds are not slept: the
-        rank yields the CPU (``sched_yield``) between two looks at the clock, which
-        lands within microseconds of ``deadline`` and hands the core to any runnable
-        peer (never a spin that starves one).
+        A sleep overshoots by tens of microseconds, and by milliseconds now and then on
+        a busy machine; a ``sched_yield`` on a core another process keeps busy returns
+        only when the scheduler's slice of that process ends (about 2 ms measured on a
+        2-core machine with a CPU hog on each core). So the rank sleeps until
+        :data:`FINE_SLEEP` before ``deadline``, then sleeps half of what is left, each
+        wake-up costing a few microseconds, and looks at the clock without sleeping for
+        the last :data:`SPIN` seconds only (never a spin that starves a peer).
         """
         while True:
             left = deadline - time.monotonic()
@@ -368,12 +376,12 @@ class _Wire:
                 return
             if self.pending:
                 self.progress()
-            if left <= FINE_SLEEP:
-                _sched_yield()
-            elif self.pending:
-                time.sleep(min(BACKOFF_MAX, left - FINE_SLEEP))
-            else:
-                time.sleep(left - FINE_SLEEP)
+            if left > FINE_SLEEP:
+                time.sleep(
+                    min(BACKOFF_MAX, left - FINE_SLEEP) if self.pending else left - FINE_SLEEP
+                )
+            elif left > SPIN:
+                time.sleep(left / 2)
 
 
 class MPITransport:
