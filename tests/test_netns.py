@@ -483,3 +483,9 @@ def test_a_grid_placing_by_host_finds_each_rank_in_its_namespace(tmp_path):
         assert report["hosts"] == ["A", "B", "B", "A"]
         assert report["cluster_of"] == [0, 1, 1, 0]
         assert report["doorbells"] is False
+
+
+def test_the_scenario_runs_on_a_namespace_network_only_when_measured():
+    out = gridcoll("scenario", "--netns", "--app", "seed001:2", timeout=120)
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--netns runs the measured scenario: add --measure" in out.stderr

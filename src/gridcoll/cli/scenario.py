@@ -31,6 +31,7 @@ boolean per call). ``--plot`` draws seed 001's figure 8.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import time
 from dataclasses import replace
@@ -53,6 +54,7 @@ from gridcoll.experiments.adaptive import (
 )
 from gridcoll.network.grid import Grid
 from gridcoll.network.load import load_from_spec
+from gridcoll.runtime import netns
 from gridcoll.units import format_time
 
 __all__ = ["add_parser", "run"]
@@ -113,6 +115,13 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
     mode = parser.add_mutually_exclusive_group()
     mode.add_argument("--simulate", action="store_true", help="simulate (the default)")
     mode.add_argument("--measure", action="store_true", help="run over MPI on the emulated WAN")
+    parser.add_argument(
+        "--netns",
+        action="store_true",
+        help="--measure on a real network instead of the emulator: the measured grid made a "
+        "namespace network for the run (root; gridcoll netns), the load changing its "
+        "shapers' rates, MPI over TCP",
+    )
     parser.add_argument(
         "--time-scale",
         type=float,
@@ -242,6 +251,8 @@ def run(args: argparse.Namespace) -> int:
         raise ParameterError(f"--root must be a rank of {args.grid} (0..{grid.nranks - 1})")
     scale = args.time_scale if args.time_scale is not None else 1.0
     unscaled = _app_arg(args.app, 1.0)
+    if args.netns and not args.measure:
+        raise ParameterError("--netns runs the measured scenario: add --measure")
     if args.measure:
         return _measure(args, grid, strategies, unscaled)
     app = _app_arg(args.app, scale)
@@ -319,7 +330,8 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
         )
     started = time.monotonic()
     runs, reference = {}, {}
-    with progress_bar() as progress:
+    real = netns.network(measured, name="scenario") if args.netns else contextlib.nullcontext()
+    with real as network, progress_bar() as progress:
         for name, under in [(n, load) for n in strategies] + [(n, None) for n in unloaded]:
             what = f"measuring {name}" + ("" if under is not None else " without load")
             task = progress.add_task(what, total=len(app))
@@ -331,6 +343,7 @@ def _measure(args, grid: Grid, strategies: list[str], unscaled) -> int:
                 root=args.root,
                 period_s=args.period * scale,
                 on_call=lambda n, task=task: progress.update(task, completed=n),
+                network=network,
             )
             if under is None:
                 reference[name] = run.times_s
@@ -347,7 +360,7 @@ def _meta(args, grid: Grid, mode: str, scale: float, wall: float) -> dict:
         "ranks": grid.nranks,
         "load": args.load,
         "app": args.app,
-        "mode": mode,
+        "mode": f"{mode} (namespace network)" if args.netns and mode == "measure" else mode,
         "time_scale": scale,
         "root": args.root,
         "loaded_cluster": None if args.cluster is None else grid.clusters[args.cluster].name,

@@ -72,6 +72,7 @@ from gridcoll.adapt.monitor import PERIOD_S, PROBE_BYTES, NetworkMonitor, Transf
 from gridcoll.algorithms.mpich_g2 import mpich_g2, mpich_g2_tree
 from gridcoll.network.grid import Grid
 from gridcoll.network.load import LoadTrace, occupancy_end
+from gridcoll.runtime.netns import Network
 from gridcoll.runtime.supervisor import STARTUP_S, run_job
 from gridcoll.simulate import simulate
 from gridcoll.tune import Call, PlanCache, PlanOptions, plan
@@ -587,11 +588,14 @@ def run_scenario(
     timeout: float = 120.0,
     mpiexec: str | None = None,
     on_call: Callable[[int], None] | None = None,
+    network: Network | None = None,
 ) -> StrategyRun:
     """Run seed 001's application ``app`` (:class:`AppCall`\\ s, times from the load
     trace's time 0, the launch's start) for real on ``grid`` with one strategy
     (:mod:`gridcoll.experiments.adaptive_worker` on every rank), the WAN emulated under
-    ``load``; ``period_s``: the root's monitor period (``GRIDCOLL_MONITOR_PERIOD``).
+    ``load``, or real on a namespace ``network`` whose shapers follow ``load``
+    (:mod:`gridcoll.runtime.netns`); ``period_s``: the root's monitor period
+    (``GRIDCOLL_MONITOR_PERIOD``).
     Returns a :class:`StrategyRun`; raises
     :class:`~gridcoll.errors.LaunchError` unless every call's bytes were
     verified."""
@@ -620,6 +624,7 @@ def run_scenario(
         on_progress=on_call,
         load=load,
         extra_env=env,
+        network=network,
     )
     outcome.require_verified(f"the {strategy} scenario on {grid.name}")
     result = outcome.result
