@@ -139,11 +139,29 @@ def test_probe_link_measures_latency_and_bandwidth():
     est = probe_link(SyntheticTransport(link))
     assert est.latency == pytest.approx(10e-3, rel=1e-3)
     assert est.bandwidth == pytest.approx(1e6, rel=1e-3)
-    assert est.size == 65536  # 64 KiB take 66 ms >= 3 RTT(0)
+    # 64 KiB take 66 ms >= 3 RTT(0); 256 KiB confirm the rate within SETTLED
+    assert est.size == 256 * 1024
     fast = probe_link(SyntheticTransport(PLogP.linear(1e-3, 100e6)))
-    assert fast.size == 1024 * 1024  # grown by 4x until the transfer is >= 3 RTT(0)
+    assert fast.size == 1024 * 1024  # grown by 4x until the transfer is >= 3 RTT(0), settled
     one_way = probe_link(SyntheticTransport(link, PLogP.linear(30e-3, 1e6), shared_clock=True))
     assert one_way.one_way and one_way.latency == pytest.approx(10e-3 + 8e-6, rel=1e-3)
+
+
+def test_probe_link_grows_until_the_rate_settles():
+    """A shaper's first frames and TCP's window make a short transfer look fast: a
+    64 KiB probe at 1.08 MB/s, longer ones at 1 MB/s. The probe grows until two sizes
+    agree, and reports the sustained rate."""
+    from types import SimpleNamespace
+
+    class Shaped:
+        def run(self, probe):
+            rate = 1.08e6 if probe.m <= 65536 else 1e6
+            rtt = 2e-4 + probe.m / rate
+            return [SimpleNamespace(rtt=rtt, os=1e-5, owd=None)] * probe.reps
+
+    est = probe_link(Shaped())
+    assert est.size == 1024 * 1024
+    assert est.bandwidth == pytest.approx(1e6, rel=1e-3)
 
 
 def test_bad_input():
