@@ -313,7 +313,8 @@ def shapers(
         if not route.links:
             slope = route.plogp.g_fn.slope
             if slope > 0:
-                placed.setdefault(("out", a), {})[f"{a}->{b}"] = (_bits(1 / slope), frozenset([b]))
+                name = f"{grid.clusters[a].name}->{grid.clusters[b].name}"
+                placed.setdefault(("out", a), {})[name] = (_bits(1 / slope), frozenset([b]))
         for name in route.links:
             users.setdefault(name, []).append((a, b))
     for name, pairs in sorted(users.items()):
@@ -424,7 +425,7 @@ def plan(grid: Grid, *, name: str = DEFAULT_NAME) -> Network:
     return Network(name, grid, sites, routers, core, shapers(grid, sites, routers, core))
 
 
-def _address(i: int, host: int, net: int = 213) -> str:
+def _address(i: int, host: int, net: int = CLUSTER_NET) -> str:
     return f"10.{net}.{i}.{host}"
 
 
