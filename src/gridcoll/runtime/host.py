@@ -95,9 +95,9 @@ HOST_COST_PLAIN_S = 8e-6
 HOST_COST_TCP_S = 50e-6
 """CPU seconds per message and side over MPICH's TCP path (a namespace network,
 :mod:`gridcoll.runtime.netns`: every message crosses the kernel's TCP stack). Set from
-``python bench/real_network.py``'s broadcasts on ``magpie:4,2`` at 256 KiB, planned
-with 100 us and 200 us per message at 8 ranks on 2 cores: measured/simulated 1.21 and
-1.09."""
+a 256 KiB broadcast on a ``magpie:4,2`` namespace network at 8 ranks on 2 cores
+(``gridcoll run --netns --host-overhead H``): 100 us per message gave
+measured/simulated 1.21, 200 us 1.09."""
 
 
 def cpus() -> int:
