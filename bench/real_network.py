@@ -47,8 +47,6 @@ OPS = ("bcast", "allreduce")
 JUDGED_FROM = 256 * 1024
 """Smallest size the 10% goal judges (below it the real stack's per-message costs,
 which no grid parameter models, weigh)."""
-FRAME_PAYLOAD = 1448 / 1514
-"""TCP payload per byte on the wire (MSS 1448 with timestamps, 1514-byte frames)."""
 NAME = "bench"
 
 
@@ -83,7 +81,7 @@ def plogp_rate(grid_spec: str, found: Path, a: int, b: int, tmp: Path) -> dict[s
     grid = get_grid(grid_spec)
     ca, cb = grid.cluster_of[a], grid.cluster_of[b]
     (link,) = grid.routes[(ca, cb)].links
-    shaped = grid.links[link].bandwidth * FRAME_PAYLOAD
+    shaped = grid.links[link].bandwidth * netns.FRAME_PAYLOAD
     row: dict[str, Any] = {"route": link, "shaped_payload_Bps": shaped}
     if "error" in data:
         return row | {"error": data["error"]}

@@ -23,13 +23,12 @@ from gridcoll.errors import GridError, LaunchError
 from gridcoll.network import get_grid, grid_from_dict
 from gridcoll.runtime import netns
 from gridcoll.runtime.processes import mpiexec_command
+from test_measure_mpi import gridcoll
 
 REASON = netns.not_permitted()
 needs_namespaces = pytest.mark.skipif(REASON is not None, reason=f"no namespaces: {REASON}")
 
 LAN = {"latency": "20us", "bandwidth": "500MB/s", "overhead": "10us"}
-FRAME_PAYLOAD = 1448 / 1514
-"""TCP payload per byte on the wire (MSS 1448 with timestamps, 1514-byte frames)."""
 
 
 def grid_data(links: dict[str, str] | None = None, routes: list[dict] | None = None) -> dict:
@@ -175,40 +174,12 @@ def test_names_and_missing_networks_are_one_line_errors(tmp_path):
         netns.plan(get_grid("magpie:2,1"), name="Bad Name")
     path = tmp_path / "g.json"
     path.write_text(json.dumps(grid_data()))
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "gridcoll",
-            "run",
-            "--grid",
-            str(path),
-            "--netns",
-            "nosuch",
-            "--size",
-            "1KiB",
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    out = gridcoll("run", "--grid", str(path), "--netns", "nosuch", "--size", "1KiB")
     assert out.returncode != 0 and "Traceback" not in out.stderr
     assert "no namespace network 'nosuch' is up" in out.stderr
 
 
 # -- the network, for real -------------------------------------------------------------
-
-
-def gridcoll(*args: str, timeout: float = 300) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "gridcoll", *args],
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        check=False,
-        env={k: v for k, v in os.environ.items() if not k.startswith("GRIDCOLL_")},
-    )
 
 
 def left_behind(name: str) -> list[str]:
@@ -293,7 +264,7 @@ def test_discovery_on_the_namespace_network_finds_the_sites_and_their_rates(tmp_
         for (a, b), shaped in (((0, 1), 1e6), ((1, 0), 0.5e6)):
             g = found.routes[(a, b)].plogp.g
             rate = 2**20 / (g(2**20) - g(0))
-            assert rate == pytest.approx(shaped * FRAME_PAYLOAD, rel=0.10)
+            assert rate == pytest.approx(shaped * netns.FRAME_PAYLOAD, rel=0.10)
 
 
 @needs_namespaces
@@ -393,13 +364,7 @@ def test_where_namespaces_are_not_permitted_up_says_why():
 
 
 def test_the_help_says_what_is_not_emulated():
-    out = subprocess.run(
-        [sys.executable, "-m", "gridcoll", "netns", "--help"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    out = gridcoll("netns", "--help", timeout=60)
     assert out.returncode == 0 and "latency is not emulated" in " ".join(out.stdout.split())
 
 

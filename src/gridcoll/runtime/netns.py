@@ -74,6 +74,7 @@ from gridcoll.network.load import LoadTrace
 
 __all__ = [
     "DEFAULT_NAME",
+    "FRAME_PAYLOAD",
     "MPI_ENV",
     "STATE_DIR",
     "Network",
@@ -144,6 +145,11 @@ LEAF = 1000
 
 QUANTUM = 1514
 """Bytes an ``htb`` class sends per round when it borrows (one Ethernet frame)."""
+
+FRAME_PAYLOAD = 1448 / 1514
+"""Of a shaped link's rate, the share that is TCP payload: the shaper counts whole
+frames (1514 bytes) and a segment carries 1448 (MSS with timestamps). It is what P-LogP
+and discovery measure on the link."""
 
 _NAME = re.compile(r"^[a-z][a-z0-9]{0,11}$")
 _HOST = re.compile(r"[^A-Za-z0-9-]+")
